@@ -1,0 +1,34 @@
+# Two entry points for a fresh machine; each sets up its own virtualenv first.
+#   make run    serve on https://0.0.0.0:8443 with dev certs and the embedded demo cluster
+#   make test   lint, type-check, layer contracts and the test suite
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed-$(shell cksum pyproject.toml | cut -d' ' -f1)
+
+.PHONY: run test lint bench loadtest clean
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -e '.[dev]'
+	rm -f $(VENV)/.installed-*
+	touch $@
+
+run: $(STAMP)
+	$(BIN)/dra-webhook serve
+
+lint: $(STAMP)
+	$(BIN)/ruff check app tests
+	$(BIN)/ruff format --check app tests
+	$(BIN)/mypy
+	$(BIN)/lint-imports
+
+test: lint
+	$(BIN)/pytest
+
+bench: $(STAMP)
+	$(BIN)/pytest tests/benchmarks --benchmark-only --benchmark-columns=min,median,mean,ops,rounds
+
+clean:
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .benchmarks

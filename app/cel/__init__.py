@@ -1,0 +1,1 @@
+"""CEL: engine backends, the Kubernetes CEL library, device values and the compile cache."""
