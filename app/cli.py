@@ -55,6 +55,13 @@ def _parser() -> argparse.ArgumentParser:
         "--in-cluster", action="store_true", help="watch the cluster this pod runs in"
     )
     serve.add_argument("--workers", type=int, default=None, help="worker processes (default 1)")
+    serve.add_argument(
+        "--metrics-dir",
+        type=Path,
+        default=None,
+        help="with --workers > 1: folder for the workers' metric files, emptied at start "
+        "(default: a fresh temporary folder)",
+    )
 
     certs = sub.add_parser("certs", help="mint a CA and a serving certificate")
     certs.add_argument("--out", type=Path, default=Path("certs"), help="folder (default certs/)")
@@ -84,6 +91,7 @@ def _serve_settings(args: argparse.Namespace) -> Settings:
         ("cert_dir", "cert_dir"),
         ("config", "policy_file"),
         ("workers", "workers"),
+        ("metrics_dir", "metrics_dir"),
     ):
         if getattr(args, flag) is not None:
             overrides[key] = getattr(args, flag)

@@ -10,6 +10,7 @@ from uvicorn.supervisors import Multiprocess
 
 from app.certs import TLS_CERT, TLS_KEY, CertReloader
 from app.config import Settings
+from app.metrics import MULTIPROC_ENV, prepare_multiprocess_dir
 
 APP_FACTORY = "app.transport.app:create_app_from_env"
 
@@ -63,8 +64,24 @@ def build_config(settings: Settings) -> uvicorn.Config:
     )
 
 
+def multiprocess_metrics(settings: Settings) -> Settings:
+    """Point prometheus-client at a fresh shared folder when several workers serve.
+
+    Must run before any worker imports prometheus_client (it reads the variable once, at import);
+    workers are spawned afterwards and inherit it. With one worker the variable is removed so a
+    stray value in the environment cannot switch the single process to file-backed metrics.
+    """
+    if settings.workers == 1:
+        os.environ.pop(MULTIPROC_ENV, None)
+        return settings
+    folder = prepare_multiprocess_dir(settings.metrics_dir)
+    os.environ[MULTIPROC_ENV] = str(folder)
+    return settings.model_copy(update={"metrics_dir": folder})
+
+
 def serve(settings: Settings) -> None:
     """Serve until SIGTERM/SIGINT; in-flight requests are drained before exit."""
+    settings = multiprocess_metrics(settings)
     os.environ.update(settings_environment(settings))
     config = build_config(settings)
     if settings.workers > 1:

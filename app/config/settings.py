@@ -43,3 +43,6 @@ class Settings(BaseSettings):
     log_level: str = "INFO"
     shutdown_grace_seconds: float = Field(default=20.0, ge=0)
     cert_reload_interval_seconds: float = Field(default=2.0, gt=0)
+    metrics_dir: Path | None = None
+    """With workers > 1: the folder for each worker's metric files, emptied at start (None: a
+    fresh temporary folder). Unused with one worker."""

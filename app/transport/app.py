@@ -33,6 +33,7 @@ from app.transport.review import decode_review
 logger = logging.getLogger(__name__)
 
 JSON = "application/json"
+_KIND_NAMES = tuple(kind.value for kind in Kind)
 
 
 class _Webhook:
@@ -159,17 +160,21 @@ def create_app(
     policy = policy if policy is not None else load_policy(settings.policy_file)
     if source is None:
         source = build_source(settings, ClusterView())
-    metrics = metrics if metrics is not None else Metrics()
+    if metrics is None:
+        workers_share = settings.metrics_dir if settings.workers > 1 else None
+        metrics = Metrics(multiprocess_dir=workers_share)
     pipeline = Pipeline(policy, source.view, settings.namespace)
     webhook = _Webhook(settings, pipeline, source, metrics)
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
         await source.start()
+        metrics.set_synced(_KIND_NAMES, (k.value for k in source.view.synced_kinds()))
         try:
             yield
         finally:
             await source.stop()
+            metrics.close()
 
     app = FastAPI(
         title="dra-webhook", docs_url=None, redoc_url=None, openapi_url=None, lifespan=lifespan
@@ -200,9 +205,7 @@ def create_app(
 
     @app.get("/metrics")
     async def metrics_endpoint() -> Response:
-        synced = source.view.synced_kinds()
-        for kind in Kind:
-            metrics.cluster_synced.labels(kind.value).set(1 if kind in synced else 0)
+        metrics.set_synced(_KIND_NAMES, (k.value for k in source.view.synced_kinds()))
         return Response(metrics.render(), media_type="text/plain; version=0.0.4; charset=utf-8")
 
     return app
