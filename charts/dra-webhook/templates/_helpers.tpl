@@ -1,0 +1,155 @@
+{{/*
+Names are cut to 63 characters: the limit of a DNS label, and so of a Service name.
+*/}}
+{{- define "dra-webhook.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{- define "dra-webhook.fullname" -}}
+{{- if .Values.fullnameOverride }}
+{{- .Values.fullnameOverride | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- $name := default .Chart.Name .Values.nameOverride }}
+{{- if contains $name .Release.Name }}
+{{- .Release.Name | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- printf "%s-%s" .Release.Name $name | trunc 63 | trimSuffix "-" }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{/*
+"<fullname>-<suffix>" within 63 characters: the full name is cut first, so the suffix survives
+and names with different suffixes stay different. Argument: (list . "suffix").
+*/}}
+{{- define "dra-webhook.suffixed" -}}
+{{- $root := index . 0 }}
+{{- $suffix := index . 1 }}
+{{- $base := include "dra-webhook.fullname" $root | trunc (int (sub 62 (len $suffix))) | trimSuffix "-" }}
+{{- printf "%s-%s" $base $suffix }}
+{{- end }}
+
+{{- define "dra-webhook.chart" -}}
+{{- printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{/* Labels every object carries. */}}
+{{- define "dra-webhook.labels" -}}
+helm.sh/chart: {{ include "dra-webhook.chart" . }}
+{{ include "dra-webhook.selectorLabels" . }}
+app.kubernetes.io/version: {{ .Values.image.tag | default .Chart.AppVersion | trunc 63 | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+app.kubernetes.io/part-of: dra-webhook
+{{- end }}
+
+{{/* The labels that select the pods: never change them on upgrade. */}}
+{{- define "dra-webhook.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "dra-webhook.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+{{- end }}
+
+{{- define "dra-webhook.serviceAccountName" -}}
+{{- if .Values.serviceAccount.create }}
+{{- default (include "dra-webhook.fullname" .) .Values.serviceAccount.name }}
+{{- else }}
+{{- required "serviceAccount.name is required when serviceAccount.create is false" .Values.serviceAccount.name }}
+{{- end }}
+{{- end }}
+
+{{- define "dra-webhook.tlsSecretName" -}}
+{{- default (include "dra-webhook.suffixed" (list . "tls")) .Values.certificates.secretName }}
+{{- end }}
+
+{{/* The serving Certificate's name (cert-manager mode), also used by inject-ca-from. */}}
+{{- define "dra-webhook.servingCertificateName" -}}
+{{- include "dra-webhook.suffixed" (list . "serving") }}
+{{- end }}
+
+{{/* The DNS names the API server may use for the Service. */}}
+{{- define "dra-webhook.serviceDnsNames" -}}
+{{- $svc := include "dra-webhook.fullname" . }}
+{{- $ns := .Release.Namespace }}
+{{- list $svc (printf "%s.%s" $svc $ns) (printf "%s.%s.svc" $svc $ns) (printf "%s.%s.svc.cluster.local" $svc $ns) | toJson }}
+{{- end }}
+
+{{/* The policy's namespace modes, with the server's defaults for keys the values leave out. */}}
+{{- define "dra-webhook.modeLabel" -}}
+{{- $modes := .Values.policy.namespaceModes | default dict }}
+{{- $modes.label | default "gpu-mode" }}
+{{- end }}
+
+{{- define "dra-webhook.modeValues" -}}
+{{- $modes := .Values.policy.namespaceModes | default dict }}
+{{- list ($modes.draOnly | default "dra-only") ($modes.translate | default "translate") ($modes.audit | default "audit") | toJson }}
+{{- end }}
+
+{{/*
+Namespaces the webhooks never see: the release namespace and kube-system always (merged in
+whatever the values say), then the policy's and the extra ones.
+*/}}
+{{- define "dra-webhook.exemptNamespaces" -}}
+{{- $exempt := list .Release.Namespace "kube-system" }}
+{{- $exempt = concat $exempt (.Values.policy.exemptNamespaces | default list) .Values.webhook.extraExemptNamespaces }}
+{{- $exempt | uniq | toJson }}
+{{- end }}
+
+{{/* Only namespaces that opted in with the mode label, never the exempt ones. */}}
+{{- define "dra-webhook.namespaceSelector" -}}
+namespaceSelector:
+  matchExpressions:
+    - key: {{ include "dra-webhook.modeLabel" . | quote }}
+      operator: In
+      values: {{ include "dra-webhook.modeValues" . }}
+    - key: kubernetes.io/metadata.name
+      operator: NotIn
+      values: {{ include "dra-webhook.exemptNamespaces" . }}
+{{- end }}
+
+{{/*
+CEL (evaluated by the API server, never sent to us) that is true when a pod spec at the given
+path asks for devices: an extended resource (any name with a "/" prefix: the legacy names, the
+implicit deviceclass.resource.kubernetes.io/<class> ones, names a DeviceClass maps) in the
+requests or limits of any container, init container or ephemeral container, or any DRA claim.
+`object` is untyped here, so every optional field is guarded by has().
+Argument: the CEL path of the pod spec, e.g. "object.spec".
+*/}}
+{{- define "dra-webhook.celUsesDevices" -}}
+{{- $s := . -}}
+{{- $parts := splitList "." $s -}}
+{{- $guards := list -}}
+{{- range $i, $_ := rest $parts -}}
+{{- $guards = append $guards (printf "has(%s)" (slice $parts 0 (add $i 2) | join ".")) -}}
+{{- end -}}
+{{ join " && " $guards }} && (
+  (has({{ $s }}.resourceClaims) && size({{ $s }}.resourceClaims) > 0) ||
+  [
+    has({{ $s }}.containers) ? {{ $s }}.containers : [],
+    has({{ $s }}.initContainers) ? {{ $s }}.initContainers : [],
+    has({{ $s }}.ephemeralContainers) ? {{ $s }}.ephemeralContainers : []
+  ].exists(cs, cs.exists(c, has(c.resources) && (
+    (has(c.resources.requests) && c.resources.requests.exists(r, r.contains('/'))) ||
+    (has(c.resources.limits) && c.resources.limits.exists(r, r.contains('/'))) ||
+    (has(c.resources.claims) && size(c.resources.claims) > 0)
+  )))
+)
+{{- end }}
+
+{{/*
+The common fields of every webhook entry. Arguments: dict with root (.), path (/mutate or
+/validate), failurePolicy, timeoutSeconds.
+*/}}
+{{- define "dra-webhook.clientConfig" -}}
+admissionReviewVersions: ["v1"]
+matchPolicy: Equivalent
+failurePolicy: {{ .failurePolicy }}
+timeoutSeconds: {{ .timeoutSeconds }}
+clientConfig:
+  service:
+    name: {{ include "dra-webhook.fullname" .root }}
+    namespace: {{ .root.Release.Namespace }}
+    path: {{ .path }}
+    port: {{ .root.Values.service.port }}
+  {{- if .caBundle }}
+  caBundle: {{ .caBundle }}
+  {{- end }}
+{{- end }}

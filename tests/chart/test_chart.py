@@ -1,0 +1,613 @@
+"""The Helm chart, rendered by the real helm over a matrix of values files.
+
+helm comes from `../shared/tools/get-k8s-tools` (a pinned helm v3.19 from PyPI). Every rendered
+object is validated against the Kubernetes 1.34 schemas with kubernetes-validate --strict;
+cert-manager and Prometheus Operator objects (CRDs, no schema there) are checked here for the
+fields their CRDs require. The webhooks' matchConditions are compiled and evaluated as CEL.
+"""
+
+from __future__ import annotations
+
+import base64
+import copy
+import json
+import re
+import subprocess
+from collections.abc import Callable, Iterator
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import celpy
+import kubernetes_validate
+import pytest
+import yaml
+from cryptography import x509
+
+from app.config.policy import parse_policy
+
+REPO = Path(__file__).resolve().parents[2]
+CHART = REPO / "charts" / "dra-webhook"
+VALUES_FILES = sorted((CHART / "ci").glob("*-values.yaml"))
+FIXTURES = REPO.parent / "shared" / "fixtures" / "apiserver-v1.36.2"
+K8S_VERSION = "1.34.0"
+RELEASE, NAMESPACE = "rel", "dra-system"
+
+Obj = dict[str, Any]
+
+
+# -- rendering ------------------------------------------------------------------------------
+
+
+@cache
+def _helm() -> str:
+    """The helm binary, fetched (once, cached) by the shared tools script."""
+    script = REPO.parent / "shared" / "tools" / "get-k8s-tools"
+    folder = subprocess.run(
+        [str(script)], check=True, capture_output=True, text=True, timeout=300
+    ).stdout.strip()
+    return str(Path(folder) / "helm")
+
+
+def _run_helm(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [_helm(), *args], check=False, capture_output=True, text=True, timeout=120
+    )
+
+
+@cache
+def _render(values: Path) -> tuple[Obj, ...]:
+    result = _run_helm("template", RELEASE, str(CHART), "-n", NAMESPACE, "-f", str(values))
+    assert result.returncode == 0, result.stderr
+    return tuple(doc for doc in yaml.safe_load_all(result.stdout) if doc)
+
+
+def _values(values: Path) -> Obj:
+    """The values file merged over the chart's defaults (one level deep is all tests need)."""
+    merged: Obj = yaml.safe_load((CHART / "values.yaml").read_text())
+    for key, value in (yaml.safe_load(values.read_text()) or {}).items():
+        if isinstance(value, dict) and isinstance(merged.get(key), dict):
+            merged[key] = {**merged[key], **value}
+        else:
+            merged[key] = value
+    return merged
+
+
+def _of_kind(docs: tuple[Obj, ...], kind: str) -> list[Obj]:
+    return [doc for doc in docs if doc["kind"] == kind]
+
+
+def _one(docs: tuple[Obj, ...], kind: str) -> Obj:
+    (found,) = _of_kind(docs, kind)
+    return found
+
+
+def _webhooks(docs: tuple[Obj, ...]) -> Iterator[tuple[str, Obj]]:
+    for kind in ("MutatingWebhookConfiguration", "ValidatingWebhookConfiguration"):
+        for config in _of_kind(docs, kind):
+            for webhook in config["webhooks"]:
+                yield kind, webhook
+
+
+by_values_file = pytest.mark.parametrize("values", VALUES_FILES, ids=lambda p: p.stem)
+
+
+def test_the_values_matrix_covers_defaults_cert_manager_self_signed_and_hpa() -> None:
+    names = {p.stem for p in VALUES_FILES}
+    assert {
+        "default-values",
+        "cert-manager-values",
+        "self-signed-values",
+        "hpa-values",
+    } <= names
+
+
+# -- lint and schemas -----------------------------------------------------------------------
+
+
+@by_values_file
+def test_the_chart_lints_cleanly_in_strict_mode(values: Path) -> None:
+    result = _run_helm("lint", "--strict", str(CHART), "-n", NAMESPACE, "-f", str(values))
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+@pytest.mark.parametrize(
+    ("override", "complaint"),
+    [
+        ("replicas=3", "additional properties 'replicas' not allowed"),
+        ("webhook.mutating.failurePolicy=fail", "value must be one of 'Fail', 'Ignore'"),
+        ("webhook.validating.timeoutSeconds=31", "maximum"),
+        ("certificates.mode=vault", "value must be one of"),
+        ("service.extra=1", "additional properties 'extra' not allowed"),
+    ],
+)
+def test_the_values_schema_refuses_unknown_keys_and_bad_values(
+    override: str, complaint: str
+) -> None:
+    result = _run_helm("template", RELEASE, str(CHART), "--set", override)
+    assert result.returncode != 0
+    assert complaint in result.stderr
+
+
+def _schema_leaves(schema: Obj, prefix: tuple[str, ...] = ()) -> Iterator[tuple[str, ...]]:
+    """Paths of the chart's own settings: properties that are not closed sections."""
+    for key, sub in schema.get("properties", {}).items():
+        if sub.get("additionalProperties") is False and "properties" in sub and key != "issuerRef":
+            yield from _schema_leaves(sub, (*prefix, key))
+        else:
+            yield (*prefix, key)
+
+
+def _values_lines() -> dict[tuple[str, ...], int]:
+    """Line index of every mapping key in values.yaml, by key path."""
+    found: dict[tuple[str, ...], int] = {}
+    stack: list[tuple[int, str]] = []
+    for number, line in enumerate((CHART / "values.yaml").read_text().splitlines()):
+        match = re.match(r"^( *)([A-Za-z][\w.-]*):", line)
+        if not match:
+            continue
+        indent = len(match.group(1))
+        while stack and stack[-1][0] >= indent:
+            stack.pop()
+        stack.append((indent, match.group(2)))
+        found.setdefault(tuple(key for _, key in stack), number)
+    return found
+
+
+def test_every_value_is_commented() -> None:
+    """Each setting the schema declares sits in values.yaml under a comment that explains it."""
+    schema = json.loads((CHART / "values.schema.json").read_text())
+    lines = (CHART / "values.yaml").read_text().splitlines()
+    where = _values_lines()
+    missing = []
+    for path in _schema_leaves(schema):
+        if path == ("global",):
+            continue  # Helm's own, never set in values.yaml
+        number = where.get(path)
+        if number is None or not lines[number - 1].strip().startswith("#"):
+            missing.append(".".join(path))
+    assert missing == []
+
+
+_REQUIRED_CRD_FIELDS: dict[tuple[str, str], tuple[tuple[str, ...], ...]] = {
+    ("cert-manager.io/v1", "Certificate"): (
+        ("metadata", "name"),
+        ("spec", "secretName"),
+        ("spec", "issuerRef", "name"),
+    ),
+    ("cert-manager.io/v1", "Issuer"): (("metadata", "name"), ("spec",)),
+    ("monitoring.coreos.com/v1", "ServiceMonitor"): (
+        ("metadata", "name"),
+        ("spec", "selector"),
+        ("spec", "endpoints"),
+    ),
+}
+_ISSUER_TYPES = {"selfSigned", "ca", "vault", "venafi", "acme"}
+
+
+def _check_crd_object(doc: Obj) -> None:
+    for path in _REQUIRED_CRD_FIELDS[(doc["apiVersion"], doc["kind"])]:
+        node: Any = doc
+        for part in path:
+            assert isinstance(node, dict) and part in node, f"{doc['kind']}: missing {path}"
+            node = node[part]
+        assert node not in (None, "", []), f"{doc['kind']}: empty {path}"
+    if doc["kind"] == "Issuer":
+        assert len(_ISSUER_TYPES & set(doc["spec"])) == 1
+    if doc["kind"] == "Certificate":
+        assert doc["spec"].get("dnsNames") or doc["spec"].get("isCA")
+    if doc["kind"] == "ServiceMonitor":
+        assert all(endpoint.get("port") for endpoint in doc["spec"]["endpoints"])
+
+
+@by_values_file
+def test_every_rendered_object_is_valid_for_kubernetes_1_34(values: Path) -> None:
+    problems = []
+    for doc in _render(values):
+        if (doc["apiVersion"], doc["kind"]) in _REQUIRED_CRD_FIELDS:
+            _check_crd_object(doc)
+            continue
+        try:
+            kubernetes_validate.validate(doc, K8S_VERSION, strict=True)
+        except kubernetes_validate.ValidationError as exc:
+            path = ".".join(str(p) for p in exc.path)
+            problems.append(f"{doc['kind']} {doc['metadata']['name']}: {path}: {exc.message}")
+    assert problems == []
+
+
+@by_values_file
+def test_object_names_fit_in_63_characters_and_never_collide(values: Path) -> None:
+    seen: set[tuple[str, str]] = set()
+    for doc in _render(values):
+        name = doc["metadata"]["name"]
+        assert len(name) <= 63, name
+        assert (doc["kind"], name) not in seen
+        seen.add((doc["kind"], name))
+
+
+# -- the workload ---------------------------------------------------------------------------
+
+
+@by_values_file
+def test_the_deployment_runs_hardened_with_https_probes(values: Path) -> None:
+    docs = _render(values)
+    pod = _one(docs, "Deployment")["spec"]["template"]["spec"]
+    (container,) = pod["containers"]
+    security = container["securityContext"]
+
+    assert pod["securityContext"]["runAsNonRoot"] is True
+    assert pod["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
+    assert security["readOnlyRootFilesystem"] is True
+    assert security["allowPrivilegeEscalation"] is False
+    assert security["capabilities"] == {"drop": ["ALL"]}
+    assert container["livenessProbe"]["httpGet"] == {
+        "path": "/healthz",
+        "port": "https",
+        "scheme": "HTTPS",
+    }
+    assert container["readinessProbe"]["httpGet"] == {
+        "path": "/readyz",
+        "port": "https",
+        "scheme": "HTTPS",
+    }
+    assert container["resources"]["requests"]
+    assert {"--config=/etc/dra-webhook/policy.yaml", "--in-cluster"} <= set(container["args"])
+    assert "--cert-dir=/etc/dra-webhook/certs" in container["args"]
+    mounts = {m["mountPath"]: m["name"] for m in container["volumeMounts"]}
+    volumes = {v["name"]: v for v in pod["volumes"]}
+    assert "emptyDir" in volumes[mounts["/tmp"]]
+    assert volumes[mounts["/etc/dra-webhook/certs"]]["secret"]["secretName"]
+    assert pod["affinity"] and pod["topologySpreadConstraints"]
+
+
+def test_two_replicas_by_default_kept_available_by_a_disruption_budget() -> None:
+    docs = _render(CHART / "ci" / "default-values.yaml")
+    assert _one(docs, "Deployment")["spec"]["replicas"] == 2
+    budget = _one(docs, "PodDisruptionBudget")["spec"]
+    assert budget["maxUnavailable"] == 1
+    assert (
+        budget["selector"]["matchLabels"]
+        == (_one(docs, "Deployment")["spec"]["selector"]["matchLabels"])
+    )
+
+
+def test_with_autoscaling_the_hpa_owns_the_replica_count() -> None:
+    docs = _render(CHART / "ci" / "hpa-values.yaml")
+    assert "replicas" not in _one(docs, "Deployment")["spec"]
+    hpa = _one(docs, "HorizontalPodAutoscaler")["spec"]
+    assert (hpa["minReplicas"], hpa["maxReplicas"]) == (3, 10)
+    assert hpa["scaleTargetRef"]["name"] == _one(docs, "Deployment")["metadata"]["name"]
+
+
+def test_the_service_sends_port_443_to_the_container_https_port() -> None:
+    docs = _render(CHART / "ci" / "default-values.yaml")
+    (port,) = _one(docs, "Service")["spec"]["ports"]
+    container = _one(docs, "Deployment")["spec"]["template"]["spec"]["containers"][0]
+    assert (port["port"], port["targetPort"]) == (443, "https")
+    assert {"name": "https", "containerPort": 8443, "protocol": "TCP"} in container["ports"]
+
+
+def test_the_cluster_role_grants_only_what_the_server_uses() -> None:
+    docs = _render(CHART / "ci" / "default-values.yaml")
+    granted = {
+        (group, resource, verb)
+        for rule in _one(docs, "ClusterRole")["rules"]
+        for group in rule["apiGroups"]
+        for resource in rule["resources"]
+        for verb in rule["verbs"]
+    }
+    read = {"get", "list", "watch"}
+    expected = {("", r, v) for r in ("namespaces", "resourcequotas") for v in read}
+    expected |= {
+        ("resource.k8s.io", r, v)
+        for r in ("deviceclasses", "resourceslices", "resourceclaims", "resourceclaimtemplates")
+        for v in read
+    }
+    expected.add(("resource.k8s.io", "resourceclaimtemplates", "create"))
+    assert granted == expected
+    binding = _one(docs, "ClusterRoleBinding")
+    assert binding["subjects"] == [
+        {
+            "kind": "ServiceAccount",
+            "name": _one(docs, "ServiceAccount")["metadata"]["name"],
+            "namespace": NAMESPACE,
+        }
+    ]
+
+
+@by_values_file
+def test_the_policy_configmap_is_a_policy_the_server_accepts(values: Path) -> None:
+    config = _one(_render(values), "ConfigMap")
+    policy = parse_policy(config["data"]["policy.yaml"], "rendered ConfigMap")
+    assert policy.namespace_modes.label == _values(values)["policy"]["namespaceModes"]["label"]
+
+
+# -- certificates ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "values", [CHART / "ci" / "default-values.yaml", CHART / "ci" / "self-signed-values.yaml"]
+)
+def test_self_signed_mode_generates_a_serving_pair_whose_ca_is_the_webhooks_ca_bundle(
+    values: Path,
+) -> None:
+    docs = _render(values)
+    secret = _one(docs, "Secret")
+    ca = x509.load_pem_x509_certificate(base64.b64decode(secret["data"]["ca.crt"]))
+    serving = x509.load_pem_x509_certificate(base64.b64decode(secret["data"]["tls.crt"]))
+    serving.verify_directly_issued_by(ca)
+    sans = serving.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+    service = _one(docs, "Service")["metadata"]["name"]
+    assert f"{service}.{NAMESPACE}.svc" in sans.get_values_for_type(x509.DNSName)
+    for _, webhook in _webhooks(docs):
+        assert webhook["clientConfig"]["caBundle"] == secret["data"]["ca.crt"]
+    deployment = _one(docs, "Deployment")["spec"]["template"]["spec"]
+    assert {"name": "certs", "secret": {"secretName": secret["metadata"]["name"]}} in deployment[
+        "volumes"
+    ]
+
+
+@pytest.mark.parametrize(
+    "values",
+    [CHART / "ci" / "cert-manager-values.yaml", CHART / "ci" / "cert-manager-issuer-values.yaml"],
+)
+def test_cert_manager_mode_injects_the_ca_of_the_serving_certificate(values: Path) -> None:
+    docs = _render(values)
+    assert _of_kind(docs, "Secret") == []
+    serving = next(c for c in _of_kind(docs, "Certificate") if not c["spec"].get("isCA", False))
+    service = _one(docs, "Service")["metadata"]["name"]
+    assert f"{service}.{NAMESPACE}.svc" in serving["spec"]["dnsNames"]
+    for kind in ("MutatingWebhookConfiguration", "ValidatingWebhookConfiguration"):
+        config = _one(docs, kind)
+        assert config["metadata"]["annotations"] == {
+            "cert-manager.io/inject-ca-from": f"{NAMESPACE}/{serving['metadata']['name']}"
+        }
+        assert all("caBundle" not in w["clientConfig"] for w in config["webhooks"])
+    pod = _one(docs, "Deployment")["spec"]["template"]["spec"]
+    assert {"name": "certs", "secret": {"secretName": serving["spec"]["secretName"]}} in pod[
+        "volumes"
+    ]
+
+
+# -- the webhook configurations -------------------------------------------------------------
+
+
+@by_values_file
+def test_every_webhook_speaks_v1_with_equivalent_matching_and_values_for_failure(
+    values: Path,
+) -> None:
+    settings = _values(values)["webhook"]
+    for kind, webhook in _webhooks(_render(values)):
+        side = settings["mutating" if kind.startswith("Mutating") else "validating"]
+        assert webhook["admissionReviewVersions"] == ["v1"]
+        assert webhook["matchPolicy"] == "Equivalent"
+        assert webhook["failurePolicy"] == side["failurePolicy"]
+        assert webhook["timeoutSeconds"] == side["timeoutSeconds"]
+        service = webhook["clientConfig"]["service"]
+        assert (service["namespace"], service["port"]) == (NAMESPACE, 443)
+        if kind.startswith("Mutating"):
+            assert service["path"] == "/mutate"
+            assert webhook["reinvocationPolicy"] == "IfNeeded"
+            pods = webhook["name"].startswith("pods.")
+            assert webhook["sideEffects"] == ("NoneOnDryRun" if pods else "None")
+        else:
+            assert service["path"] == "/validate"
+            assert webhook["sideEffects"] == "None"
+
+
+def _rules(docs: tuple[Obj, ...], kind: str) -> set[tuple[str, str, str]]:
+    return {
+        (group, resource, operation)
+        for config in _of_kind(docs, kind)
+        for webhook in config["webhooks"]
+        for rule in webhook["rules"]
+        for group in rule["apiGroups"]
+        for resource in rule["resources"]
+        for operation in rule["operations"]
+    }
+
+
+def test_the_webhooks_receive_the_kinds_and_operations_the_design_names() -> None:
+    docs = _render(CHART / "ci" / "default-values.yaml")
+    assert _rules(docs, "MutatingWebhookConfiguration") == {
+        ("", "pods", "CREATE"),
+        ("resource.k8s.io", "resourceclaims", "CREATE"),
+        ("resource.k8s.io", "resourceclaimtemplates", "CREATE"),
+    }
+    both = ("CREATE", "UPDATE")
+    expected = {("", r, op) for r in ("pods", "pods/ephemeralcontainers") for op in both}
+    expected |= {
+        ("apps", r, op)
+        for r in ("deployments", "replicasets", "statefulsets", "daemonsets")
+        for op in both
+    }
+    expected |= {("batch", r, op) for r in ("jobs", "cronjobs") for op in both}
+    expected |= {("", "replicationcontrollers", op) for op in both}
+    expected |= {
+        ("resource.k8s.io", r, "CREATE") for r in ("resourceclaims", "resourceclaimtemplates")
+    }
+    expected |= {("resource.k8s.io", "deviceclasses", op) for op in both}
+    assert _rules(docs, "ValidatingWebhookConfiguration") == expected
+
+
+def _selector(webhook: Obj) -> dict[str, Obj]:
+    return {e["key"]: e for e in webhook["namespaceSelector"]["matchExpressions"]}
+
+
+@by_values_file
+def test_only_labelled_namespaces_are_sent_and_release_and_system_ones_never(
+    values: Path,
+) -> None:
+    settings = _values(values)
+    modes = settings["policy"]["namespaceModes"]
+    must_exempt = {NAMESPACE, "kube-system"}
+    must_exempt |= set(settings["policy"].get("exemptNamespaces", []))
+    must_exempt |= set(settings["webhook"].get("extraExemptNamespaces", []))
+    for _, webhook in _webhooks(_render(values)):
+        if webhook["name"].startswith("deviceclasses."):
+            continue
+        selector = _selector(webhook)
+        assert selector[modes["label"]] == {
+            "key": modes["label"],
+            "operator": "In",
+            "values": [modes["draOnly"], modes["translate"], modes["audit"]],
+        }
+        exempt = selector["kubernetes.io/metadata.name"]
+        assert exempt["operator"] == "NotIn"
+        assert set(exempt["values"]) == must_exempt
+
+
+def test_the_release_namespace_stays_exempt_whatever_the_values_say() -> None:
+    result = _run_helm(
+        "template",
+        RELEASE,
+        str(CHART),
+        "-n",
+        "gpu-webhook",
+        "--set-json",
+        "policy.exemptNamespaces=[]",
+        "--set-json",
+        "webhook.extraExemptNamespaces=[]",
+    )
+    assert result.returncode == 0, result.stderr
+    docs = tuple(d for d in yaml.safe_load_all(result.stdout) if d)
+    for _, webhook in _webhooks(docs):
+        if "namespaceSelector" in webhook:
+            names = _selector(webhook)["kubernetes.io/metadata.name"]["values"]
+            assert {"gpu-webhook", "kube-system"} <= set(names)
+
+
+def test_cluster_scoped_device_classes_have_their_own_entry_without_a_namespace_selector() -> None:
+    docs = _render(CHART / "ci" / "default-values.yaml")
+    (entry,) = [w for _, w in _webhooks(docs) if w["name"].startswith("deviceclasses.")]
+    assert "namespaceSelector" not in entry
+    assert entry["rules"][0]["scope"] == "Cluster"
+    docs = _render(CHART / "ci" / "self-signed-values.yaml")  # webhook.deviceClasses: false
+    assert not [w for _, w in _webhooks(docs) if w["name"].startswith("deviceclasses.")]
+
+
+# -- matchConditions as CEL -----------------------------------------------------------------
+
+_CEL = celpy.Environment()
+
+
+@cache
+def _compile(expression: str) -> Callable[[Obj], bool]:
+    program = _CEL.program(_CEL.compile(expression))
+
+    def evaluate(obj: Obj) -> bool:
+        result = program.evaluate({"object": celpy.json_to_cel(obj)})
+        assert isinstance(result, celpy.celtypes.BoolType), result
+        return bool(result)
+
+    return evaluate
+
+
+def _fixture_object(name: str) -> Obj:
+    obj: Obj = json.loads((FIXTURES / name).read_text())["request"]["object"]
+    return obj
+
+
+def _plain(pod_spec: Obj) -> Obj:
+    """The same spec with only cpu/memory requests and no claims."""
+    spec = copy.deepcopy(pod_spec)
+    spec.pop("resourceClaims", None)
+    for container in spec["containers"]:
+        container["resources"] = {"requests": {"cpu": "500m", "memory": "1Gi"}}
+    return spec
+
+
+def _pod(spec: Obj) -> Obj:
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"}, "spec": spec}
+
+
+def _deployment(spec: Obj) -> Obj:
+    return {"kind": "Deployment", "spec": {"template": {"metadata": {}, "spec": spec}}}
+
+
+def _cronjob(spec: Obj) -> Obj:
+    return {
+        "kind": "CronJob",
+        "spec": {"schedule": "@daily", "jobTemplate": {"spec": {"template": {"spec": spec}}}},
+    }
+
+
+def _with(spec: Obj, field: str, container: Obj) -> Obj:
+    spec = copy.deepcopy(spec)
+    spec[field] = [container]
+    return spec
+
+
+LEGACY_POD = _fixture_object("pod-create-legacy-gpu.json")
+CLAIMS_POD = _fixture_object("pod-create-with-resourceclaims.json")
+LEGACY_DEPLOYMENT = _fixture_object("deployment-create-legacy-gpu.json")
+PLAIN_SPEC = _plain(LEGACY_POD["spec"])
+GPU_LIMITS = {"name": "x", "image": "i", "resources": {"limits": {"nvidia.com/gpu": "1"}}}
+MIG_REQUESTS = {"name": "x", "image": "i", "resources": {"requests": {"nvidia.com/mig-1g.10gb": 1}}}
+
+SELECTION: list[tuple[str, str, Obj, bool]] = [
+    ("pods", "legacy pod (fixture)", LEGACY_POD, True),
+    ("pods", "plain pod", _pod(PLAIN_SPEC), False),
+    ("pods", "pod with DRA claims (fixture)", CLAIMS_POD, True),
+    ("pods", "legacy init container", _pod(_with(PLAIN_SPEC, "initContainers", GPU_LIMITS)), True),
+    (
+        "pods",
+        "legacy ephemeral container",
+        _pod(_with(PLAIN_SPEC, "ephemeralContainers", MIG_REQUESTS)),
+        True,
+    ),
+    ("pods", "container with no resources", _pod({"containers": [{"name": "c"}]}), False),
+    ("pods", "pod without a spec", {"kind": "Pod", "metadata": {}}, False),
+    ("workloads", "legacy Deployment (fixture)", LEGACY_DEPLOYMENT, True),
+    ("workloads", "plain Deployment", _deployment(PLAIN_SPEC), False),
+    ("workloads", "Deployment with claims", _deployment(CLAIMS_POD["spec"]), True),
+    (
+        "workloads",
+        "workload with a legacy init container",
+        _deployment(_with(PLAIN_SPEC, "initContainers", GPU_LIMITS)),
+        True,
+    ),
+    ("workloads", "workload without a template", {"kind": "Deployment", "spec": {}}, False),
+    ("cronjobs", "legacy CronJob", _cronjob(LEGACY_POD["spec"]), True),
+    ("cronjobs", "plain CronJob", _cronjob(PLAIN_SPEC), False),
+    ("cronjobs", "CronJob without a job template", {"kind": "CronJob", "spec": {}}, False),
+]
+
+
+@cache
+def _conditions(values: Path) -> dict[tuple[str, str], list[Obj]]:
+    return {
+        (kind, webhook["name"].split(".", 1)[0]): webhook.get("matchConditions", [])
+        for kind, webhook in _webhooks(_render(values))
+    }
+
+
+@by_values_file
+def test_match_conditions_compile_as_cel(values: Path) -> None:
+    conditions = _conditions(values)
+    assert conditions[("ValidatingWebhookConfiguration", "pods")]
+    for entries in conditions.values():
+        for condition in entries:
+            _compile(condition["expression"])
+
+
+@pytest.mark.parametrize(
+    ("entry", "case", "obj", "selected"), SELECTION, ids=[row[1] for row in SELECTION]
+)
+def test_match_conditions_send_objects_that_use_devices_and_keep_plain_ones_home(
+    entry: str, case: str, obj: Obj, selected: bool
+) -> None:
+    conditions = _conditions(CHART / "ci" / "default-values.yaml")
+    kinds = ["ValidatingWebhookConfiguration"]
+    if entry == "pods":
+        kinds.append("MutatingWebhookConfiguration")
+    for kind in kinds:
+        (condition,) = conditions[(kind, entry)]
+        assert _compile(condition["expression"])(obj) is selected, (kind, case)
+
+
+def test_claims_and_device_classes_are_always_sent() -> None:
+    conditions = _conditions(CHART / "ci" / "default-values.yaml")
+    assert conditions[("MutatingWebhookConfiguration", "claims")] == []
+    assert conditions[("ValidatingWebhookConfiguration", "claims")] == []
+    assert conditions[("ValidatingWebhookConfiguration", "deviceclasses")] == []
