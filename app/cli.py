@@ -117,12 +117,12 @@ def main(argv: list[str] | None = None) -> int:
             print(minted.ca_bundle)
             return 0
         settings = _serve_settings(args)
-        configure_logging(settings.log_level)
         _preflight(settings)
         if ensure_dev_certs(settings.cert_dir):
             print(f"minted development certificates into {settings.cert_dir}/", file=sys.stderr)
         from app.server import serve
 
+        configure_logging(settings.log_level)
         serve(settings)
         return 0
     except ConfigError as exc:
