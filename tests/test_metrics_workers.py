@@ -1,20 +1,12 @@
 """/metrics counts every review whichever worker answered it (prometheus multiprocess mode).
 
-These tests run the real CLI (`python -m app serve`) over TLS on loopback, with one and with two
-uvicorn worker processes, and stop it by its process object.
+These tests run the real CLI (`python -m app serve`, conftest's TLS server) on loopback, with one
+and with two uvicorn worker processes, and stop it by its process object.
 """
 
 from __future__ import annotations
 
-import socket
-import ssl
-import subprocess
-import sys
-import time
-from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import contextmanager
-from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
@@ -24,92 +16,28 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from app.errors import ConfigError
 from app.metrics import Metrics, prepare_multiprocess_dir
+from tests.conftest import FIXTURES, TlsServer, start_server, stop_server
 
-FIXTURES = Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "apiserver-v1.36.2"
 LEGACY_POD = FIXTURES / "pod-create-legacy-gpu.json"
 COUNT = "dra_webhook_admission_duration_seconds"
-START_TIMEOUT = 30.0
 
 
-@dataclass(frozen=True)
-class Server:
-    url: str
-    ssl: ssl.SSLContext
-    process: subprocess.Popen[bytes]
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
-
-
-@contextmanager
-def _serve(workdir: Path, workers: int, metrics_dir: Path) -> Iterator[Server]:
-    port = _free_port()
-    certs = workdir / "certs"
-    log = (workdir / "server.log").open("wb")
-    process = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "app",
-            "serve",
-            "--host",
-            "127.0.0.1",
-            "--port",
-            str(port),
-            "--cert-dir",
-            str(certs),
-            "--workers",
-            str(workers),
-            "--metrics-dir",
-            str(metrics_dir),
-        ],
-        cwd=workdir,
-        stdout=log,
-        stderr=subprocess.STDOUT,
-    )
-    try:
-        url = f"https://127.0.0.1:{port}"
-        deadline = time.monotonic() + START_TIMEOUT
-        while True:
-            assert process.poll() is None, (workdir / "server.log").read_text()
-            try:
-                context = ssl.create_default_context(cafile=certs / "ca.crt")
-                if httpx.get(f"{url}/readyz", verify=context, timeout=2).status_code == 200:
-                    break
-            except (OSError, httpx.TransportError):
-                pass
-            assert time.monotonic() < deadline, "server did not become ready"
-            time.sleep(0.2)
-        yield Server(url, context, process)
-    finally:
-        process.terminate()
-        try:
-            process.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
-        log.close()
-
-
-def _review(server: Server, body: bytes) -> None:
+def _review(server: TlsServer, body: bytes) -> None:
     """One review on a connection of its own, so the kernel may hand it to either worker."""
     response = httpx.post(
-        f"{server.url}/validate",
+        f"{server.base_url}/validate",
         content=body,
         headers={"Content-Type": "application/json"},
-        verify=server.ssl,
+        verify=server.ssl_context(),
         timeout=10,
     )
     assert response.status_code == 200
     assert response.json()["response"]["allowed"] is False
 
 
-def _reviews_counted(server: Server) -> float:
-    text = httpx.get(f"{server.url}/metrics", verify=server.ssl, timeout=10).text
+def _reviews_counted(server: TlsServer) -> float:
+    with server.client() as client:
+        text = client.get("/metrics").text
     return sum(
         sample.value
         for family in text_string_to_metric_families(text)
@@ -143,19 +71,23 @@ def test_metrics_count_every_review_whichever_worker_answered(tmp_path: Path, wo
     stale.write_bytes(b"left over by an earlier run")
     body = LEGACY_POD.read_bytes()
 
-    with _serve(tmp_path, workers, metrics_dir) as server, ThreadPoolExecutor(8) as pool:
-        sent = 0
-        # Until both workers have answered some (bounded): the kernel picks the accepting worker.
-        while sent < 400:
-            list(pool.map(lambda _: _review(server, body), range(40)))
-            sent += 40
-            if workers == 1:
-                break
-            by_worker = _counts_by_worker(metrics_dir)
-            if sum(1 for n in by_worker.values() if n > 0) >= 2:
-                break
+    server = start_server(tmp_path, "--workers", str(workers), "--metrics-dir", str(metrics_dir))
+    try:
+        with ThreadPoolExecutor(8) as pool:
+            sent = 0
+            # Until both workers answered some (bounded): the kernel picks the accepting worker.
+            while sent < 400:
+                list(pool.map(lambda _: _review(server, body), range(40)))
+                sent += 40
+                if workers == 1:
+                    break
+                by_worker = _counts_by_worker(metrics_dir)
+                if sum(1 for n in by_worker.values() if n > 0) >= 2:
+                    break
 
         assert _reviews_counted(server) == sent
+    finally:
+        stop_server(server)
 
     if workers == 1:
         # One process keeps its metrics in memory: the folder is neither used nor cleared.
