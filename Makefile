@@ -19,8 +19,8 @@ run: $(STAMP)
 	$(BIN)/dra-webhook serve
 
 lint: $(STAMP)
-	$(BIN)/ruff check app tests
-	$(BIN)/ruff format --check app tests
+	$(BIN)/ruff check app tests loadtest
+	$(BIN)/ruff format --check app tests loadtest
 	$(BIN)/mypy
 	$(BIN)/lint-imports
 
@@ -29,6 +29,11 @@ test: lint
 
 bench: $(STAMP)
 	$(BIN)/pytest tests/benchmarks --benchmark-only --benchmark-columns=min,median,mean,ops,rounds
+
+# 30 s of locust at 32 connections against the webhook, then a bare FastAPI echo; results in
+# loadtest/results/<time>/ (summary.json, summary.csv, latency.png). See docs/loadtest.md.
+loadtest: $(STAMP)
+	loadtest/run
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .benchmarks
