@@ -17,7 +17,7 @@ from app.config import Policy
 from app.errors import ObjectShapeError
 from app.k8s.objects import POD_SPEC_PATHS
 from app.k8s.patch import PatchOp
-from app.policies import dra_only
+from app.policies import dra_only, translate
 from app.policies.base import Context, Mode, Obj, Request, Result
 from app.policies.compiled import Compiled
 
@@ -56,6 +56,8 @@ POD_BEARING: frozenset[GroupKind] = frozenset(
 )
 assert {kind for _, kind in POD_BEARING} == set(POD_SPEC_PATHS)
 
+WORKLOADS: frozenset[GroupKind] = POD_BEARING - {("", "Pod")}
+
 CLAIM_KINDS: frozenset[GroupKind] = frozenset(
     {(_RESOURCE, "ResourceClaim"), (_RESOURCE, "ResourceClaimTemplate")}
 )
@@ -79,6 +81,27 @@ REGISTRATIONS: tuple[Registration, ...] = (
         POD_BEARING,
         frozenset({"CREATE", "UPDATE"}),
         dra_only.check,
+    ),
+    Registration(
+        "translate",
+        Endpoint.MUTATE,
+        frozenset({("", "Pod")}),
+        frozenset({"CREATE"}),
+        translate.check_pod,
+    ),
+    Registration(
+        "translate-workloads",
+        Endpoint.MUTATE,
+        WORKLOADS,
+        frozenset({"CREATE", "UPDATE"}),
+        translate.check_workload,
+    ),
+    Registration(
+        "translate-validate",
+        Endpoint.VALIDATE,
+        WORKLOADS,
+        frozenset({"CREATE", "UPDATE"}),
+        translate.validate,
     ),
 )
 

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 from app.config import Policy
 from app.policies.legacy import LegacyMatcher, MappingResolver
+from app.policies.translate_templates import TemplateBuilder
 
 
 @dataclass(frozen=True, slots=True)
@@ -14,10 +15,13 @@ class Compiled:
 
     legacy: LegacyMatcher
     mappings: MappingResolver
+    templates: TemplateBuilder
+    """Translation's ResourceClaimTemplates; template hooks (DeviceClass defaults) go here."""
 
     @classmethod
     def build(cls, policy: Policy) -> Compiled:
         return cls(
             legacy=LegacyMatcher(policy.legacy_resources),
             mappings=MappingResolver(policy.mappings),
+            templates=TemplateBuilder(policy.translation.template_name_prefix, hooks=()),
         )
