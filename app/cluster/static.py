@@ -83,15 +83,26 @@ def _flatten(documents: list[Any]) -> Iterator[Any]:
 class StaticSource:
     """A cluster view filled once from a file; template creates are recorded in the view."""
 
-    def __init__(self, view: ClusterView, path: Path | None = None) -> None:
+    def __init__(
+        self,
+        view: ClusterView,
+        path: Path | None = None,
+        objects: list[dict[str, Any]] | None = None,
+    ) -> None:
+        """Objects come from `objects` when given (tests), else from `path` or the demo file."""
         self.view = view
         self._path = path
+        self._objects = objects
         self.created_templates: list[dict[str, Any]] = []
 
     def load(self) -> None:
         """Read the file into the view and mark every kind synced (raises ClusterFileError)."""
-        text, source = read_cluster_text(self._path)
-        grouped = parse_cluster_objects(text, source)
+        if self._objects is not None:
+            source = "objects"
+            grouped = parse_cluster_objects(yaml.safe_dump_all(self._objects), source)
+        else:
+            text, source = read_cluster_text(self._path)
+            grouped = parse_cluster_objects(text, source)
         for kind, objs in grouped.items():
             self.view.replace(kind, objs)
         logger.info(
