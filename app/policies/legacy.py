@@ -95,9 +95,9 @@ class MappingResolver:
     def missing_hint(resource: str) -> str:
         """What makes `resource` resolvable: the policy key to add, or a DeviceClass field."""
         return (
-            f"add a `mappings` entry to the dra-webhook policy (`mappings: [{{resource: "
-            f"{resource}, deviceClassName: <DeviceClass>}}]`), or set `spec.extendedResourceName: "
-            f"{resource}` on the DeviceClass that serves it"
+            f"add `mappings: [{{resource: {resource}, deviceClassName: <class>}}]` to the "
+            f"dra-webhook policy, or set `spec.extendedResourceName: {resource}` on the "
+            "DeviceClass that serves it"
         )
 
 

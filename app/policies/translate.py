@@ -25,8 +25,7 @@ when it is applied rather than when its ReplicaSet silently fails to create pods
 
 from __future__ import annotations
 
-import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -36,6 +35,7 @@ from app.errors import ObjectShapeError
 from app.k8s import patch as jsonpatch
 from app.k8s.objects import ContainerRef, PodSpecRef, list_field, pod_spec, resource_map
 from app.k8s.patch import PatchOp
+from app.k8s.quantity import QuantityError, parse_quantity
 from app.policies.base import ALLOW, Context, Mode, Obj, Request, Result, Violation
 from app.policies.legacy import DeviceMapping, LegacyRequest, legacy_requests
 from app.policies.translate_templates import MAX_NAME, ClaimTemplate, slug
@@ -110,7 +110,7 @@ def validate(request: Request, ctx: Context) -> Result:
             old_keys = frozenset(p.key for p in old.problems)
     new = [p for p in analysis.problems if p.key not in old_keys]
     warnings = [
-        f"{p.violation}: predates this change; pods of this {request.kind} will be denied"
+        f"predates this change, pods of this {request.kind} will be denied: {p.violation}"
         for p in analysis.problems
         if p.key in old_keys
     ]
@@ -492,7 +492,7 @@ def _count(legacy: LegacyRequest) -> tuple[int, Violation | None]:
         if value is None:
             return 0, Violation(
                 f"{legacy.container.path}.resources.{which}[{legacy.resource}]",
-                f"{raw!s} is not a whole number: {legacy.resource} counts whole devices",
+                f"{raw!s} is not a whole number: {legacy.resource} is counted in whole devices",
             )
         counts[which] = value
     if len(counts) == 2 and counts["limits"] != counts["requests"]:
@@ -504,44 +504,14 @@ def _count(legacy: LegacyRequest) -> tuple[int, Violation | None]:
     return next(iter(counts.values())), None
 
 
-_WHOLE = re.compile(r"^\+?([0-9]+)(m|k|M|G|T|P|E|Ki|Mi|Gi|Ti|Pi|Ei)?$")
-_FACTOR: Mapping[str, int] = {
-    "": 1,
-    "k": 10**3,
-    "M": 10**6,
-    "G": 10**9,
-    "T": 10**12,
-    "P": 10**15,
-    "E": 10**18,
-    "Ki": 2**10,
-    "Mi": 2**20,
-    "Gi": 2**30,
-    "Ti": 2**40,
-    "Pi": 2**50,
-    "Ei": 2**60,
-}
-
-
 def _whole_number(raw: object) -> int | None:
-    """A quantity that is a whole number, else None.
-
-    Stop-gap: replace with app.k8s.quantity once that module lands. Covers the forms the API
-    server sends for extended resources (canonical quantities: "2", "1k") plus integers and
-    "2000m" from hand-written YAML; anything else is reported as not a whole number.
-    """
-    if isinstance(raw, bool):
+    """A quantity that is a non-negative whole number (`2`, `"2"`, `"1k"`, `"2000m"`), else None."""
+    if not isinstance(raw, str | int | float):
         return None
-    if isinstance(raw, int):
-        return raw if raw >= 0 else None
-    if isinstance(raw, float):
-        return int(raw) if raw.is_integer() and raw >= 0 else None
-    if not isinstance(raw, str):
+    try:
+        quantity = parse_quantity(raw)
+    except QuantityError:
         return None
-    match = _WHOLE.match(raw)
-    if match is None:
+    if not quantity.is_integer() or quantity.sign() < 0:
         return None
-    digits, suffix = match.group(1), match.group(2) or ""
-    if suffix == "m":
-        milli = int(digits)
-        return milli // 1000 if milli % 1000 == 0 else None
-    return int(digits) * _FACTOR[suffix]
+    return quantity.as_int()
