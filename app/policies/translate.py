@@ -25,7 +25,8 @@ when it is applied rather than when its ReplicaSet silently fails to create pods
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import functools
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -33,12 +34,24 @@ from app.cluster.view import ClusterView, Kind
 from app.config.policy import Translation
 from app.errors import ObjectShapeError
 from app.k8s import patch as jsonpatch
-from app.k8s.objects import ContainerRef, PodSpecRef, list_field, pod_spec, resource_map
+from app.k8s.objects import (
+    ContainerRef,
+    PodSpecRef,
+    containers,
+    list_field,
+    pod_spec,
+)
 from app.k8s.patch import PatchOp
 from app.k8s.quantity import QuantityError, parse_quantity
 from app.policies.base import ALLOW, Context, Mode, Obj, Request, Result, Violation
 from app.policies.legacy import DeviceMapping, LegacyRequest, legacy_requests
-from app.policies.translate_templates import MAX_NAME, ClaimTemplate, slug
+from app.policies.translate_templates import (
+    MANAGED_BY,
+    MANAGED_BY_LABEL,
+    MAX_NAME,
+    ClaimTemplate,
+    slug,
+)
 
 Key = tuple[str, str, str]
 """(container field, container name, resource): one legacy request, comparable across objects."""
@@ -69,6 +82,8 @@ class Analysis:
     problems: list[Problem] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     """Warnings that do not stop translation (a DRA claim the view does not know)."""
+    stale: dict[int, str] = field(default_factory=dict)
+    """Index -> name of pod-level entries from an earlier translation, to be replaced."""
 
 
 def check_pod(request: Request, ctx: Context) -> Result:
@@ -125,12 +140,21 @@ def validate(request: Request, ctx: Context) -> Result:
     return Result(warnings=tuple(warnings))
 
 
-def analyse(spec: PodSpecRef, namespace: str, ctx: Context) -> Analysis:
-    """Parse counts, resolve mappings and look for DRA conflicts; decides nothing yet."""
+def analyse(
+    spec: PodSpecRef, namespace: str, ctx: Context, *, replace_own: bool = False
+) -> Analysis:
+    """Parse counts, resolve mappings and look for DRA conflicts; decides nothing yet.
+
+    With `replace_own`, claims an earlier translation added are not conflicts but output to
+    redo: `kubectl apply` (client-side) of a workload translated before sends the legacy
+    request back from its manifest while keeping the claims the webhook added.
+    """
     found = legacy_requests(spec, ctx.compiled.legacy)
     analysis = Analysis()
     if not found:
         return analysis
+    if replace_own:
+        analysis.stale = _own_entries(spec, namespace, ctx)
     for legacy in found:
         if legacy.container.field == "ephemeralContainers":
             continue  # may not have resources at all: the API server rejects it, not us
@@ -154,7 +178,7 @@ def analyse(spec: PodSpecRef, namespace: str, ctx: Context) -> Analysis:
             continue
         analysis.wants.append(Want(legacy, count, mapping))
     if analysis.wants:
-        in_use, unknown = _dra_classes(spec, namespace, ctx.view)
+        in_use, unknown = _dra_classes(spec, namespace, ctx.view, skip=analysis.stale)
         for want in analysis.wants:
             device_class = want.mapping.device_class_name
             where = in_use.get(device_class)
@@ -186,12 +210,12 @@ def _translate(request: Request, ctx: Context) -> Result:
     spec = pod_spec(request.kind, request.object)
     if spec is None:
         return ALLOW
-    analysis = analyse(spec, request.namespace, ctx)
+    analysis = analyse(spec, request.namespace, ctx, replace_own=request.operation == "UPDATE")
     if analysis.problems:
         return _denial(request, _mode_label(ctx), analysis.problems, analysis.notes)
     if not analysis.wants:
         return ALLOW
-    plan = _Plan(spec, request.namespace, ctx)
+    plan = _Plan(spec, request.namespace, ctx, analysis.stale)
     plan.add(analysis.wants)
     return Result(
         patch=tuple(plan.patch(analysis.wants)),
@@ -214,12 +238,16 @@ class _Claim:
 class _Plan:
     """The claims, templates and container references one pod spec gets."""
 
-    def __init__(self, spec: PodSpecRef, namespace: str, ctx: Context) -> None:
+    def __init__(
+        self, spec: PodSpecRef, namespace: str, ctx: Context, stale: Mapping[int, str]
+    ) -> None:
         self.spec = spec
         self.namespace = namespace
         self.ctx = ctx
+        self.stale = stale
         self.share = ctx.policy.translation.init_containers == "share"
-        self.names = _ClaimNames(_existing_claim_names(spec), ctx.policy.translation)
+        taken = _existing_claim_names(spec) - set(stale.values())
+        self.names = _ClaimNames(taken, ctx.policy.translation)
         self.entries: list[Obj] = []
         self.templates: dict[str, Obj] = {}
         self.claims_of: dict[str, list[str]] = {}
@@ -295,14 +323,15 @@ class _Plan:
 
     def patch(self, wants: list[Want]) -> list[PatchOp]:
         """Removals and claim references per container (in pod order), then pod-level entries."""
-        ops: list[PatchOp] = []
+        ops = self._unpatch() if self.stale else []
         by_container: dict[str, tuple[ContainerRef, set[str]]] = {}
         for want in wants:
             ref = want.legacy.container
             by_container.setdefault(ref.pointer, (ref, set()))[1].add(want.legacy.resource)
         for pointer, (ref, names) in by_container.items():
+            resources = ref.container["resources"]  # read and checked by legacy_requests
             for which in ("limits", "requests"):
-                values = resource_map(ref, which)
+                values = resources.get(which) or {}
                 gone = [n for n in values if n in names]
                 if not gone:
                     continue
@@ -320,6 +349,25 @@ class _Plan:
             ops += _add_list(
                 self.spec.spec, "resourceClaims", self.spec.path, self.spec.pointer, self.entries
             )
+        return ops
+
+    def _unpatch(self) -> list[PatchOp]:
+        """Remove an earlier translation's entries and references (highest index first)."""
+        ops = [
+            jsonpatch.remove(f"{self.spec.pointer}/resourceClaims/{index}")
+            for index in sorted(self.stale, reverse=True)
+        ]
+        names = set(self.stale.values())
+        for ref in containers(self.spec):
+            resources = ref.container.get("resources")
+            refs = resources.get("claims") if isinstance(resources, dict) else None
+            if not isinstance(refs, list):
+                continue
+            ops += [
+                jsonpatch.remove(f"{ref.pointer}/resources/claims/{index}")
+                for index in reversed(range(len(refs)))
+                if isinstance(refs[index], dict) and refs[index].get("name") in names
+            ]
         return ops
 
 
@@ -352,8 +400,8 @@ class _ClaimNames:
         self._taken = taken
         self._prefix = translation.claim_name_prefix
 
-    def new(self, *parts: str) -> str:
-        base = slug("-".join(p for p in (self._prefix, *parts) if p), MAX_NAME) or "claim"
+    def new(self, tail: str, who: str) -> str:
+        base = _claim_base(self._prefix, tail, who)
         name, n = base, 1
         while name in self._taken:
             n += 1
@@ -361,6 +409,12 @@ class _ClaimNames:
             name = slug(base, MAX_NAME - len(suffix)) + suffix
         self._taken.add(name)
         return name
+
+
+@functools.lru_cache(maxsize=4096)
+def _claim_base(prefix: str, tail: str, who: str) -> str:
+    """<prefix>-<tail>-<who> as a DNS label; memoized (container names repeat across pods)."""
+    return slug("-".join(p for p in (prefix, tail, who) if p), MAX_NAME) or "claim"
 
 
 def _existing_claim_names(spec: PodSpecRef) -> set[str]:
@@ -429,8 +483,29 @@ def _denial(
 # -- DRA already in the pod ----------------------------------------------------------------
 
 
+def _own_entries(spec: PodSpecRef, namespace: str, ctx: Context) -> dict[int, str]:
+    """Pod-level entries an earlier translation added: their template is labelled as ours (or,
+    when the view does not hold it yet, is named the way ours are)."""
+    found: dict[int, str] = {}
+    for index, entry in enumerate(list_field(spec.spec, "resourceClaims", spec.path)):
+        if not isinstance(entry, dict):
+            continue
+        name, template = entry.get("name"), entry.get("resourceClaimTemplateName")
+        if not isinstance(name, str) or not isinstance(template, str):
+            continue
+        obj = ctx.view.get(Kind.RESOURCE_CLAIM_TEMPLATE, template, namespace)
+        if obj is None:
+            own = ctx.compiled.templates.is_own_name(template)
+        else:
+            labels = obj.get("metadata", {}).get("labels")
+            own = isinstance(labels, dict) and labels.get(MANAGED_BY_LABEL) == MANAGED_BY
+        if own:
+            found[index] = name
+    return found
+
+
 def _dra_classes(
-    spec: PodSpecRef, namespace: str, view: ClusterView
+    spec: PodSpecRef, namespace: str, view: ClusterView, skip: Mapping[int, str]
 ) -> tuple[dict[str, str], list[str]]:
     """DeviceClasses the pod already asks for through DRA (class -> which entry), and the
     entries whose ResourceClaim or ResourceClaimTemplate the view does not hold."""
@@ -440,6 +515,8 @@ def _dra_classes(
         where = f"{spec.path}.resourceClaims[{index}]"
         if not isinstance(entry, dict):
             raise ObjectShapeError(where, "must be an object")
+        if index in skip:
+            continue
         claim_name = entry.get("resourceClaimName")
         template_name = entry.get("resourceClaimTemplateName")
         claim_spec: Any = None
@@ -506,8 +583,20 @@ def _count(legacy: LegacyRequest) -> tuple[int, Violation | None]:
 
 def _whole_number(raw: object) -> int | None:
     """A quantity that is a non-negative whole number (`2`, `"2"`, `"1k"`, `"2000m"`), else None."""
-    if not isinstance(raw, str | int | float):
+    if isinstance(raw, str):
+        return _whole_number_text(raw)
+    if not isinstance(raw, int | float):
         return None
+    return _whole_number_of(raw)
+
+
+@functools.lru_cache(maxsize=1024)
+def _whole_number_text(raw: str) -> int | None:
+    """Memoized: the same few counts ("1", "2", "8") arrive again and again."""
+    return _whole_number_of(raw)
+
+
+def _whole_number_of(raw: str | int | float) -> int | None:
     try:
         quantity = parse_quantity(raw)
     except QuantityError:

@@ -55,6 +55,13 @@ class TemplateBuilder:
         self._prefix = name_prefix
         self._hooks = hooks
         self._memo: dict[tuple[str, str, tuple[str, ...], int], ClaimTemplate] = {}
+        self._own_name = re.compile(
+            rf"^{re.escape(name_prefix)}-[a-z0-9-]+-[0-9]+-[0-9a-f]{{{HASH_CHARS}}}$"
+        )
+
+    def is_own_name(self, name: str) -> bool:
+        """Whether `name` is shaped like the names this builder gives."""
+        return len(name) <= MAX_NAME and self._own_name.match(name) is not None
 
     def get(self, namespace: str, mapping: DeviceMapping, count: int) -> ClaimTemplate:
         key = (namespace, mapping.device_class_name, mapping.selectors, count)

@@ -16,6 +16,7 @@ from app.pipeline import Decision, Endpoint
 from app.transport.review import decode_review
 from tests.conftest import (
     DEMO_NAMESPACES,
+    clone,
     load_fixture,
     make_pipeline,
     policy_from,
@@ -725,3 +726,44 @@ def test_the_embedded_policy_ships_translation_off_for_workloads_and_sharing_ini
 @pytest.mark.parametrize("name", ["pod-create-legacy-gpu", "deployment-create-legacy-gpu"])
 def test_the_captured_objects_pass_the_schema_check_before_translation(name: str) -> None:
     kubernetes_validate.validate(load_fixture(name)["request"]["object"], "1.34.0", strict=True)
+
+
+@pytest.mark.parametrize("template_in_view", [True, False])
+def test_reapplying_a_translated_workload_manifest_gives_the_same_translation_again(
+    template_in_view: bool,
+) -> None:
+    """`kubectl apply` (client-side) keeps the claims the webhook added and re-adds the GPU."""
+    policy = policy_from("translation: {translateWorkloads: true}")
+    manifest = deployment(gpus("cuda", 2), gpus("side", 1))
+    created, translated = translate(manifest, policy=policy)
+    objects = [*DEMO_NAMESPACES, *(created.templates if template_in_view else ())]
+    reapplied = clone(translated)
+    for c in reapplied["spec"]["template"]["spec"]["containers"]:
+        count = "2" if c["name"] == "cuda" else "1"
+        c["resources"]["limits"] = {GPU: count}
+    decision = decide(
+        wrap(reapplied, operation="UPDATE", old=translated), objects=objects, policy=policy
+    )
+    assert decision.allowed, decision.message
+    again = apply(reapplied, decision.patch)
+    assert_valid(again)
+    assert orjson.dumps(again, option=orjson.OPT_SORT_KEYS) == orjson.dumps(
+        translated, option=orjson.OPT_SORT_KEYS
+    )
+
+
+def test_a_workload_update_with_its_own_claim_of_the_same_class_is_still_denied() -> None:
+    policy = policy_from("translation: {translateWorkloads: true}")
+    cuda = gpus("cuda", 1)
+    cuda["resources"]["claims"] = [{"name": "mine"}]
+    obj = deployment(cuda)
+    obj["spec"]["template"]["spec"]["resourceClaims"] = [
+        {"name": "mine", "resourceClaimTemplateName": "my-gpus"}
+    ]
+    decision = decide(
+        wrap(obj, operation="UPDATE", old=obj),
+        objects=[*DEMO_NAMESPACES, rct("my-gpus", "gpu.nvidia.com")],
+        policy=policy,
+    )
+    assert not decision.allowed
+    assert "ResourceClaimTemplate my-gpus" in decision.message
