@@ -298,8 +298,8 @@ def expand_bind(text: str) -> str:
             args = _split_args(text, tokens, i + 3, close)
             if len(args) != 3:
                 return text
-            var, init, body = (expand_bind(arg) for arg in args)
-            replacement = f"[{init}].map({var.strip()}, {body})[0]"
+            var, init, body = (expand_bind(arg).strip() for arg in args)
+            replacement = f"[{init}].map({var}, {body})[0]"
             start, end = tokens[i].start, tokens[close].end
             return text[:start] + replacement + expand_bind(text[end:])
     return text
