@@ -49,7 +49,7 @@ class CompileCache:
         if max_size < 1:
             raise ValueError("max_size must be at least 1")
         self._max_size = max_size
-        self._entries: OrderedDict[tuple[str, Environment, str], _Entry] = OrderedDict()
+        self._entries: OrderedDict[tuple[str, str, str], _Entry] = OrderedDict()
         self._lock = threading.Lock()
         self.hits = 0
         self.misses = 0
@@ -68,7 +68,8 @@ class CompileCache:
 
     def get(self, engine: Engine, expression: str, environment: Environment) -> Program:
         """The compiled program; raises the (cached) :class:`CelCompileError`."""
-        key = (engine.name, environment, expression)
+        # Environment names are unique; hashing the name is cheaper than the dataclass.
+        key = (engine.name, environment.name, expression)
         with self._lock:
             entry = self._entries.get(key)
             if entry is not None:
@@ -104,8 +105,9 @@ class CompileCache:
         except BaseException:
             # Not a verdict on the expression (e.g. an interrupt): let a later call retry.
             with self._lock:
-                if self._entries.get((engine.name, environment, expression)) is entry:
-                    del self._entries[(engine.name, environment, expression)]
+                key = (engine.name, environment.name, expression)
+                if self._entries.get(key) is entry:
+                    del self._entries[key]
             entry.error = CelCompileError(expression, "compilation was interrupted")
             raise
         finally:

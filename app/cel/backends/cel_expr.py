@@ -171,29 +171,58 @@ def _decode(value: Any) -> Any:
     return value
 
 
-def _tagged(value: Any) -> Quantity | Semver:
-    if isinstance(value, str):
-        cached = _decoded.get(value)
-        if cached is not None:
-            return cached
-        if value[:_TAG_LENGTH] in (_QUANTITY_TAG, _SEMVER_TAG):
-            return _decode_tagged(value)
-    raise ValueError(f"no such overload for argument {value!r}")
+_order_keys: dict[str, tuple[type, Any]] = {}
+
+
+def _order_key(value: Any) -> tuple[type, Any]:
+    """(type, key) whose natural order is the Quantity/Semver order, cached per runtime value."""
+    cached = _order_keys.get(value)
+    if cached is not None:
+        return cached
+    if not (isinstance(value, str) and value[:_TAG_LENGTH] in (_QUANTITY_TAG, _SEMVER_TAG)):
+        raise ValueError(f"no such overload for argument {value!r}")
+    decoded = _decode_tagged(value)
+    key: tuple[type, Any]
+    if isinstance(decoded, Quantity):
+        v = decoded.value
+        # Parsed quantities are whole multiples of 1n; compare those as integers.
+        nano, rest = divmod(v.numerator * 10**9, v.denominator)
+        key = (Quantity, nano if rest == 0 else v)
+    else:
+        pre = tuple((0, p, "") if isinstance(p, int) else (1, 0, p) for p in decoded.pre)
+        key = (Semver, (decoded.major, decoded.minor, decoded.patch, 0 if pre else 1, pre))
+    if len(_order_keys) >= _DECODED_LIMIT:
+        _order_keys.clear()
+    _order_keys[value] = key
+    return key
 
 
 def _comparison(name: str) -> Callable[[Any, Any], Any]:
-    """Fast path for the comparisons selectors use most (one call, two dict lookups)."""
+    """Fast path for the comparisons selectors use most: two dict lookups and one compare."""
 
-    def compare(a: Any, b: Any) -> Any:
-        left, right = _tagged(a), _tagged(b)
-        if type(left) is not type(right):
-            raise ValueError(f"no such overload: {name}({type(left).__name__}, ...)")
-        order = left.compare(right)  # type: ignore[arg-type]
-        if name == "compareTo":
-            return order
-        return order > 0 if name == "isGreaterThan" else order < 0
+    def is_greater_than(a: Any, b: Any) -> bool:
+        ka, kb = _order_keys.get(a) or _order_key(a), _order_keys.get(b) or _order_key(b)
+        if ka[0] is not kb[0]:
+            raise ValueError("no such overload: isGreaterThan")
+        return bool(ka[1] > kb[1])
 
-    return compare
+    def is_less_than(a: Any, b: Any) -> bool:
+        ka, kb = _order_keys.get(a) or _order_key(a), _order_keys.get(b) or _order_key(b)
+        if ka[0] is not kb[0]:
+            raise ValueError("no such overload: isLessThan")
+        return bool(ka[1] < kb[1])
+
+    def compare_to(a: Any, b: Any) -> int:
+        ka, kb = _order_keys.get(a) or _order_key(a), _order_keys.get(b) or _order_key(b)
+        if ka[0] is not kb[0]:
+            raise ValueError("no such overload: compareTo")
+        return int(ka[1] > kb[1]) - int(ka[1] < kb[1])
+
+    return {
+        "isGreaterThan": is_greater_than,
+        "isLessThan": is_less_than,
+        "compareTo": compare_to,
+    }[name]
 
 
 _COMPARISONS: Final = frozenset({"isGreaterThan", "isLessThan", "compareTo"})
