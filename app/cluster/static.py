@@ -1,0 +1,122 @@
+"""The static source: cluster objects from a YAML file, as `kubectl get ... -o yaml` writes them.
+
+The file may be a `List` (`kind: List` with `items`), a multi-document stream, or a mix. Objects
+of kinds the view does not hold are skipped. The embedded demo cluster is the default for
+development and tests: no cluster needed.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from app.cluster.view import ClusterView, Kind, object_key
+from app.errors import ClusterFileError
+
+logger = logging.getLogger(__name__)
+
+DEMO_CLUSTER_RESOURCE = "demo-cluster.yaml"
+
+
+def read_cluster_text(path: Path | None) -> tuple[str, str]:
+    """The file's text and a name for messages; None reads the embedded demo cluster."""
+    if path is None:
+        text = resources.files("app.cluster").joinpath(DEMO_CLUSTER_RESOURCE).read_text()
+        return text, "embedded demo cluster"
+    try:
+        return path.read_text(), str(path)
+    except OSError as exc:
+        raise ClusterFileError(f"cluster file {path}: {exc.strerror or exc}") from exc
+
+
+def parse_cluster_objects(text: str, source: str) -> dict[Kind, list[dict[str, Any]]]:
+    """Objects of the kinds the view holds, grouped by kind; validates names."""
+    known = {kind.value: kind for kind in Kind}
+    grouped: dict[Kind, list[dict[str, Any]]] = {kind: [] for kind in Kind}
+    try:
+        documents = list(yaml.safe_load_all(text))
+    except yaml.YAMLError as exc:
+        raise ClusterFileError(f"{source}: not valid YAML: {exc}") from exc
+    skipped: dict[str, int] = {}
+    for index, obj in enumerate(_flatten(documents)):
+        if not isinstance(obj, dict):
+            raise ClusterFileError(f"{source}: item {index} is not a mapping")
+        kind_name = obj.get("kind")
+        kind = known.get(kind_name) if isinstance(kind_name, str) else None
+        if kind is None:
+            skipped[str(kind_name)] = skipped.get(str(kind_name), 0) + 1
+            continue
+        try:
+            namespace, _ = object_key(obj)
+        except ValueError as exc:
+            raise ClusterFileError(f"{source}: item {index} ({kind_name}): {exc}") from exc
+        if kind.namespaced and not namespace:
+            raise ClusterFileError(f"{source}: item {index} ({kind_name}) has no namespace")
+        grouped[kind].append(obj)
+    if skipped:
+        logger.info(
+            "cluster file: skipped kinds the view does not hold", extra={"skipped": skipped}
+        )
+    return grouped
+
+
+def _flatten(documents: list[Any]) -> Iterator[Any]:
+    for doc in documents:
+        if doc is None:
+            continue
+        if (isinstance(doc, dict) and doc.get("kind") == "List") or (
+            isinstance(doc, dict)
+            and isinstance(doc.get("items"), list)
+            and "kind" in doc
+            and str(doc["kind"]).endswith("List")
+        ):
+            yield from doc.get("items") or []
+        else:
+            yield doc
+
+
+class StaticSource:
+    """A cluster view filled once from a file; template creates are recorded in the view."""
+
+    def __init__(
+        self,
+        view: ClusterView,
+        path: Path | None = None,
+        objects: list[dict[str, Any]] | None = None,
+    ) -> None:
+        """Objects come from `objects` when given (tests), else from `path` or the demo file."""
+        self.view = view
+        self._path = path
+        self._objects = objects
+        self.created_templates: list[dict[str, Any]] = []
+
+    def load(self) -> None:
+        """Read the file into the view and mark every kind synced (raises ClusterFileError)."""
+        if self._objects is not None:
+            source = "objects"
+            grouped = parse_cluster_objects(yaml.safe_dump_all(self._objects), source)
+        else:
+            text, source = read_cluster_text(self._path)
+            grouped = parse_cluster_objects(text, source)
+        for kind, objs in grouped.items():
+            self.view.replace(kind, objs)
+        logger.info(
+            "cluster view loaded",
+            extra={"source": source, "counts": {k.value: len(v) for k, v in grouped.items()}},
+        )
+
+    async def start(self) -> None:
+        self.load()
+
+    async def stop(self) -> None:
+        return None
+
+    async def create_claim_template(self, template: dict[str, Any]) -> None:
+        """Record the template in the view, as the live source would after its create."""
+        self.created_templates.append(template)
+        self.view.apply(Kind.RESOURCE_CLAIM_TEMPLATE, template)

@@ -1,0 +1,214 @@
+"""ClusterView: the read model policies use, fed by a static file or a live watch.
+
+Policies only read: every lookup they make is a dict access on an index kept current by the
+writer methods (`apply`, `remove`, `replace`), which the sources call. Nothing here does I/O.
+The view lives on the event loop thread; sources and admissions take turns on that one thread,
+so no locking is needed.
+
+Derived indexes (claim totals per namespace, CEL device values) subscribe with `subscribe()` and
+are told of every change, so they are updated incrementally rather than rebuilt per request.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from enum import StrEnum
+from types import MappingProxyType
+from typing import Any
+
+Obj = dict[str, Any]
+Key = tuple[str, str]
+"""(namespace, name); namespace is "" for cluster-scoped kinds."""
+
+
+class Kind(StrEnum):
+    """The kinds the view holds. The value is the Kubernetes `kind`."""
+
+    NAMESPACE = "Namespace"
+    DEVICE_CLASS = "DeviceClass"
+    RESOURCE_SLICE = "ResourceSlice"
+    RESOURCE_CLAIM = "ResourceClaim"
+    RESOURCE_CLAIM_TEMPLATE = "ResourceClaimTemplate"
+    RESOURCE_QUOTA = "ResourceQuota"
+
+    @property
+    def namespaced(self) -> bool:
+        return self in _NAMESPACED
+
+
+_NAMESPACED = frozenset({Kind.RESOURCE_CLAIM, Kind.RESOURCE_CLAIM_TEMPLATE, Kind.RESOURCE_QUOTA})
+
+Listener = Callable[[Kind, Obj | None, Obj | None], None]
+"""Called as listener(kind, old, new) after a change: (None, new) added, (old, None) removed."""
+
+_EMPTY: Mapping[str, Obj] = MappingProxyType({})
+
+
+def object_key(obj: Obj) -> Key:
+    """The (namespace, name) of a raw object; raises ValueError when it has no name."""
+    meta = obj.get("metadata")
+    if not isinstance(meta, dict) or not isinstance(meta.get("name"), str) or not meta["name"]:
+        raise ValueError("object has no metadata.name")
+    namespace = meta.get("namespace") or ""
+    if not isinstance(namespace, str):
+        raise ValueError("metadata.namespace is not a string")
+    return namespace, meta["name"]
+
+
+def slim(obj: Obj) -> Obj:
+    """Drop what no policy reads and what can be large: managedFields and annotations."""
+    meta = obj.get("metadata")
+    if isinstance(meta, dict) and ("managedFields" in meta or "annotations" in meta):
+        meta = {k: v for k, v in meta.items() if k not in ("managedFields", "annotations")}
+        obj = {**obj, "metadata": meta}
+    return obj
+
+
+class ClusterView:
+    """Objects by kind and key, with the indexes the policies need."""
+
+    def __init__(self) -> None:
+        self._objects: dict[Kind, dict[Key, Obj]] = {kind: {} for kind in Kind}
+        self._by_namespace: dict[Kind, dict[str, dict[str, Obj]]] = {
+            kind: {} for kind in _NAMESPACED
+        }
+        self._by_name: dict[Kind, dict[str, Obj]] = {
+            kind: {} for kind in Kind if kind not in _NAMESPACED
+        }
+        self._namespace_labels: dict[str, Mapping[str, str]] = {}
+        self._class_by_extended_resource: dict[str, str] = {}
+        self._generation: dict[Kind, int] = dict.fromkeys(Kind, 0)
+        self._synced: set[Kind] = set()
+        self._listeners: list[Listener] = []
+
+    # -- reads -----------------------------------------------------------------------------
+
+    @property
+    def synced(self) -> bool:
+        """True once every kind has been listed at least once."""
+        return len(self._synced) == len(Kind)
+
+    def synced_kinds(self) -> frozenset[Kind]:
+        return frozenset(self._synced)
+
+    def generation(self, kind: Kind) -> int:
+        """A number that changes whenever any object of `kind` changes (for memoization)."""
+        return self._generation[kind]
+
+    def get(self, kind: Kind, name: str, namespace: str = "") -> Obj | None:
+        return self._objects[kind].get((namespace, name))
+
+    def objects(self, kind: Kind) -> Mapping[Key, Obj]:
+        return MappingProxyType(self._objects[kind])
+
+    def in_namespace(self, kind: Kind, namespace: str) -> Mapping[str, Obj]:
+        """Objects of a namespaced kind in one namespace, by name."""
+        found = self._by_namespace[kind].get(namespace)
+        return MappingProxyType(found) if found is not None else _EMPTY
+
+    def namespace_labels(self, name: str) -> Mapping[str, str] | None:
+        """The labels of a namespace, or None when the view does not know it."""
+        return self._namespace_labels.get(name)
+
+    def device_class(self, name: str) -> Obj | None:
+        return self._by_name[Kind.DEVICE_CLASS].get(name)
+
+    def device_classes(self) -> Mapping[str, Obj]:
+        """DeviceClasses by name."""
+        return MappingProxyType(self._by_name[Kind.DEVICE_CLASS])
+
+    def device_class_for_extended_resource(self, resource: str) -> str | None:
+        """The DeviceClass whose spec.extendedResourceName is `resource` (KEP-5004), if any."""
+        return self._class_by_extended_resource.get(resource)
+
+    def resource_slices(self) -> Mapping[str, Obj]:
+        """ResourceSlices by name."""
+        return MappingProxyType(self._by_name[Kind.RESOURCE_SLICE])
+
+    # -- writes (sources only) -------------------------------------------------------------
+
+    def subscribe(self, listener: Listener) -> None:
+        """Be told of every change; the listener is first replayed the current objects."""
+        self._listeners.append(listener)
+        for kind in Kind:
+            for obj in self._objects[kind].values():
+                listener(kind, None, obj)
+
+    def apply(self, kind: Kind, obj: Obj) -> None:
+        """Add or replace one object (watch ADDED/MODIFIED, or our own create)."""
+        obj = slim(obj)
+        key = object_key(obj)
+        old = self._objects[kind].get(key)
+        self._objects[kind][key] = obj
+        self._index(kind, key, old, obj)
+
+    def remove(self, kind: Kind, obj: Obj) -> None:
+        """Remove one object (watch DELETED); unknown objects are ignored."""
+        key = object_key(obj)
+        old = self._objects[kind].pop(key, None)
+        if old is not None:
+            self._index(kind, key, old, None)
+
+    def replace(self, kind: Kind, objs: Iterable[Obj]) -> None:
+        """Make the view of `kind` exactly `objs` (a list or relist), and mark it synced."""
+        fresh: dict[Key, Obj] = {}
+        for raw in objs:
+            obj = slim(raw)
+            fresh[object_key(obj)] = obj
+        for key, old in list(self._objects[kind].items()):
+            if key not in fresh:
+                del self._objects[kind][key]
+                self._index(kind, key, old, None)
+        for key, obj in fresh.items():
+            previous = self._objects[kind].get(key)
+            if previous is not obj:
+                self._objects[kind][key] = obj
+                self._index(kind, key, previous, obj)
+        self._synced.add(kind)
+
+    def mark_unsynced(self, kind: Kind) -> None:
+        self._synced.discard(kind)
+
+    def _index(self, kind: Kind, key: Key, old: Obj | None, new: Obj | None) -> None:
+        namespace, name = key
+        self._generation[kind] += 1
+        if kind.namespaced:
+            bucket = self._by_namespace[kind].setdefault(namespace, {})
+            if new is None:
+                bucket.pop(name, None)
+                if not bucket:
+                    del self._by_namespace[kind][namespace]
+            else:
+                bucket[name] = new
+        elif new is None:
+            self._by_name[kind].pop(name, None)
+        else:
+            self._by_name[kind][name] = new
+        if kind is Kind.NAMESPACE:
+            if new is None:
+                self._namespace_labels.pop(name, None)
+            else:
+                labels = new.get("metadata", {}).get("labels")
+                self._namespace_labels[name] = MappingProxyType(
+                    {k: v for k, v in labels.items() if isinstance(v, str)}
+                    if isinstance(labels, dict)
+                    else {}
+                )
+        elif kind is Kind.DEVICE_CLASS:
+            if old is not None:
+                previous = _extended_resource_name(old)
+                if previous and self._class_by_extended_resource.get(previous) == name:
+                    del self._class_by_extended_resource[previous]
+            if new is not None and (resource := _extended_resource_name(new)):
+                self._class_by_extended_resource[resource] = name
+        for listener in self._listeners:
+            listener(kind, old, new)
+
+
+def _extended_resource_name(device_class: Obj) -> str | None:
+    spec = device_class.get("spec")
+    if isinstance(spec, dict):
+        value = spec.get("extendedResourceName")
+        if isinstance(value, str) and value:
+            return value
+    return None

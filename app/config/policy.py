@@ -1,0 +1,157 @@
+"""The policy file: what the webhook enforces, validated once at startup.
+
+Every error names the key that is wrong (`namespaceModes.label: ...`), so a bad ConfigMap fails
+the rollout with a message an operator can act on.
+"""
+
+from __future__ import annotations
+
+import re
+from importlib import resources
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from app.errors import PolicyError
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True)
+
+
+class NamespaceModes(_Model):
+    """How a namespace opts in: one label whose value picks the mode."""
+
+    label: str = "gpu-mode"
+    dra_only: str = Field(default="dra-only", alias="draOnly")
+    translate: str = "translate"
+    audit: str = "audit"
+
+
+class LegacyResources(_Model):
+    """Extended resources served by device plugins: exact names and shell-style patterns."""
+
+    names: tuple[str, ...] = (
+        "nvidia.com/gpu",
+        "nvidia.com/mig-*",
+        "amd.com/gpu",
+        "gpu.intel.com/*",
+        "habana.ai/gaudi",
+    )
+
+    @field_validator("names")
+    @classmethod
+    def _not_empty(cls, names: tuple[str, ...]) -> tuple[str, ...]:
+        for name in names:
+            if not name or name.strip() != name:
+                raise ValueError(f"invalid resource name or pattern {name!r}")
+        return names
+
+
+class Mapping(_Model):
+    """One rule from an extended-resource name to a DRA device request.
+
+    `resource` is an exact name, or with `pattern: true` a full-match regular expression whose
+    groups may be used as `$1`, `$2`... in `deviceClassName` and `selectors`.
+    """
+
+    resource: str
+    pattern: bool = False
+    device_class_name: str = Field(alias="deviceClassName")
+    selectors: tuple[str, ...] = ()
+
+    @model_validator(mode="after")
+    def _regex_compiles(self) -> Mapping:
+        if self.pattern:
+            try:
+                re.compile(self.resource)
+            except re.error as exc:
+                raise ValueError(f"resource pattern {self.resource!r}: {exc}") from exc
+        return self
+
+
+DEFAULT_MAPPINGS = (
+    Mapping(resource="nvidia.com/gpu", deviceClassName="gpu.nvidia.com"),
+    Mapping(
+        resource="nvidia.com/mig-(.+)",
+        pattern=True,
+        deviceClassName="mig.nvidia.com",
+        selectors=('device.attributes["gpu.nvidia.com"].profile == "$1"',),
+    ),
+    Mapping(resource="amd.com/gpu", deviceClassName="gpu.amd.com"),
+)
+
+
+class DraOnly(_Model):
+    """dra-only enforcement options."""
+
+    allow_device_class_extended_resources: bool = Field(
+        default=False, alias="allowDeviceClassExtendedResources"
+    )
+    """Allow a legacy name that a DeviceClass maps via spec.extendedResourceName (KEP-5004)."""
+
+
+FailureMode = Literal["open", "closed"]
+
+
+class Failure(_Model):
+    """What a check does when it cannot decide (namespace unknown, cluster view stale, a bug)."""
+
+    unknown_namespace: FailureMode = Field(default="open", alias="unknownNamespace")
+    internal_error: FailureMode = Field(default="open", alias="internalError")
+    template_create: FailureMode = Field(default="closed", alias="templateCreate")
+    """open: admit the pod untranslated with a warning; closed: deny it (the controller retries)."""
+
+
+class Policy(_Model):
+    """The whole policy file."""
+
+    namespace_modes: NamespaceModes = Field(default_factory=NamespaceModes, alias="namespaceModes")
+    legacy_resources: LegacyResources = Field(
+        default_factory=LegacyResources, alias="legacyResources"
+    )
+    mappings: tuple[Mapping, ...] = Field(default_factory=lambda: DEFAULT_MAPPINGS)
+    dra_only: DraOnly = Field(default_factory=DraOnly, alias="draOnly")
+    failure: Failure = Field(default_factory=Failure)
+    exempt_namespaces: Annotated[tuple[str, ...], Field(alias="exemptNamespaces")] = (
+        "kube-system",
+    )
+
+
+DEFAULT_POLICY_RESOURCE = "default-policy.yaml"
+
+
+def load_policy(path: Path | None = None) -> Policy:
+    """Read and validate the policy file; None reads the embedded default."""
+    if path is None:
+        text = resources.files("app.config").joinpath(DEFAULT_POLICY_RESOURCE).read_text()
+        source = "embedded default policy"
+    else:
+        try:
+            text = path.read_text()
+        except OSError as exc:
+            raise PolicyError(f"policy file {path}: {exc.strerror or exc}") from exc
+        source = str(path)
+    return parse_policy(text, source)
+
+
+def parse_policy(text: str, source: str = "policy") -> Policy:
+    """Validate policy YAML text; errors name the file and the key path."""
+    try:
+        data: Any = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise PolicyError(f"{source}: not valid YAML: {exc}") from exc
+    if data is None:
+        data = {}
+    if not isinstance(data, dict):
+        raise PolicyError(f"{source}: the top level must be a mapping, not {type(data).__name__}")
+    try:
+        return Policy.model_validate(data)
+    except ValidationError as exc:
+        problems = "; ".join(
+            f"{'.'.join(str(part) for part in err['loc']) or '<root>'}: {err['msg']}"
+            for err in exc.errors()
+        )
+        raise PolicyError(f"{source}: {problems}") from None

@@ -1,0 +1,142 @@
+"""Reading pod specs and containers out of raw objects of any pod-bearing kind.
+
+Every accessor checks the type of what it reads and raises ObjectShapeError with the field path,
+so a malformed object is answered with a precise denial instead of a crash.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from app.errors import ObjectShapeError
+
+Obj = dict[str, Any]
+
+POD_SPEC_PATHS: Mapping[str, tuple[str, ...]] = {
+    "Pod": ("spec",),
+    "PodTemplate": ("template", "spec"),
+    "ReplicationController": ("spec", "template", "spec"),
+    "ReplicaSet": ("spec", "template", "spec"),
+    "Deployment": ("spec", "template", "spec"),
+    "StatefulSet": ("spec", "template", "spec"),
+    "DaemonSet": ("spec", "template", "spec"),
+    "Job": ("spec", "template", "spec"),
+    "CronJob": ("spec", "jobTemplate", "spec", "template", "spec"),
+}
+"""Where the pod spec sits in each kind that carries one."""
+
+CONTAINER_FIELDS = ("initContainers", "containers", "ephemeralContainers")
+"""Every list of containers in a pod spec, in the order the kubelet starts them."""
+
+
+@dataclass(frozen=True, slots=True)
+class ContainerRef:
+    """One container of a pod spec, with where it is."""
+
+    field: str
+    index: int
+    name: str
+    container: Obj
+    path: str
+    """Dotted field path for messages: spec.containers[0]."""
+    pointer: str
+    """JSON pointer for patches: /spec/containers/0."""
+
+    @property
+    def is_sidecar(self) -> bool:
+        """An init container that keeps running (restartPolicy: Always) alongside the app."""
+        return self.field == "initContainers" and self.container.get("restartPolicy") == "Always"
+
+    @property
+    def runs_with_app(self) -> bool:
+        """Regular containers and sidecars: they hold devices while the pod runs."""
+        return self.field == "containers" or self.is_sidecar
+
+
+@dataclass(frozen=True, slots=True)
+class PodSpecRef:
+    """The pod spec inside an object, with its field path and JSON pointer."""
+
+    spec: Obj
+    path: str
+    pointer: str
+
+
+def field_path(parts: tuple[str, ...]) -> str:
+    return ".".join(parts)
+
+
+def pod_spec(kind: str, obj: Obj) -> PodSpecRef | None:
+    """The pod spec of a pod-bearing object; None for other kinds or an absent spec."""
+    parts = POD_SPEC_PATHS.get(kind)
+    if parts is None:
+        return None
+    node: Any = obj
+    for depth, part in enumerate(parts):
+        child = node.get(part)
+        if child is None:
+            return None
+        if not isinstance(child, dict):
+            raise ObjectShapeError(field_path(parts[: depth + 1]), "must be an object")
+        node = child
+    return PodSpecRef(node, field_path(parts), "/" + "/".join(parts))
+
+
+def containers(ref: PodSpecRef) -> Iterator[ContainerRef]:
+    """Every container of every kind in the pod spec."""
+    for field in CONTAINER_FIELDS:
+        items = ref.spec.get(field)
+        if items is None:
+            continue
+        if not isinstance(items, list):
+            raise ObjectShapeError(f"{ref.path}.{field}", "must be a list")
+        for index, container in enumerate(items):
+            path = f"{ref.path}.{field}[{index}]"
+            if not isinstance(container, dict):
+                raise ObjectShapeError(path, "must be an object")
+            name = container.get("name", "")
+            if not isinstance(name, str):
+                raise ObjectShapeError(f"{path}.name", "must be a string")
+            yield ContainerRef(
+                field, index, name, container, path, f"{ref.pointer}/{field}/{index}"
+            )
+
+
+def resource_map(ref: ContainerRef, which: str) -> Mapping[str, Any]:
+    """`limits` or `requests` of a container: name -> raw quantity ({} when absent)."""
+    resources = ref.container.get("resources")
+    if resources is None:
+        return {}
+    if not isinstance(resources, dict):
+        raise ObjectShapeError(f"{ref.path}.resources", "must be an object")
+    values = resources.get(which)
+    if values is None:
+        return {}
+    if not isinstance(values, dict):
+        raise ObjectShapeError(f"{ref.path}.resources.{which}", "must be an object")
+    for name, value in values.items():
+        if not isinstance(value, str | int | float) or isinstance(value, bool):
+            raise ObjectShapeError(
+                f"{ref.path}.resources.{which}[{name}]", "must be a quantity string or number"
+            )
+    return values
+
+
+def list_field(obj: Obj, key: str, path: str) -> list[Any]:
+    """A list-valued field ([] when absent)."""
+    value = obj.get(key)
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        raise ObjectShapeError(f"{path}.{key}" if path else key, "must be a list")
+    return value
+
+
+def object_name(obj: Obj) -> str:
+    meta = obj.get("metadata")
+    if isinstance(meta, dict):
+        name = meta.get("name") or meta.get("generateName") or ""
+        return name if isinstance(name, str) else ""
+    return ""

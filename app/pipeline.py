@@ -1,0 +1,257 @@
+"""Route a review to the policies that apply and merge their results into one Decision.
+
+Routing is a dict lookup on (endpoint, group, kind, operation) built once. Before any policy runs
+the pipeline resolves the namespace's mode from the cluster view and skips exempt namespaces: the
+webhook's own namespace and kube-system can never be blocked by it.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+from app.cluster.view import ClusterView
+from app.config import Policy
+from app.errors import ObjectShapeError
+from app.k8s.objects import POD_SPEC_PATHS
+from app.k8s.patch import PatchOp
+from app.policies import dra_only
+from app.policies.base import Context, Mode, Obj, Request, Result
+from app.policies.compiled import Compiled
+
+logger = logging.getLogger(__name__)
+
+MAX_LISTED_VIOLATIONS = 50
+MAX_WARNINGS = 20
+MAX_WARNING_CHARS = 256
+"""kubectl prints warnings one per line; the API server truncates long ones."""
+
+
+class Endpoint(StrEnum):
+    MUTATE = "mutate"
+    VALIDATE = "validate"
+
+
+Check = Callable[[Request, Context], Result]
+GroupKind = tuple[str, str]
+
+_APPS = "apps"
+_BATCH = "batch"
+_RESOURCE = "resource.k8s.io"
+
+POD_BEARING: frozenset[GroupKind] = frozenset(
+    {
+        ("", "Pod"),
+        ("", "PodTemplate"),
+        ("", "ReplicationController"),
+        (_APPS, "Deployment"),
+        (_APPS, "ReplicaSet"),
+        (_APPS, "StatefulSet"),
+        (_APPS, "DaemonSet"),
+        (_BATCH, "Job"),
+        (_BATCH, "CronJob"),
+    }
+)
+assert {kind for _, kind in POD_BEARING} == set(POD_SPEC_PATHS)
+
+CLAIM_KINDS: frozenset[GroupKind] = frozenset(
+    {(_RESOURCE, "ResourceClaim"), (_RESOURCE, "ResourceClaimTemplate")}
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Registration:
+    """Which requests a policy sees."""
+
+    name: str
+    endpoint: Endpoint
+    kinds: frozenset[GroupKind]
+    operations: frozenset[str]
+    check: Check
+
+
+REGISTRATIONS: tuple[Registration, ...] = (
+    Registration(
+        "dra-only",
+        Endpoint.VALIDATE,
+        POD_BEARING,
+        frozenset({"CREATE", "UPDATE"}),
+        dra_only.check,
+    ),
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    """The merged answer to one review."""
+
+    allowed: bool
+    code: int = 200
+    reason: str = ""
+    message: str = ""
+    patch: tuple[PatchOp, ...] = ()
+    warnings: tuple[str, ...] = ()
+    templates: tuple[Obj, ...] = ()
+    denied_by: tuple[str, ...] = ()
+    """Policies (or `invalid-object`, `internal-error`...) that denied: metric labels."""
+    findings: int = 0
+    policies: tuple[str, ...] = field(default=())
+    """Names of the policies that ran."""
+
+    @property
+    def label(self) -> str:
+        """allowed | patched | denied, for metrics."""
+        if not self.allowed:
+            return "denied"
+        return "patched" if self.patch else "allowed"
+
+
+ALLOWED = Decision(allowed=True)
+
+
+class Pipeline:
+    """Decides reviews. Built once per process from the policy and the cluster view."""
+
+    def __init__(
+        self,
+        policy: Policy,
+        view: ClusterView,
+        own_namespace: str,
+        registrations: Iterable[Registration] = REGISTRATIONS,
+    ) -> None:
+        self.policy = policy
+        self.view = view
+        self.compiled = Compiled.build(policy)
+        self._exempt = frozenset(policy.exempt_namespaces) | {own_namespace, "kube-system"}
+        modes = policy.namespace_modes
+        self._label = modes.label
+        self._modes = {
+            modes.dra_only: Mode.DRA_ONLY,
+            modes.translate: Mode.TRANSLATE,
+            modes.audit: Mode.AUDIT,
+        }
+        routes: dict[tuple[Endpoint, str, str, str], list[Registration]] = {}
+        for reg in registrations:
+            for group, kind in reg.kinds:
+                for operation in reg.operations:
+                    routes.setdefault((reg.endpoint, group, kind, operation), []).append(reg)
+        self._routes = {key: tuple(regs) for key, regs in routes.items()}
+
+    def is_exempt(self, namespace: str) -> bool:
+        return namespace in self._exempt
+
+    def review(self, endpoint: Endpoint, request: Request) -> Decision:
+        """Decide one review; never raises (bugs are answered per the failure policy)."""
+        registrations = self._routes.get((endpoint, request.group, request.kind, request.operation))
+        if not registrations or request.namespace in self._exempt:
+            return ALLOWED
+        try:
+            return self._review(endpoint, request, registrations)
+        except ObjectShapeError as exc:
+            if endpoint is Endpoint.MUTATE:
+                return ALLOWED  # the validating webhook denies it with the path
+            return Decision(
+                allowed=False,
+                code=422,
+                reason="Invalid",
+                message=f"{request.kind} {request.name or ''} is invalid: {exc}".replace("  ", " "),
+                denied_by=("invalid-object",),
+            )
+        except Exception:
+            logger.exception(
+                "internal error while reviewing",
+                extra={"uid": request.uid, "kind": request.kind, "namespace": request.namespace},
+            )
+            return self.internal_failure()
+
+    def internal_failure(self) -> Decision:
+        """The answer when a bug stops a review: per the policy's failure.internalError."""
+        return self._failure(
+            self.policy.failure.internal_error,
+            "internal-error",
+            "dra-webhook failed to check this object (internal error, see its logs)",
+        )
+
+    def _review(
+        self, endpoint: Endpoint, request: Request, registrations: tuple[Registration, ...]
+    ) -> Decision:
+        labels = self.view.namespace_labels(request.namespace) if request.namespace else {}
+        if labels is None:
+            return self._failure(
+                self.policy.failure.unknown_namespace,
+                "unknown-namespace",
+                f"namespace {request.namespace} is not in dra-webhook's cluster view yet",
+            )
+        mode_value = labels.get(self._label)
+        ctx = Context(
+            view=self.view,
+            policy=self.policy,
+            compiled=self.compiled,
+            mode=self._modes.get(mode_value) if mode_value is not None else None,
+            namespace_labels=labels,
+        )
+        results = [(reg.name, reg.check(request, ctx)) for reg in registrations]
+        return merge(results)
+
+    def _failure(self, mode: str, label: str, message: str) -> Decision:
+        if mode == "open":
+            return Decision(allowed=True, warnings=(f"{message}; allowed (fail open)",))
+        return Decision(
+            allowed=False,
+            code=503 if label == "unknown-namespace" else 500,
+            reason="ServiceUnavailable" if label == "unknown-namespace" else "InternalError",
+            message=f"{message}; denied (fail closed)",
+            denied_by=(label,),
+        )
+
+
+def merge(results: list[tuple[str, Result]]) -> Decision:
+    """One decision from every policy's result: denied if any denies, all messages kept."""
+    denials = [(name, r) for name, r in results if r.denied]
+    warnings = _bounded_warnings(w for _, r in results for w in r.warnings)
+    findings = sum(r.findings for _, r in results)
+    names = tuple(name for name, _ in results)
+    if denials:
+        first = denials[0][1]
+        return Decision(
+            allowed=False,
+            code=first.code,
+            reason=first.reason,
+            message="\n".join(_denial_text(r) for _, r in denials),
+            warnings=warnings,
+            denied_by=tuple(name for name, _ in denials),
+            findings=findings,
+            policies=names,
+        )
+    return Decision(
+        allowed=True,
+        patch=tuple(op for _, r in results for op in r.patch),
+        warnings=warnings,
+        templates=tuple(t for _, r in results for t in r.templates),
+        findings=findings,
+        policies=names,
+    )
+
+
+def _denial_text(result: Result) -> str:
+    lines = [result.summary] if result.summary else []
+    shown = result.violations[:MAX_LISTED_VIOLATIONS]
+    lines += [f"- {v}" for v in shown]
+    if len(result.violations) > len(shown):
+        lines.append(f"- ... and {len(result.violations) - len(shown)} more")
+    if result.details:
+        lines.append(result.details)
+    return "\n".join(lines)
+
+
+def _bounded_warnings(warnings: Iterable[str]) -> tuple[str, ...]:
+    items = list(warnings)
+    kept = [
+        w if len(w) <= MAX_WARNING_CHARS else w[: MAX_WARNING_CHARS - 3] + "..."
+        for w in items[:MAX_WARNINGS]
+    ]
+    if len(items) > MAX_WARNINGS:
+        kept[-1] = f"... and {len(items) - MAX_WARNINGS + 1} more warnings"
+    return tuple(kept)

@@ -1,0 +1,99 @@
+"""The values policies take and return.
+
+A policy is `check(request, context) -> Result`. A denial is a returned value listing every
+violation with its field path, never an exception; the pipeline merges the results of all
+policies that apply into one decision.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import TYPE_CHECKING, Any
+
+from app.cluster.view import ClusterView
+from app.config import Policy
+from app.k8s.patch import PatchOp
+
+if TYPE_CHECKING:
+    from app.policies.compiled import Compiled
+
+Obj = dict[str, Any]
+
+
+class Mode(StrEnum):
+    """What a namespace opted into through its mode label."""
+
+    DRA_ONLY = "dra-only"
+    TRANSLATE = "translate"
+    AUDIT = "audit"
+
+
+@dataclass(frozen=True, slots=True)
+class Request:
+    """One admission request, as the policies see it (built from the wire by the transport)."""
+
+    uid: str
+    group: str
+    version: str
+    kind: str
+    resource: str
+    sub_resource: str
+    operation: str
+    namespace: str
+    name: str
+    object: Obj | None
+    old_object: Obj | None
+    dry_run: bool
+    username: str
+    request_version: str
+    """The version the client used (a v1beta2 ResourceClaim arrives converted to v1)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Context:
+    """What a policy may consult besides the request: all in memory, built before it runs."""
+
+    view: ClusterView
+    policy: Policy
+    compiled: Compiled
+    mode: Mode | None
+    namespace_labels: Mapping[str, str]
+
+
+@dataclass(frozen=True, slots=True)
+class Violation:
+    """One reason to deny, at one field."""
+
+    path: str
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.path}: {self.message}" if self.path else self.message
+
+
+@dataclass(frozen=True, slots=True)
+class Result:
+    """What one policy decided. An empty Result allows without change."""
+
+    violations: tuple[Violation, ...] = ()
+    warnings: tuple[str, ...] = ()
+    patch: tuple[PatchOp, ...] = ()
+    templates: tuple[Obj, ...] = ()
+    """ResourceClaimTemplates that must exist before the answer goes back."""
+    summary: str = ""
+    """First line of a denial message, before the violations."""
+    details: str = ""
+    """Text after the violations (how to fix it)."""
+    reason: str = "Forbidden"
+    code: int = 403
+    findings: int = 0
+    """Offences reported as warnings only (audit mode), counted in metrics."""
+
+    @property
+    def denied(self) -> bool:
+        return bool(self.violations)
+
+
+ALLOW = Result()

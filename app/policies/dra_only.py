@@ -1,0 +1,116 @@
+"""dra-only namespaces: legacy extended resources are denied, audit namespaces are warned.
+
+Checked in every container kind (containers, initContainers and sidecars, ephemeralContainers),
+in both requests and limits, on Pods and on the pod templates of workloads, so a user learns at
+`kubectl apply` of the Deployment rather than from a ReplicaSet that silently makes no pods.
+
+On UPDATE only offences the old object did not have are denied: a pod that predates the label can
+still be relabelled or finalized, and is warned about instead.
+"""
+
+from __future__ import annotations
+
+from app.k8s.objects import PodSpecRef, pod_spec
+from app.policies.base import ALLOW, Context, Mode, Request, Result, Violation
+from app.policies.legacy import DeviceMapping, LegacyRequest, legacy_requests, offence_keys
+
+
+def check(request: Request, ctx: Context) -> Result:
+    if ctx.mode not in (Mode.DRA_ONLY, Mode.AUDIT) or request.object is None:
+        return ALLOW
+    spec = pod_spec(request.kind, request.object)
+    if spec is None:
+        return ALLOW
+    found = legacy_requests(spec, ctx.compiled.legacy)
+    if not found:
+        return ALLOW
+    if ctx.policy.dra_only.allow_device_class_extended_resources:
+        found = [
+            r for r in found if ctx.view.device_class_for_extended_resource(r.resource) is None
+        ]
+        if not found:
+            return ALLOW
+
+    key = ctx.policy.namespace_modes.label
+    label = f"{key}={ctx.namespace_labels.get(key, '')}"
+    if ctx.mode is Mode.AUDIT:
+        return Result(
+            warnings=tuple(
+                f"{_offence(r)}: would be denied in a dra-only namespace ({label}); "
+                f"use DRA resourceClaims instead"
+                for r in found
+            ),
+            findings=len(found),
+        )
+
+    existing: frozenset[tuple[str, str, str]] = frozenset()
+    if request.operation == "UPDATE" and request.old_object is not None:
+        old_spec = pod_spec(request.kind, request.old_object)
+        if old_spec is not None:
+            existing = offence_keys(legacy_requests(old_spec, ctx.compiled.legacy))
+    new = [r for r in found if (r.container.field, r.container.name, r.resource) not in existing]
+    kept = [r for r in found if (r.container.field, r.container.name, r.resource) in existing]
+    warnings = tuple(
+        f"{_offence(r)}: predates the {label} label; new objects like it will be denied"
+        for r in kept
+    )
+    if not new:
+        return Result(warnings=warnings)
+
+    resolved = [(r, ctx.compiled.mappings.resolve(r.resource, ctx.view)) for r in new]
+    return Result(
+        violations=tuple(
+            Violation(r.path, f"{_offence(r)} -> {_fix(mapping, r)}") for r, mapping in resolved
+        ),
+        warnings=warnings,
+        summary=(
+            f"namespace {request.namespace} is dra-only ({label}): "
+            "request GPUs through DRA resourceClaims, not extended resources"
+        ),
+        details=_snippet(spec, resolved),
+    )
+
+
+def _offence(r: LegacyRequest) -> str:
+    kind = {"initContainers": "init container", "ephemeralContainers": "ephemeral container"}
+    what = (
+        "sidecar container" if r.container.is_sidecar else kind.get(r.container.field, "container")
+    )
+    return f"{what} {r.container.name} asks for {r.resource}: {r.amount}"
+
+
+def _fix(mapping: DeviceMapping | None, r: LegacyRequest) -> str:
+    if mapping is None:
+        return (
+            f"no DeviceClass is known for {r.resource}; ask the cluster admin to add a "
+            "`mappings` entry for it to the dra-webhook policy"
+        )
+    return f"use DeviceClass {mapping.device_class_name} (count {r.amount})"
+
+
+def claim_name(r: LegacyRequest) -> str:
+    """A readable pod-level claim name for the snippet: <container>-<resource's last part>."""
+    tail = r.resource.rsplit("/", 1)[-1]
+    return f"{r.container.name}-{tail}"[:63].strip("-.").lower()
+
+
+def _snippet(spec: PodSpecRef, resolved: list[tuple[LegacyRequest, DeviceMapping | None]]) -> str:
+    """The resourceClaims YAML that replaces the legacy requests (mapped ones only)."""
+    mapped = [(r, m) for r, m in resolved if m is not None]
+    if not mapped:
+        return ""
+    lines = [f"Remove the resources above and add to {spec.path}:", "  resourceClaims:"]
+    for r, m in mapped:
+        lines += [
+            f"  - name: {claim_name(r)}",
+            f"    resourceClaimTemplateName: {claim_name(r)}  # a ResourceClaimTemplate with "
+            f"devices.requests[0].exactly: {{deviceClassName: {m.device_class_name}, "
+            f"count: {r.amount}}}" + (f", selectors: {list(m.selectors)}" if m.selectors else ""),
+        ]
+    by_container: dict[tuple[str, str], list[str]] = {}
+    for r, _ in mapped:
+        by_container.setdefault((r.container.field, r.container.name), []).append(claim_name(r))
+    for (field, name), claims in by_container.items():
+        lines += [f"  {field}:", f"  - name: {name}", "    resources:", "      claims:"]
+        lines += [f"      - name: {c}" for c in claims]
+    return "\n".join(lines)

@@ -1,0 +1,74 @@
+"""Running the app under uvicorn over TLS (uvloop + httptools), one or more workers."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import uvicorn
+from uvicorn.supervisors import Multiprocess
+
+from app.certs import TLS_CERT, TLS_KEY, CertReloader
+from app.config import Settings
+
+APP_FACTORY = "app.transport.app:create_app_from_env"
+
+
+class _TlsConfig(uvicorn.Config):
+    """uvicorn's Config with a reloading SSLContext in place of its fixed one.
+
+    `load()` runs in each worker process, so every worker builds its own reloader.
+    """
+
+    def __init__(self, *args: Any, cert_dir: str, reload_interval: float, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.cert_dir = cert_dir
+        self.reload_interval = reload_interval
+
+    def load(self) -> None:
+        super().load()
+        from pathlib import Path
+
+        self.ssl = CertReloader(Path(self.cert_dir), self.reload_interval).context
+
+
+def settings_environment(settings: Settings) -> dict[str, str]:
+    """The DRA_WEBHOOK_* variables that rebuild `settings` in a worker process."""
+    env: dict[str, str] = {}
+    for name, value in settings.model_dump().items():
+        if value is not None:
+            env[f"DRA_WEBHOOK_{name.upper()}"] = str(value)
+    return env
+
+
+def build_config(settings: Settings) -> uvicorn.Config:
+    cert_dir = str(settings.cert_dir)
+    return _TlsConfig(
+        APP_FACTORY,
+        factory=True,
+        host=settings.host,
+        port=settings.port,
+        workers=settings.workers,
+        loop="uvloop",
+        http="httptools",
+        lifespan="on",
+        ssl_certfile=os.path.join(cert_dir, TLS_CERT),
+        ssl_keyfile=os.path.join(cert_dir, TLS_KEY),
+        timeout_graceful_shutdown=int(settings.shutdown_grace_seconds),
+        log_config=None,
+        access_log=False,
+        server_header=False,
+        cert_dir=cert_dir,
+        reload_interval=settings.cert_reload_interval_seconds,
+    )
+
+
+def serve(settings: Settings) -> None:
+    """Serve until SIGTERM/SIGINT; in-flight requests are drained before exit."""
+    os.environ.update(settings_environment(settings))
+    config = build_config(settings)
+    if settings.workers > 1:
+        sock = config.bind_socket()
+        Multiprocess(config, sockets=[sock]).run()
+    else:
+        uvicorn.Server(config).run()

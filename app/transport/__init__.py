@@ -1,0 +1,1 @@
+"""HTTP transport: decode AdmissionReviews, hand them to the pipeline, encode the answers."""

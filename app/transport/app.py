@@ -1,0 +1,213 @@
+"""The FastAPI application: admission endpoints, health, readiness and metrics.
+
+This module reads and size-limits the body, decodes it, asks the pipeline, creates any
+ResourceClaimTemplates the decision needs (awaited, never blocking the event loop: the create
+comes back through this same webhook), and encodes the answer. It decides nothing itself.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import replace
+
+import orjson
+from fastapi import FastAPI
+from fastapi import Request as HttpRequest
+from fastapi.responses import Response
+from starlette.requests import ClientDisconnect
+
+from app.cluster.factory import build_source
+from app.cluster.source import ClusterSource
+from app.cluster.view import ClusterView, Kind
+from app.config import Policy, Settings, load_policy
+from app.errors import ReviewError, TemplateCreateError
+from app.metrics import Metrics
+from app.pipeline import Decision, Endpoint, Pipeline
+from app.policies.base import Request
+from app.transport.response import encode, review_response
+from app.transport.review import decode_review
+
+logger = logging.getLogger(__name__)
+
+JSON = "application/json"
+
+
+class _Webhook:
+    """The per-app state the endpoints use; built once in create_app."""
+
+    def __init__(
+        self, settings: Settings, pipeline: Pipeline, source: ClusterSource, metrics: Metrics
+    ) -> None:
+        self.settings = settings
+        self.pipeline = pipeline
+        self.source = source
+        self.metrics = metrics
+
+    async def handle(self, http: HttpRequest, endpoint: Endpoint) -> Response:
+        started = time.perf_counter()
+        try:
+            body = await self._read_body(http)
+            request = decode_review(body)
+        except ReviewError as exc:
+            self.metrics.bad_requests.inc()
+            logger.info("bad request", extra={"endpoint": endpoint.value, "error": str(exc)})
+            return Response(orjson.dumps({"message": str(exc)}), status_code=400, media_type=JSON)
+        except ClientDisconnect:
+            return Response(status_code=400)
+
+        try:
+            decision = self.pipeline.review(endpoint, request)
+            if decision.templates and decision.allowed:
+                decision = await self._provision(request, decision)
+            response = Response(encode(review_response(request.uid, decision)), media_type=JSON)
+        except Exception:  # a bug: answer per failure policy, never a 500 to the API server
+            logger.exception("internal error while answering", extra={"uid": request.uid})
+            decision = self.pipeline.internal_failure()
+            response = Response(encode(review_response(request.uid, decision)), media_type=JSON)
+
+        self.metrics.admission_seconds.labels(endpoint.value, request.kind, decision.label).observe(
+            time.perf_counter() - started
+        )
+        for reason in decision.denied_by:
+            self.metrics.denials.labels(endpoint.value, reason).inc()
+        if decision.findings:
+            self.metrics.audit_findings.inc(decision.findings)
+        if not decision.allowed or logger.isEnabledFor(logging.DEBUG):
+            logger.log(
+                logging.INFO if not decision.allowed else logging.DEBUG,
+                "review %s",
+                decision.label,
+                extra={
+                    "uid": request.uid,
+                    "endpoint": endpoint.value,
+                    "kind": request.kind,
+                    "namespace": request.namespace,
+                    "object_name": request.name,
+                    "operation": request.operation,
+                    "user": request.username,
+                    "denied_by": list(decision.denied_by),
+                    "dry_run": request.dry_run,
+                },
+            )
+        return response
+
+    async def _read_body(self, http: HttpRequest) -> bytes:
+        content_type = http.headers.get("content-type", "")
+        if content_type.split(";", 1)[0].strip().lower() != JSON:
+            raise ReviewError(f"content type must be {JSON}, not {content_type or 'missing'!r}")
+        limit = self.settings.max_body_bytes
+        declared = http.headers.get("content-length")
+        if declared is not None:
+            if not declared.isdigit():
+                raise ReviewError("invalid Content-Length")
+            if int(declared) > limit:
+                raise ReviewError(f"body of {declared} bytes is over the limit of {limit}")
+            return await http.body()
+        chunks: list[bytes] = []
+        size = 0
+        async for chunk in http.stream():
+            size += len(chunk)
+            if size > limit:
+                raise ReviewError(f"body is over the limit of {limit} bytes")
+            chunks.append(chunk)
+        return b"".join(chunks)
+
+    async def _provision(self, request: Request, decision: Decision) -> Decision:
+        """Make sure every template the patch references exists (none on dry runs)."""
+        if request.dry_run:
+            return decision
+        view = self.source.view
+        for template in decision.templates:
+            meta = template["metadata"]
+            if view.get(Kind.RESOURCE_CLAIM_TEMPLATE, meta["name"], meta["namespace"]) is not None:
+                continue
+            try:
+                await self.source.create_claim_template(template)
+            except TemplateCreateError as exc:
+                logger.warning(
+                    "template create failed",
+                    extra={"uid": request.uid, "template": meta["name"], "error": str(exc)},
+                )
+                message = f"could not create ResourceClaimTemplate {meta['name']}: {exc}"
+                if self.pipeline.policy.failure.template_create == "open":
+                    return Decision(
+                        allowed=True, warnings=(f"{message}; admitted untranslated (fail open)",)
+                    )
+                return Decision(
+                    allowed=False,
+                    code=500,
+                    reason="InternalError",
+                    message=f"{message}; denied (fail closed), retry later",
+                    denied_by=("template-create",),
+                )
+            self.metrics.templates_created.inc()
+        return replace(decision, templates=())
+
+
+def create_app(
+    settings: Settings | None = None,
+    *,
+    policy: Policy | None = None,
+    source: ClusterSource | None = None,
+    metrics: Metrics | None = None,
+) -> FastAPI:
+    """Build the ASGI app. Nothing starts until the lifespan runs."""
+    settings = settings if settings is not None else Settings()
+    policy = policy if policy is not None else load_policy(settings.policy_file)
+    if source is None:
+        source = build_source(settings, ClusterView())
+    metrics = metrics if metrics is not None else Metrics()
+    pipeline = Pipeline(policy, source.view, settings.namespace)
+    webhook = _Webhook(settings, pipeline, source, metrics)
+
+    @asynccontextmanager
+    async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        await source.start()
+        try:
+            yield
+        finally:
+            await source.stop()
+
+    app = FastAPI(
+        title="dra-webhook", docs_url=None, redoc_url=None, openapi_url=None, lifespan=lifespan
+    )
+    app.state.webhook = webhook
+
+    @app.post("/mutate")
+    async def mutate(http: HttpRequest) -> Response:
+        return await webhook.handle(http, Endpoint.MUTATE)
+
+    @app.post("/validate")
+    async def validate(http: HttpRequest) -> Response:
+        return await webhook.handle(http, Endpoint.VALIDATE)
+
+    @app.get("/healthz")
+    async def healthz() -> Response:
+        return Response(b'{"status":"ok"}', media_type=JSON)
+
+    @app.get("/readyz")
+    async def readyz() -> Response:
+        view = source.view
+        if view.synced:
+            return Response(b'{"ready":true}', media_type=JSON)
+        missing = sorted(k.value for k in Kind if k not in view.synced_kinds())
+        return Response(
+            orjson.dumps({"ready": False, "unsynced": missing}), status_code=503, media_type=JSON
+        )
+
+    @app.get("/metrics")
+    async def metrics_endpoint() -> Response:
+        synced = source.view.synced_kinds()
+        for kind in Kind:
+            metrics.cluster_synced.labels(kind.value).set(1 if kind in synced else 0)
+        return Response(metrics.render(), media_type="text/plain; version=0.0.4; charset=utf-8")
+
+    return app
+
+
+def create_app_from_env() -> FastAPI:
+    """Factory for uvicorn workers: every setting comes from DRA_WEBHOOK_* variables."""
+    return create_app(Settings())

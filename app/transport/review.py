@@ -1,0 +1,94 @@
+"""Decoding request bodies into AdmissionReview requests (the wire edge: orjson + pydantic).
+
+Only the envelope is validated here; `object` and `oldObject` stay raw dicts for the policies,
+so no field the API server sends is ever dropped.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+import orjson
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from app.errors import ReviewError
+from app.policies.base import Request
+
+
+class _Wire(BaseModel):
+    model_config = ConfigDict(extra="ignore", frozen=True)
+
+
+class GroupVersionKind(_Wire):
+    group: str = ""
+    version: str
+    kind: str
+
+
+class GroupVersionResource(_Wire):
+    group: str = ""
+    version: str
+    resource: str
+
+
+class UserInfo(_Wire):
+    username: str = ""
+
+
+class AdmissionRequest(_Wire):
+    uid: str = Field(min_length=1)
+    kind: GroupVersionKind
+    resource: GroupVersionResource
+    sub_resource: str = Field(default="", alias="subResource")
+    request_kind: GroupVersionKind | None = Field(default=None, alias="requestKind")
+    name: str = ""
+    namespace: str = ""
+    operation: Literal["CREATE", "UPDATE", "DELETE", "CONNECT"]
+    user_info: UserInfo = Field(default_factory=UserInfo, alias="userInfo")
+    object: dict[str, Any] | None = None
+    old_object: dict[str, Any] | None = Field(default=None, alias="oldObject")
+    dry_run: bool = Field(default=False, alias="dryRun")
+
+
+class AdmissionReview(_Wire):
+    api_version: Literal["admission.k8s.io/v1"] = Field(alias="apiVersion")
+    kind: Literal["AdmissionReview"]
+    request: AdmissionRequest
+
+
+def decode_review(body: bytes) -> Request:
+    """Parse a request body; raises ReviewError saying what is wrong."""
+    if not body:
+        raise ReviewError("empty body: expected an AdmissionReview")
+    try:
+        data = orjson.loads(body)
+    except orjson.JSONDecodeError as exc:
+        raise ReviewError(f"body is not valid JSON: {exc}") from None
+    if not isinstance(data, dict):
+        raise ReviewError(f"body is a JSON {type(data).__name__}, not an AdmissionReview object")
+    try:
+        review = AdmissionReview.model_validate(data)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(part) for part in first["loc"])
+        more = f" (and {exc.error_count() - 1} more)" if exc.error_count() > 1 else ""
+        raise ReviewError(
+            f"not an admission.k8s.io/v1 AdmissionReview: {where}: {first['msg']}{more}"
+        ) from None
+    req = review.request
+    return Request(
+        uid=req.uid,
+        group=req.kind.group,
+        version=req.kind.version,
+        kind=req.kind.kind,
+        resource=req.resource.resource,
+        sub_resource=req.sub_resource,
+        operation=req.operation,
+        namespace=req.namespace,
+        name=req.name,
+        object=req.object,
+        old_object=req.old_object,
+        dry_run=req.dry_run,
+        username=req.user_info.username,
+        request_version=req.request_kind.version if req.request_kind else req.kind.version,
+    )
