@@ -128,6 +128,8 @@ def _action(ctx: Context) -> str:
 
 
 def _list(value: Any, path: str) -> list[Any]:
+    if type(value) is list:
+        return value
     if value is None:
         return []
     if not isinstance(value, list):
@@ -136,6 +138,8 @@ def _list(value: Any, path: str) -> list[Any]:
 
 
 def _map(value: Any, path: str) -> Mapping[str, Any]:
+    if type(value) is dict:  # the common case, without the ABC check
+        return value
     if value is None:
         return {}
     if not isinstance(value, Mapping):

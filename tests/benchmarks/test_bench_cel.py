@@ -134,3 +134,102 @@ def test_convert_1000_devices(benchmark: Any, engine: Engine, slices: dict[str, 
         index.sync(slices, generation=next(generation))
 
     benchmark.pedantic(convert, rounds=5 if engine.name == "cel-expr-python" else 2, iterations=1)
+
+
+THREE_SELECTORS = (
+    MEMORY,
+    MODEL,
+    'device.attributes["gpu.nvidia.com"].driverVersion.isGreaterThan(semver("535.0.0"))',
+)
+THREE_RULES = """
+cel:
+  backend: {backend}
+  rules:
+    - name: owner-label
+      match: {{kinds: [Pod, ResourceClaim]}}
+      expression: has(object.metadata.labels) && "owner" in object.metadata.labels
+      message: needs an owner label
+    - name: no-host-network
+      match: {{kinds: [Pod]}}
+      expression: '!has(object.spec.hostNetwork) || !object.spec.hostNetwork'
+      message: no host network
+    - name: few-containers
+      match: {{kinds: [Pod]}}
+      expression: size(object.spec.containers) <= 8
+      message: at most 8 containers
+"""
+
+
+def _pipeline(backend: str, slices: dict[str, Any]) -> Any:
+    from tests.conftest import DEMO_NAMESPACES, make_pipeline, policy_from
+
+    device_class = {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "DeviceClass",
+        "metadata": {"name": "gpu.nvidia.com"},
+        "spec": {"selectors": [{"cel": {"expression": CLASS[0]}}]},
+    }
+    objects = [
+        *DEMO_NAMESPACES,
+        device_class,
+        *({"kind": "ResourceSlice", **s} for s in slices.values()),
+    ]
+    return make_pipeline(objects, policy_from(THREE_RULES.format(backend=backend)))
+
+
+def _round_trip(pipeline: Any, body: dict[str, Any]) -> Any:
+    import orjson
+
+    from app.pipeline import Endpoint
+    from app.transport.response import encode, review_response
+    from app.transport.review import decode_review
+    from tests.conftest import wrap
+
+    raw = orjson.dumps(wrap(body))
+
+    def run() -> bytes:
+        request = decode_review(raw)
+        return encode(review_response(request.uid, pipeline.review(Endpoint.VALIDATE, request)))
+
+    return run
+
+
+def test_admission_of_a_claim_with_3_selectors(
+    benchmark: Any, engine: Engine, slices: dict[str, Any]
+) -> None:
+    """decode -> selectors compile check + satisfiability (memo warm) + 1 rule -> encode."""
+    claim = {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceClaim",
+        "metadata": {"name": "c", "namespace": "default", "labels": {"owner": "me"}},
+        "spec": {
+            "devices": {
+                "requests": [
+                    {
+                        "name": "gpu",
+                        "exactly": {
+                            "deviceClassName": "gpu.nvidia.com",
+                            "selectors": [{"cel": {"expression": e}} for e in THREE_SELECTORS],
+                        },
+                    }
+                ]
+            }
+        },
+    }
+    run = _round_trip(_pipeline(engine.name, slices), claim)
+    assert b'"allowed":true' in run() and b"warnings" not in run()
+    benchmark(run)
+
+
+def test_admission_of_a_pod_with_3_cel_rules(
+    benchmark: Any, engine: Engine, slices: dict[str, Any]
+) -> None:
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "p", "namespace": "default", "labels": {"owner": "me"}},
+        "spec": {"containers": [{"name": "app", "image": "cuda:12"}]},
+    }
+    run = _round_trip(_pipeline(engine.name, slices), pod)
+    assert b'"allowed":true' in run()
+    benchmark(run)
