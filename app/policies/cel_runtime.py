@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from app.cel.cache import CompileCache
-from app.cel.engine import Engine, get_engine
+from app.cel.engine import SELECTOR, Engine, get_engine
 from app.cel.index import DeviceIndex
 from app.config import Policy
 
@@ -23,5 +23,7 @@ class CelRuntime:
     @classmethod
     def build(cls, policy: Policy) -> CelRuntime:
         engine = get_engine(policy.cel.backend)
+        # Build the backend's selector environment now (~0.1 s), not on the first claim.
+        engine.compile("true", SELECTOR)
         cache = CompileCache(policy.cel.cache_size)
         return cls(engine=engine, cache=cache, index=DeviceIndex(engine, cache))
