@@ -63,7 +63,7 @@ def pipeline(init_containers: str) -> Pipeline:
     return make_pipeline([*DEMO_NAMESPACES, USER_TEMPLATE], policy)
 
 
-NAMES = ["cuda", "train", "eval", "a", "b0", "warm", "proxy", "log", "x" * 40, "z"]
+NAMES = ["cuda", "train", "eval", "a", "b0", "warm", "proxy", "log", "x" * 40, "y" * 63, "z"]
 legacy_counts = st.dictionaries(
     st.sampled_from(sorted(EXPECTED)), st.integers(min_value=0, max_value=4), max_size=2
 )
@@ -119,7 +119,7 @@ def pods(draw: st.DrawFn) -> Obj:
             {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
         ]
     if draw(st.booleans()):  # DRA of another device type, under a name translation would pick
-        taken = f"gpu-{app[0]['name']}"
+        taken = f"gpu-{app[0]['name']}"[:63]
         spec["resourceClaims"] = [{"name": taken, "resourceClaimTemplateName": "example-template"}]
         user = app[-1].setdefault("resources", {})
         user["claims"] = [{"name": taken}]
