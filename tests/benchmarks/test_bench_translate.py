@@ -14,7 +14,8 @@ import pytest
 from app.pipeline import Endpoint, Pipeline
 from app.transport.response import encode, review_response
 from app.transport.review import decode_review
-from tests.conftest import make_pipeline, review, wrap
+from tests.benchmarks.test_bench_cel import THREE_RULES
+from tests.conftest import make_pipeline, policy_from, review, wrap
 from tests.policies.translate_support import apply
 
 NS = "ml-research"
@@ -84,3 +85,23 @@ def test_translate_round_trip(benchmark: Any, case: str) -> None:
     run = _round_trip(make_pipeline(), endpoint, orjson.dumps(body()))
     assert run()
     benchmark(run)
+
+
+def test_translate_then_validate_with_3_cel_rules(benchmark: Any) -> None:
+    """Both reviews the API server sends for a legacy pod: /mutate, then /validate of the result."""
+    policy = policy_from(THREE_RULES.format(backend="cel-expr-python"))
+    pipeline = make_pipeline(None, policy)
+    body = review("pod-create-legacy-gpu", namespace=NS)
+    body["request"]["object"]["metadata"]["labels"] = {"owner": "me"}
+    mutate = _round_trip(pipeline, Endpoint.MUTATE, orjson.dumps(body))
+    decision = pipeline.review(Endpoint.MUTATE, decode_review(orjson.dumps(body)))
+    body["request"]["object"] = apply(body["request"]["object"], decision.patch)
+    validate = _round_trip(pipeline, Endpoint.VALIDATE, orjson.dumps(body))
+    assert b'"patch"' in mutate()
+    assert b'"allowed":true' in validate()
+
+    def both() -> bytes:
+        mutate()
+        return validate()
+
+    benchmark(both)
