@@ -215,3 +215,16 @@ def test_a_translated_pod_passes_the_validating_webhook(
     mutated = harness.answer("mutate", wrap(obj))
     validated = harness.answer("validate", wrap(apply(obj, patch_of(mutated))))
     assert validated["allowed"] is True
+
+
+class BrokenSource(SlowSource):
+    async def create_claim_template(self, template: dict[str, Any]) -> None:
+        raise RuntimeError("a bug, not an API error")
+
+
+def test_a_bug_while_creating_a_template_is_answered_per_the_internal_error_policy() -> None:
+    source = BrokenSource(DEMO_NAMESPACES)
+    (response,) = asyncio.run(_admit_concurrently(source, [wrap(gpu_pod("p"))]))
+    assert response["allowed"] is True  # failure.internalError: open (the default)
+    assert "patch" not in response
+    assert "internal error" in response["warnings"][0]
