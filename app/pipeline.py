@@ -17,7 +17,7 @@ from app.config import Policy
 from app.errors import ObjectShapeError
 from app.k8s.objects import POD_SPEC_PATHS
 from app.k8s.patch import PatchOp
-from app.policies import dra_only
+from app.policies import dra_only, rules, selectors, translate
 from app.policies.base import Context, Mode, Obj, Request, Result
 from app.policies.compiled import Compiled
 
@@ -56,9 +56,12 @@ POD_BEARING: frozenset[GroupKind] = frozenset(
 )
 assert {kind for _, kind in POD_BEARING} == set(POD_SPEC_PATHS)
 
+WORKLOADS: frozenset[GroupKind] = POD_BEARING - {("", "Pod")}
+
 CLAIM_KINDS: frozenset[GroupKind] = frozenset(
     {(_RESOURCE, "ResourceClaim"), (_RESOURCE, "ResourceClaimTemplate")}
 )
+DEVICE_CLASS: frozenset[GroupKind] = frozenset({(_RESOURCE, "DeviceClass")})
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,7 +83,49 @@ REGISTRATIONS: tuple[Registration, ...] = (
         frozenset({"CREATE", "UPDATE"}),
         dra_only.check,
     ),
+    Registration(
+        "translate",
+        Endpoint.MUTATE,
+        frozenset({("", "Pod")}),
+        frozenset({"CREATE"}),
+        translate.check_pod,
+    ),
+    Registration(
+        "translate-workloads",
+        Endpoint.MUTATE,
+        WORKLOADS,
+        frozenset({"CREATE", "UPDATE"}),
+        translate.check_workload,
+    ),
+    Registration(
+        "translate-validate",
+        Endpoint.VALIDATE,
+        WORKLOADS,
+        frozenset({"CREATE", "UPDATE"}),
+        translate.validate,
+    ),
+    Registration(
+        "cel-selectors",
+        Endpoint.VALIDATE,
+        CLAIM_KINDS | DEVICE_CLASS,
+        frozenset({"CREATE", "UPDATE"}),
+        selectors.check,
+    ),
 )
+RULE_KINDS: frozenset[GroupKind] = POD_BEARING | CLAIM_KINDS | DEVICE_CLASS
+"""Kinds an admin CEL rule (policy `cel.rules`) can match: the ones this webhook receives."""
+
+
+def rule_registrations(policy: Policy) -> tuple[Registration, ...]:
+    """The `cel-rules` check, routed only to the kinds and operations some rule matches."""
+    kinds = {kind for rule in policy.cel.rules for kind in rule.match.kinds}
+    operations = {op for rule in policy.cel.rules for op in rule.match.operations}
+    matched = frozenset(gk for gk in RULE_KINDS if gk[1] in kinds)
+    if not matched:
+        return ()
+    return (
+        Registration("cel-rules", Endpoint.VALIDATE, matched, frozenset(operations), rules.check),
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -133,7 +178,7 @@ class Pipeline:
             modes.audit: Mode.AUDIT,
         }
         routes: dict[tuple[Endpoint, str, str, str], list[Registration]] = {}
-        for reg in registrations:
+        for reg in (*registrations, *rule_registrations(policy)):
             for group, kind in reg.kinds:
                 for operation in reg.operations:
                     routes.setdefault((reg.endpoint, group, kind, operation), []).append(reg)

@@ -12,7 +12,15 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 
 from app.errors import PolicyError
 
@@ -93,6 +101,34 @@ class DraOnly(_Model):
     """Allow a legacy name that a DeviceClass maps via spec.extendedResourceName (KEP-5004)."""
 
 
+_DNS_LABEL_PREFIX = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+
+
+class Translation(_Model):
+    """Translation options (namespaces in the translate mode)."""
+
+    translate_workloads: bool = Field(default=False, alias="translateWorkloads")
+    """Also rewrite the pod templates of workloads (off: GitOps tools would see drift)."""
+    init_containers: Literal["share", "separate"] = Field(default="share", alias="initContainers")
+    """share: init containers use the app containers' devices; separate: a claim of their own."""
+    template_name_prefix: str = Field(default="dra", alias="templateNamePrefix", max_length=16)
+    """ResourceClaimTemplates are named <prefix>-<class>-<count>-<hash of their content>."""
+    claim_name_prefix: str = Field(default="", alias="claimNamePrefix", max_length=16)
+    """Prepended to the pod-level claim names translation adds (<prefix>-gpu-cuda)."""
+
+    @field_validator("template_name_prefix", "claim_name_prefix")
+    @classmethod
+    def _dns_label(cls, value: str, info: ValidationInfo) -> str:
+        if value and not _DNS_LABEL_PREFIX.match(value):
+            raise ValueError(
+                f"{value!r} must be lower-case letters, digits and '-', starting and ending "
+                "with a letter or digit"
+            )
+        if not value and info.field_name == "template_name_prefix":
+            raise ValueError("must not be empty")
+        return value
+
+
 FailureMode = Literal["open", "closed"]
 
 
@@ -105,6 +141,84 @@ class Failure(_Model):
     """open: admit the pod untranslated with a warning; closed: deny it (the controller retries)."""
 
 
+CheckAction = Literal["off", "warn", "deny"]
+
+
+class SelectorChecks(_Model):
+    """Checks of the CEL selectors in ResourceClaims, ResourceClaimTemplates and DeviceClasses.
+
+    A selector that does not compile is always denied. `unsatisfiable` is what happens to a
+    request no device in the cluster's ResourceSlices can satisfy (the scheduler would leave the
+    pod Pending without a word); `unsatisfiableByMode` overrides it per namespace mode (the mode
+    label's meaning: `dra-only`, `translate`, `audit`).
+    """
+
+    unsatisfiable: CheckAction = "warn"
+    unsatisfiable_by_mode: dict[Literal["dra-only", "translate", "audit"], CheckAction] = Field(
+        default_factory=dict, alias="unsatisfiableByMode"
+    )
+
+
+class LabelSelectorRequirement(_Model):
+    key: str
+    operator: Literal["In", "NotIn", "Exists", "DoesNotExist"]
+    values: tuple[str, ...] = ()
+
+
+class LabelSelector(_Model):
+    """A Kubernetes label selector (matchLabels and matchExpressions, ANDed)."""
+
+    match_labels: dict[str, str] = Field(default_factory=dict, alias="matchLabels")
+    match_expressions: tuple[LabelSelectorRequirement, ...] = Field(
+        default=(), alias="matchExpressions"
+    )
+
+
+class RuleMatch(_Model):
+    """Which requests a rule looks at."""
+
+    kinds: tuple[str, ...] = Field(min_length=1)
+    """Kinds by name: Pod, Deployment, ResourceClaim, ResourceClaimTemplate, DeviceClass..."""
+    operations: tuple[Literal["CREATE", "UPDATE"], ...] = ("CREATE", "UPDATE")
+    namespace_selector: LabelSelector | None = Field(default=None, alias="namespaceSelector")
+
+
+class Rule(_Model):
+    """An admin rule in CEL, like a ValidatingAdmissionPolicy validation.
+
+    `expression` sees `object`, `oldObject`, `request` and `namespaceObject` and must be true for
+    the object to pass; otherwise `message` (or the string `messageExpression` evaluates to) is
+    the denial or the warning, per `action`.
+    """
+
+    name: str = Field(min_length=1)
+    match: RuleMatch
+    expression: str = Field(min_length=1)
+    message: str = ""
+    message_expression: str = Field(default="", alias="messageExpression")
+    action: Literal["deny", "warn"] = "deny"
+
+
+class Cel(_Model):
+    """The CEL engine and what is checked with it."""
+
+    backend: Literal["cel-expr-python", "cel-python"] = "cel-expr-python"
+    cache_size: int = Field(default=4096, ge=1, alias="cacheSize")
+    """Compiled expressions kept (LRU); a new one compiles once, then costs a lookup."""
+    selectors: SelectorChecks = Field(default_factory=SelectorChecks)
+    rules: tuple[Rule, ...] = ()
+
+    @field_validator("rules")
+    @classmethod
+    def _unique_names(cls, rules: tuple[Rule, ...]) -> tuple[Rule, ...]:
+        seen: set[str] = set()
+        for rule in rules:
+            if rule.name in seen:
+                raise ValueError(f"rule name {rule.name!r} is used twice")
+            seen.add(rule.name)
+        return rules
+
+
 class Policy(_Model):
     """The whole policy file."""
 
@@ -114,10 +228,12 @@ class Policy(_Model):
     )
     mappings: tuple[Mapping, ...] = Field(default_factory=lambda: DEFAULT_MAPPINGS)
     dra_only: DraOnly = Field(default_factory=DraOnly, alias="draOnly")
+    translation: Translation = Field(default_factory=Translation)
     failure: Failure = Field(default_factory=Failure)
     exempt_namespaces: Annotated[tuple[str, ...], Field(alias="exemptNamespaces")] = (
         "kube-system",
     )
+    cel: Cel = Field(default_factory=Cel)
 
 
 DEFAULT_POLICY_RESOURCE = "default-policy.yaml"

@@ -5,7 +5,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from app.config import Policy
+from app.policies.cel_runtime import CelRuntime
 from app.policies.legacy import LegacyMatcher, MappingResolver
+from app.policies.rules import CompiledRule, compile_rules
+from app.policies.translate_templates import TemplateBuilder
 
 
 @dataclass(frozen=True, slots=True)
@@ -14,10 +17,19 @@ class Compiled:
 
     legacy: LegacyMatcher
     mappings: MappingResolver
+    templates: TemplateBuilder
+    """Translation's ResourceClaimTemplates; template hooks (DeviceClass defaults) go here."""
+    cel: CelRuntime
+    rules: tuple[CompiledRule, ...]
 
     @classmethod
     def build(cls, policy: Policy) -> Compiled:
+        """Raises PolicyError naming the first admin rule that does not compile."""
+        cel = CelRuntime.build(policy)
         return cls(
             legacy=LegacyMatcher(policy.legacy_resources),
             mappings=MappingResolver(policy.mappings),
+            templates=TemplateBuilder(policy.translation.template_name_prefix, hooks=()),
+            cel=cel,
+            rules=compile_rules(policy.cel.rules, cel.engine, cel.cache),
         )
