@@ -62,6 +62,7 @@ class Options:
     out: Path
     targets: tuple[str, ...]
     plot: bool
+    rounds: int
     check_decisions: bool | None
     log_level: str
 
@@ -99,14 +100,16 @@ def _process_tree_cpu_seconds(root_pid: int) -> float:
     return total
 
 
-def _start_server(target: str, port: int, certs: Path, opts: Options) -> subprocess.Popen[bytes]:
+def _start_server(
+    target: str, name: str, port: int, certs: Path, opts: Options
+) -> subprocess.Popen[bytes]:
     if target == "webhook":
         command = [
             sys.executable, "-m", "app", "serve",
             "--host", "127.0.0.1", "--port", str(port),
             "--cert-dir", str(certs),
             "--workers", str(opts.workers),
-            "--metrics-dir", str(opts.out / "metrics"),
+            "--metrics-dir", str(opts.out / f"metrics-{name}"),
         ]  # fmt: skip
     else:
         command = [
@@ -118,7 +121,7 @@ def _start_server(target: str, port: int, certs: Path, opts: Options) -> subproc
             "--workers", str(opts.workers),
             "--no-access-log", "--no-server-header", "--log-level", "warning",
         ]  # fmt: skip
-    log = (opts.out / f"server-{target}.log").open("wb")
+    log = (opts.out / f"server-{name}.log").open("wb")
     env = {**os.environ, "DRA_WEBHOOK_LOG_LEVEL": opts.log_level}
     env.pop("PROMETHEUS_MULTIPROC_DIR", None)
     try:
@@ -158,7 +161,9 @@ def _stop(process: subprocess.Popen[bytes]) -> None:
         process.wait()
 
 
-def _run_locust(target: str, port: int, ca: Path, samples: Path, opts: Options) -> int:
+def _run_locust(
+    target: str, name: str, port: int, ca: Path, *, samples: Path, opts: Options
+) -> int:
     check = opts.check_decisions if opts.check_decisions is not None else target == "webhook"
     env = {
         **os.environ,
@@ -173,13 +178,13 @@ def _run_locust(target: str, port: int, ca: Path, samples: Path, opts: Options) 
         "--users", str(opts.users), "--spawn-rate", str(opts.spawn_rate),
         "--run-time", f"{opts.duration}s", "--stop-timeout", "5",
         "--host", f"https://127.0.0.1:{port}",
-        "--csv", str(opts.out / f"locust-{target}"), "--csv-full-history",
+        "--csv", str(opts.out / f"locust-{name}"), "--csv-full-history",
         "--exit-code-on-error", "1",
         "--loglevel", "WARNING",
     ]  # fmt: skip
     if opts.locust_processes > 1:
         command += ["--processes", str(opts.locust_processes)]
-    with (opts.out / f"locust-{target}.log").open("wb") as log:
+    with (opts.out / f"locust-{name}.log").open("wb") as log:
         locust = subprocess.Popen(command, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, env=env)
         try:
             return locust.wait(timeout=opts.duration + 60)
@@ -197,8 +202,8 @@ def _percentile(ordered: list[float], fraction: float) -> float:
     return ordered[rank]
 
 
-def _read_samples(folder: Path) -> list[tuple[float, str, float, bool]]:
-    rows: list[tuple[float, str, float, bool]] = []
+def _read_samples(folder: Path) -> list[Sample]:
+    rows: list[Sample] = []
     for path in sorted(folder.glob("samples-*.csv")):
         with path.open(newline="") as f:
             for row in csv.DictReader(f):
@@ -208,48 +213,101 @@ def _read_samples(folder: Path) -> list[tuple[float, str, float, bool]]:
     return rows
 
 
-def _analyse(samples: list[tuple[float, str, float, bool]], cpu_seconds: float) -> dict[str, Any]:
+Sample = tuple[float, str, float, bool]
+"""(end time, scenario, latency ms, failed)"""
+
+
+@dataclass(frozen=True)
+class Round:
+    """One run of locust against one freshly started server."""
+
+    samples: list[Sample]
+    server_cpu_seconds: float
+    locust_cpu_seconds: float
+    locust_exit_code: int
+    server_pid: int
+    wall_seconds: float
+    locust_aggregate: dict[str, str]
+
+    @property
+    def span(self) -> float:
+        return self.samples[-1][0] - self.samples[0][0] if len(self.samples) > 1 else 0.0
+
+
+def _series(rounds: list[Round]) -> list[dict[str, Any]]:
+    """Per-second percentiles and counts, the rounds laid end to end."""
+    series: list[dict[str, Any]] = []
+    offset = 0
+    for run in rounds:
+        per_second: dict[int, list[float]] = defaultdict(list)
+        start, full = (run.samples[0][0], int(run.span)) if run.samples else (0.0, 0)
+        for end, _, ms, _ in run.samples:
+            second = int(end - start)
+            if second < full or full == 0:  # the last, partial second would read as a drop
+                per_second[second].append(ms)
+        for second in sorted(per_second):
+            values = sorted(per_second[second])
+            series.append(
+                {
+                    "second": offset + second,
+                    "requests": len(values),
+                    "p50_ms": _percentile(values, 0.50),
+                    "p95_ms": _percentile(values, 0.95),
+                    "p99_ms": _percentile(values, 0.99),
+                }
+            )
+        offset += max(full, 1)
+    return series
+
+
+def _summarize_latencies(samples: list[Sample]) -> dict[str, float | None]:
     latencies = sorted(ms for _, _, ms, _ in samples)
-    failures = sum(1 for *_, failed in samples if failed)
+    count = len(latencies)
+    return {
+        "p50": round(_percentile(latencies, 0.50), 3),
+        "p95": round(_percentile(latencies, 0.95), 3),
+        "p99": round(_percentile(latencies, 0.99), 3),
+        "max": round(latencies[-1], 3) if latencies else None,
+        "mean": round(sum(latencies) / count, 3) if count else None,
+    }
+
+
+def _analyse(rounds: list[Round]) -> dict[str, Any]:
+    samples = [sample for run in rounds for sample in run.samples]
     count = len(samples)
-    span = (samples[-1][0] - samples[0][0]) if count > 1 else 0.0
+    span = sum(run.span for run in rounds)
+    cpu = sum(run.server_cpu_seconds for run in rounds)
     scenarios: dict[str, dict[str, int]] = defaultdict(lambda: {"requests": 0, "failures": 0})
     for _, name, _, failed in samples:
         scenarios[name]["requests"] += 1
         scenarios[name]["failures"] += int(failed)
-    per_second: dict[int, list[float]] = defaultdict(list)
-    start = samples[0][0] if samples else 0.0
-    for end, _, ms, _ in samples:
-        second = int(end - start)
-        if second < int(span) or span < 1:  # the last, partial second would read as a drop
-            per_second[second].append(ms)
-    series = []
-    for second in sorted(per_second):
-        values = sorted(per_second[second])
-        series.append(
-            {
-                "second": second,
-                "requests": len(values),
-                "p50_ms": _percentile(values, 0.50),
-                "p95_ms": _percentile(values, 0.95),
-                "p99_ms": _percentile(values, 0.99),
-            }
-        )
     return {
         "requests": count,
-        "failures": failures,
+        "failures": sum(1 for *_, failed in samples if failed),
         "rps": round(count / span, 1) if span else 0.0,
-        "latency_ms": {
-            "p50": round(_percentile(latencies, 0.50), 3),
-            "p95": round(_percentile(latencies, 0.95), 3),
-            "p99": round(_percentile(latencies, 0.99), 3),
-            "max": round(latencies[-1], 3) if latencies else None,
-            "mean": round(sum(latencies) / count, 3) if count else None,
-        },
-        "server_cpu_seconds": round(cpu_seconds, 2),
-        "server_cpu_us_per_review": round(cpu_seconds / count * 1e6, 1) if count else None,
+        "latency_ms": _summarize_latencies(samples),
+        "server_cpu_seconds": round(cpu, 2),
+        "server_cpu_us_per_review": round(cpu / count * 1e6, 1) if count else None,
+        "load_generator_cpu_seconds": round(sum(run.locust_cpu_seconds for run in rounds), 2),
+        "wall_seconds": round(sum(run.wall_seconds for run in rounds), 1),
+        "locust_exit_codes": [run.locust_exit_code for run in rounds],
+        "server_pids": [run.server_pid for run in rounds],
+        "rounds": [
+            {
+                "requests": len(run.samples),
+                "rps": round(len(run.samples) / run.span, 1) if run.span else 0.0,
+                "p99_ms": _summarize_latencies(run.samples)["p99"],
+                "server_cpu_us_per_review": (
+                    round(run.server_cpu_seconds / len(run.samples) * 1e6, 1)
+                    if run.samples
+                    else None
+                ),
+                "locust_aggregate": run.locust_aggregate,
+            }
+            for run in rounds
+        ],
         "scenarios": dict(sorted(scenarios.items())),
-        "per_second": series,
+        "per_second": _series(rounds),
     }
 
 
@@ -283,18 +341,19 @@ def _machine() -> dict[str, Any]:
     }
 
 
-def _run_target(target: str, opts: Options) -> dict[str, Any]:
+def _run_round(target: str, index: int, opts: Options) -> Round:
+    name = target if index == 0 else f"{target}-{index + 1}"
     certs = opts.out / "certs"
-    samples = opts.out / f"samples-{target}"
+    samples = opts.out / f"samples-{name}"
     samples.mkdir()
     port = _free_port()
-    server = _start_server(target, port, certs, opts)
+    server = _start_server(target, name, port, certs, opts)
     try:
         _wait_ready(server, port, certs / "ca.crt")
         cpu_before = _process_tree_cpu_seconds(server.pid)
         children_before = resource.getrusage(resource.RUSAGE_CHILDREN)
         started = time.time()
-        exit_code = _run_locust(target, port, certs / "ca.crt", samples, opts)
+        exit_code = _run_locust(target, name, port, certs / "ca.crt", samples=samples, opts=opts)
         wall = time.time() - started
         children_after = resource.getrusage(resource.RUSAGE_CHILDREN)
         cpu_after = _process_tree_cpu_seconds(server.pid)
@@ -302,16 +361,18 @@ def _run_target(target: str, opts: Options) -> dict[str, Any]:
             raise RuntimeError(f"{target} server exited with {server.returncode} during the run")
     finally:
         _stop(server)
-    result = _analyse(_read_samples(samples), cpu_after - cpu_before)
     locust_cpu = (children_after.ru_utime + children_after.ru_stime) - (
         children_before.ru_utime + children_before.ru_stime
     )
-    result["locust_exit_code"] = exit_code
-    result["server_pid"] = server.pid
-    result["wall_seconds"] = round(wall, 1)
-    result["load_generator_cpu_seconds"] = round(locust_cpu, 2)
-    result["locust_aggregate"] = _locust_aggregate(opts.out / f"locust-{target}")
-    return result
+    return Round(
+        samples=_read_samples(samples),
+        server_cpu_seconds=cpu_after - cpu_before,
+        locust_cpu_seconds=locust_cpu,
+        locust_exit_code=exit_code,
+        server_pid=server.pid,
+        wall_seconds=wall,
+        locust_aggregate=_locust_aggregate(opts.out / f"locust-{name}"),
+    )
 
 
 def _plot(runs: dict[str, dict[str, Any]], path: Path) -> None:
@@ -358,6 +419,7 @@ def _write_summary(opts: Options, runs: dict[str, dict[str, Any]]) -> dict[str, 
             "duration_s": opts.duration,
             "server_workers": opts.workers,
             "locust_processes": opts.locust_processes,
+            "rounds": opts.rounds,
         },
         "runs": runs,
     }
@@ -402,6 +464,13 @@ def _parse(argv: list[str] | None) -> Options:
         help="the webhook, the bare FastAPI echo, or both in turn (default)",
     )
     parser.add_argument("--out", type=Path, default=None, help="output folder (new, timestamped)")
+    parser.add_argument(
+        "--rounds",
+        type=int,
+        default=1,
+        help="run the targets in turn this many times, each with a fresh server (1); on a "
+        "shared machine, alternating spreads other load over both targets",
+    )
     parser.add_argument("--no-plot", action="store_true", help="skip latency.png")
     parser.add_argument(
         "--check-decisions",
@@ -413,6 +482,8 @@ def _parse(argv: list[str] | None) -> Options:
     args = parser.parse_args(argv)
     if not 1 <= args.duration <= MAX_DURATION_S:
         parser.error(f"--duration must be within 1..{MAX_DURATION_S}")
+    if not 1 <= args.rounds <= 10:
+        parser.error("--rounds must be within 1..10")
     if not 1 <= args.users <= MAX_USERS:
         parser.error(f"--users must be within 1..{MAX_USERS}")
     stamp = dt.datetime.now().strftime("%Y%m%d-%H%M%S")
@@ -426,6 +497,7 @@ def _parse(argv: list[str] | None) -> Options:
         out=out,
         targets=TARGETS if args.target == "both" else (args.target,),
         plot=not args.no_plot,
+        rounds=args.rounds,
         check_decisions={"auto": None, "on": True, "off": False}[args.check_decisions],
         log_level=args.log_level,
     )
@@ -435,7 +507,11 @@ def main(argv: list[str] | None = None) -> int:
     opts = _parse(argv)
     opts.out.mkdir(parents=True, exist_ok=False)
     mint(opts.out / "certs")
-    runs = {target: _run_target(target, opts) for target in opts.targets}
+    rounds: dict[str, list[Round]] = {target: [] for target in opts.targets}
+    for index in range(opts.rounds):
+        for target in opts.targets:
+            rounds[target].append(_run_round(target, index, opts))
+    runs = {target: _analyse(done) for target, done in rounds.items()}
     summary = _write_summary(opts, runs)
     if opts.plot:
         _plot(runs, opts.out / "latency.png")
@@ -450,7 +526,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"webhook / echo: {summary['webhook_vs_echo']}")
     print(f"results in {opts.out}")
     failed = [t for t, run in runs.items() if run["failures"] or not run["requests"]]
-    failed += [t for t, run in runs.items() if run["locust_exit_code"] != 0 and t not in failed]
+    failed += [t for t, run in runs.items() if any(run["locust_exit_codes"]) and t not in failed]
     if failed:
         print(f"FAILED: {', '.join(failed)} (see locust-*_failures.csv)", file=sys.stderr)
         return 1

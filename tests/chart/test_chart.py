@@ -3,7 +3,9 @@
 helm comes from `../shared/tools/get-k8s-tools` (a pinned helm v3.19 from PyPI). Every rendered
 object is validated against the Kubernetes 1.34 schemas with kubernetes-validate --strict;
 cert-manager and Prometheus Operator objects (CRDs, no schema there) are checked here for the
-fields their CRDs require. The webhooks' matchConditions are compiled and evaluated as CEL.
+fields their CRDs require. The webhooks' matchConditions are compiled and evaluated with the
+project's CEL engine, on both backends (cel-expr-python type-checks them as the API server does,
+with `object` untyped).
 """
 
 from __future__ import annotations
@@ -18,13 +20,13 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-import celpy
 import kubernetes_validate
 import pytest
 import yaml
 from cryptography import x509
 
-from app.config.policy import parse_policy
+from app.cel.engine import ADMISSION, BACKENDS, get_engine
+from app.config.policy import load_policy, parse_policy
 
 REPO = Path(__file__).resolve().parents[2]
 CHART = REPO / "charts" / "dra-webhook"
@@ -322,6 +324,16 @@ def test_the_policy_configmap_is_a_policy_the_server_accepts(values: Path) -> No
     assert policy.namespace_modes.label == _values(values)["policy"]["namespaceModes"]["label"]
 
 
+def test_the_charts_default_policy_is_the_servers_default_policy() -> None:
+    """values.yaml carries the whole default policy, so what operators edit is what runs.
+
+    When the embedded default (app/config/default-policy.yaml) changes, copy the change into
+    `policy:` in charts/dra-webhook/values.yaml.
+    """
+    config = _one(_render(CHART / "ci" / "default-values.yaml"), "ConfigMap")
+    assert parse_policy(config["data"]["policy.yaml"], "chart") == load_policy()
+
+
 # -- certificates ---------------------------------------------------------------------------
 
 
@@ -488,19 +500,23 @@ def test_cluster_scoped_device_classes_have_their_own_entry_without_a_namespace_
 
 # -- matchConditions as CEL -----------------------------------------------------------------
 
-_CEL = celpy.Environment()
-
 
 @cache
-def _compile(expression: str) -> Callable[[Obj], bool]:
-    program = _CEL.program(_CEL.compile(expression))
+def _compile(expression: str, backend: str) -> Callable[[Obj], bool]:
+    """Compile with the project's CEL engine, as an admission expression over `object`."""
+    engine = get_engine(backend)
+    program = engine.compile(expression, ADMISSION)
 
     def evaluate(obj: Obj) -> bool:
-        result = program.evaluate({"object": celpy.json_to_cel(obj)})
-        assert isinstance(result, celpy.celtypes.BoolType), result
-        return bool(result)
+        variables = {"object": obj, "oldObject": None, "request": {}, "namespaceObject": None}
+        result = program.evaluate(engine.activation(ADMISSION, {**variables, "params": None}))
+        assert isinstance(result, bool), result
+        return result
 
     return evaluate
+
+
+by_backend = pytest.mark.parametrize("backend", BACKENDS)
 
 
 def _fixture_object(name: str) -> Obj:
@@ -582,20 +598,22 @@ def _conditions(values: Path) -> dict[tuple[str, str], list[Obj]]:
     }
 
 
+@by_backend
 @by_values_file
-def test_match_conditions_compile_as_cel(values: Path) -> None:
+def test_match_conditions_compile_as_cel(values: Path, backend: str) -> None:
     conditions = _conditions(values)
     assert conditions[("ValidatingWebhookConfiguration", "pods")]
     for entries in conditions.values():
         for condition in entries:
-            _compile(condition["expression"])
+            _compile(condition["expression"], backend)
 
 
+@by_backend
 @pytest.mark.parametrize(
     ("entry", "case", "obj", "selected"), SELECTION, ids=[row[1] for row in SELECTION]
 )
 def test_match_conditions_send_objects_that_use_devices_and_keep_plain_ones_home(
-    entry: str, case: str, obj: Obj, selected: bool
+    entry: str, case: str, obj: Obj, selected: bool, backend: str
 ) -> None:
     conditions = _conditions(CHART / "ci" / "default-values.yaml")
     kinds = ["ValidatingWebhookConfiguration"]
@@ -603,7 +621,7 @@ def test_match_conditions_send_objects_that_use_devices_and_keep_plain_ones_home
         kinds.append("MutatingWebhookConfiguration")
     for kind in kinds:
         (condition,) = conditions[(kind, entry)]
-        assert _compile(condition["expression"])(obj) is selected, (kind, case)
+        assert _compile(condition["expression"], backend)(obj) is selected, (kind, case)
 
 
 def test_claims_and_device_classes_are_always_sent() -> None:

@@ -59,7 +59,7 @@ def test_a_short_locust_run_against_the_webhook_has_no_failed_request(tmp_path: 
     assert set(run["scenarios"]) == {scenario.name for scenario in SCENARIOS}
     assert (out / "latency.png").read_bytes().startswith(b"\x89PNG")
     assert (out / "summary.csv").read_text().startswith("target,requests,failures,rps")
-    assert _stopped(run["server_pid"])
+    assert all(_stopped(pid) for pid in run["server_pids"])
 
 
 def test_the_runner_fails_when_an_answer_is_wrong(tmp_path: Path) -> None:
@@ -83,4 +83,4 @@ def test_the_runner_fails_when_an_answer_is_wrong(tmp_path: Path) -> None:
     assert 0 < run["failures"] < run["requests"]
     failures = (out / "locust-echo_failures.csv").read_text()
     assert "allowed=True, expected False" in failures
-    assert _stopped(run["server_pid"])
+    assert all(_stopped(pid) for pid in run["server_pids"])
