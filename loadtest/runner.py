@@ -388,7 +388,8 @@ def _plot(runs: dict[str, dict[str, Any]], path: Path) -> None:
         for key, style in (("p50_ms", "-"), ("p95_ms", "--"), ("p99_ms", ":")):
             axis.plot(seconds, [point[key] for point in series], style, label=key[:3])
         axis.set_ylabel("latency (ms)")
-        axis.set_xlabel("seconds into the run")
+        several = len(run["rounds"]) > 1
+        axis.set_xlabel("seconds of load" + (" (rounds end to end)" if several else ""))
         axis.set_title(
             f"{target}: {run['rps']:.0f} reviews/s, p99 {run['latency_ms']['p99']:.2f} ms, "
             f"{run['failures']} failures"
