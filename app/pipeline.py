@@ -12,12 +12,13 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from enum import StrEnum
 
+from app.cluster.usage import SliceNodes, claim_usage
 from app.cluster.view import ClusterView
 from app.config import Policy
 from app.errors import ObjectShapeError
 from app.k8s.objects import POD_SPEC_PATHS
 from app.k8s.patch import PatchOp
-from app.policies import dra_only
+from app.policies import defaults, dra_only, quota
 from app.policies.base import Context, Mode, Obj, Request, Result
 from app.policies.compiled import Compiled
 
@@ -80,6 +81,20 @@ REGISTRATIONS: tuple[Registration, ...] = (
         frozenset({"CREATE", "UPDATE"}),
         dra_only.check,
     ),
+    Registration(
+        "claim-defaults",
+        Endpoint.MUTATE,
+        CLAIM_KINDS,
+        frozenset({"CREATE"}),
+        defaults.check,
+    ),
+    Registration(
+        "claim-quota",
+        Endpoint.VALIDATE,
+        CLAIM_KINDS | POD_BEARING,
+        frozenset({"CREATE", "UPDATE"}),
+        quota.check,
+    ),
 )
 
 
@@ -124,6 +139,9 @@ class Pipeline:
         self.policy = policy
         self.view = view
         self.compiled = Compiled.build(policy)
+        # Derived indexes are subscribed now, so replaying the view happens at startup.
+        claim_usage(view)
+        view.derived(SliceNodes)
         self._exempt = frozenset(policy.exempt_namespaces) | {own_namespace, "kube-system"}
         modes = policy.namespace_modes
         self._label = modes.label

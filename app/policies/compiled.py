@@ -5,7 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from app.config import Policy
+from app.policies.defaults import ClaimDefaults
 from app.policies.legacy import LegacyMatcher, MappingResolver
+from app.policies.quota import QuotaRules
 
 
 @dataclass(frozen=True, slots=True)
@@ -14,10 +16,14 @@ class Compiled:
 
     legacy: LegacyMatcher
     mappings: MappingResolver
+    quotas: QuotaRules
+    defaults: ClaimDefaults
 
     @classmethod
     def build(cls, policy: Policy) -> Compiled:
         return cls(
             legacy=LegacyMatcher(policy.legacy_resources),
             mappings=MappingResolver(policy.mappings),
+            quotas=QuotaRules(policy.quotas, policy.resource_quotas),
+            defaults=ClaimDefaults(policy.defaults),
         )
