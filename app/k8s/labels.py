@@ -75,19 +75,25 @@ class Selector:
         """From a raw `metav1.LabelSelector` dict; raises ValueError naming the bad field."""
         if raw is None:
             return EVERYTHING
-        labels = raw.get("matchLabels") or {}
+        labels = raw.get("matchLabels")
+        if labels is None:
+            labels = {}
         if not isinstance(labels, dict) or not all(
             isinstance(k, str) and isinstance(v, str) for k, v in labels.items()
         ):
             raise ValueError("matchLabels: must map strings to strings")
-        expressions = raw.get("matchExpressions") or []
+        expressions = raw.get("matchExpressions")
+        if expressions is None:
+            expressions = []
         if not isinstance(expressions, list):
             raise ValueError("matchExpressions: must be a list")
         triples = []
         for index, item in enumerate(expressions):
             if not isinstance(item, dict) or not isinstance(item.get("key"), str):
                 raise ValueError(f"matchExpressions[{index}]: must be an object with a key")
-            values = item.get("values") or []
+            values = item.get("values")
+            if values is None:
+                values = []
             if not isinstance(values, list) or not all(isinstance(v, str) for v in values):
                 raise ValueError(f"matchExpressions[{index}].values: must be a list of strings")
             triples.append((item["key"], str(item.get("operator")), values))
