@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from enum import StrEnum
 
-from app.cluster.usage import SliceNodes, claim_usage
+from app.cluster.usage import SliceNodes, TemplateCounts, claim_usage
 from app.cluster.view import ClusterView
 from app.config import Policy
 from app.errors import ObjectShapeError
@@ -142,6 +142,7 @@ class Pipeline:
         # Derived indexes are subscribed now, so replaying the view happens at startup.
         claim_usage(view)
         view.derived(SliceNodes)
+        view.derived(TemplateCounts)
         self._exempt = frozenset(policy.exempt_namespaces) | {own_namespace, "kube-system"}
         modes = policy.namespace_modes
         self._label = modes.label

@@ -20,7 +20,7 @@ from types import MappingProxyType
 
 from app.cluster.view import ClusterView, Key, Kind, Obj, object_key
 from app.errors import ObjectShapeError
-from app.k8s.claims import count_claim_spec
+from app.k8s.claims import EMPTY, ClaimCount, count_claim_spec, template_claim_spec
 
 logger = logging.getLogger(__name__)
 
@@ -154,3 +154,36 @@ def _node_name(resource_slice: Obj) -> str | None:
     spec = resource_slice.get("spec")
     node = spec.get("nodeName") if isinstance(spec, dict) else None
     return node if isinstance(node, str) and node else None
+
+
+class TemplateCounts:
+    """What each ResourceClaimTemplate asks for, counted once per template version.
+
+    A pod that references a template is charged the template's devices; counting is done on the
+    first lookup after the template changes, not on every pod. Malformed templates (only possible
+    in a hand-written cluster file) count as nothing.
+    """
+
+    def __init__(self) -> None:
+        self._counts: dict[Key, ClaimCount] = {}
+
+    def on_change(self, kind: Kind, old: Obj | None, new: Obj | None) -> None:
+        """ClusterView listener: forget the count of a changed or removed template."""
+        if kind is Kind.RESOURCE_CLAIM_TEMPLATE:
+            self._counts.pop(object_key(new if new is not None else old), None)  # type: ignore[arg-type]
+
+    def get(self, view: ClusterView, name: str, namespace: str) -> ClaimCount | None:
+        """The count of a template in the view, or None when the view does not hold it."""
+        key = (namespace, name)
+        found = self._counts.get(key)
+        if found is not None:
+            return found
+        template = view.get(Kind.RESOURCE_CLAIM_TEMPLATE, name, namespace)
+        if template is None:
+            return None
+        try:
+            found = count_claim_spec(*template_claim_spec(template))
+        except ObjectShapeError:
+            found = EMPTY
+        self._counts[key] = found
+        return found

@@ -24,15 +24,15 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from app.cluster.usage import ClaimUsage, SliceNodes, claim_usage
+from app.cluster.usage import ClaimUsage, SliceNodes, TemplateCounts, claim_usage
 from app.cluster.view import ClusterView, Kind
 from app.config.policy import ANY_CLASS, Quota
 from app.errors import ObjectShapeError
-from app.k8s.claims import ClaimCount, count_claim_spec, template_claim_spec
+from app.k8s.claims import count_claim_spec, template_claim_spec
 from app.k8s.labels import Selector
 from app.k8s.objects import PodSpecRef, list_field, object_name, pod_spec
 from app.policies.base import ALLOW, Context, Mode, Obj, Request, Result, Violation
-from app.policies.legacy import LegacyMatcher, MappingResolver, legacy_requests
+from app.policies.legacy import LegacyRequest, legacy_requests
 
 RESOURCE_QUOTA_SUFFIX = ".deviceclass.resource.k8s.io/devices"
 """ResourceQuota `hard` key of a DeviceClass's device count: `<class>` + this."""
@@ -345,7 +345,8 @@ def _check_workload(
     spec = pod_spec(request.kind, obj)
     if spec is None or request.kind == "PodTemplate":
         return ALLOW
-    demand = _pod_demand(spec, request.namespace, ctx)
+    translated = _translated(spec, ctx)
+    demand = _pod_demand(spec, request.namespace, ctx, translated)
     if not demand:
         return ALLOW
     pods, unit = _pods(request.kind, obj, ctx.view)
@@ -414,8 +415,7 @@ def _check_workload(
                 f"{used_claims} in use",
                 breach,
             )
-    if ctx.mode is Mode.TRANSLATE:
-        _check_translated_requests(spec, ctx, quota, found)
+    _check_translated_requests(translated, quota, found)
     return found.result(f"{request.kind} {name}".rstrip(), namespace)
 
 
@@ -427,7 +427,7 @@ def _before(request: Request, ctx: Context) -> tuple[dict[str, int], int]:
     if old_spec is None:
         return {}, 0
     try:
-        old_demand = _pod_demand(old_spec, request.namespace, ctx)
+        old_demand = _pod_demand(old_spec, request.namespace, ctx, _translated(old_spec, ctx))
         old_pods, _ = _pods(request.kind, request.old_object, ctx.view)
     except ObjectShapeError:
         return {}, 0
@@ -470,12 +470,43 @@ def _pods(kind: str, obj: Obj, view: ClusterView) -> tuple[int, str]:
     return value, unit
 
 
-def _pod_demand(spec: PodSpecRef, namespace: str, ctx: Context) -> _PodDemand:
-    """Devices and claims one pod will hold: its template claims, plus, in translate mode, the
-    legacy requests translation will turn into claims."""
+@dataclass(frozen=True, slots=True)
+class _Translated:
+    """A legacy request translation will turn into a claim: its DeviceClass and count."""
+
+    request: LegacyRequest
+    device_class: str
+    amount: int
+
+
+def _translated(spec: PodSpecRef, ctx: Context) -> list[_Translated]:
+    """In translate-mode namespaces, the legacy requests translation will turn into claims."""
+    if ctx.mode is not Mode.TRANSLATE:
+        return []
+    found = []
+    for legacy in legacy_requests(spec, ctx.compiled.legacy):
+        amount = _plain_int(legacy.amount)
+        mapping = ctx.compiled.mappings.resolve(legacy.resource, ctx.view)
+        if amount is None or amount <= 0 or mapping is None:
+            continue  # translation refuses these itself, with its own message
+        found.append(_Translated(legacy, mapping.device_class_name, amount))
+    return found
+
+
+def _pod_demand(
+    spec: PodSpecRef, namespace: str, ctx: Context, translated: list[_Translated]
+) -> _PodDemand:
+    """Devices and claims one pod will hold: its template claims, plus the legacy requests
+    translation will turn into claims.
+
+    Translation gives each app container and sidecar its own devices; an init container runs
+    before them and reuses what they will hold, so a pod holds max(sum over app containers and
+    sidecars, largest init container) of each class.
+    """
     devices: dict[str, int] = {}
     unbounded: set[str] = set()
     claims = 0
+    templates = ctx.view.derived(TemplateCounts)
     for index, entry in enumerate(list_field(spec.spec, "resourceClaims", spec.path)):
         path = f"{spec.path}.resourceClaims[{index}]"
         if not isinstance(entry, dict):
@@ -485,75 +516,43 @@ def _pod_demand(spec: PodSpecRef, namespace: str, ctx: Context) -> _PodDemand:
             continue  # a shared, existing claim: already counted in the namespace's usage
         if not isinstance(template_name, str):
             raise ObjectShapeError(f"{path}.resourceClaimTemplateName", "must be a string")
-        template = ctx.view.get(Kind.RESOURCE_CLAIM_TEMPLATE, template_name, namespace)
-        if template is None:
+        counted = templates.get(ctx.view, template_name, namespace)
+        if counted is None:
             continue  # not known (yet): nothing to count
         claims += 1
-        try:
-            counted = count_claim_spec(*template_claim_spec(template))
-        except ObjectShapeError:
-            continue  # the API server admitted it; a broken copy only comes from a file
-        _add_counts(devices, unbounded, counted)
-    if ctx.mode is Mode.TRANSLATE:
-        legacy = _legacy_devices(spec, ctx.compiled.legacy, ctx.compiled.mappings, ctx.view)
-        for device_class, amount in legacy.devices.items():
+        for device_class, amount in counted.devices.items():
             devices[device_class] = devices.get(device_class, 0) + amount
-        claims += legacy.claims
+        unbounded |= counted.unbounded
+    if translated:
+        app_sum: dict[str, int] = {}
+        init_max: dict[str, int] = {}
+        for t in translated:
+            if t.request.container.runs_with_app:
+                app_sum[t.device_class] = app_sum.get(t.device_class, 0) + t.amount
+            elif t.request.container.field == "initContainers":
+                init_max[t.device_class] = max(init_max.get(t.device_class, 0), t.amount)
+        for device_class in {*app_sum, *init_max}:
+            held = max(app_sum.get(device_class, 0), init_max.get(device_class, 0))
+            devices[device_class] = devices.get(device_class, 0) + held
+        claims += len(translated)
     return _PodDemand(devices, frozenset(unbounded), claims)
 
 
-def _add_counts(devices: dict[str, int], unbounded: set[str], counted: ClaimCount) -> None:
-    for device_class, amount in counted.devices.items():
-        devices[device_class] = devices.get(device_class, 0) + amount
-    unbounded |= counted.unbounded
-
-
-def _legacy_devices(
-    spec: PodSpecRef, matcher: LegacyMatcher, mappings: MappingResolver, view: ClusterView
-) -> _PodDemand:
-    """Devices translation will claim for one pod.
-
-    Each app container and sidecar gets its own devices; an init container runs before them and
-    reuses what they will hold, so a pod holds max(sum over app containers and sidecars, largest
-    init container) of each class.
-    """
-    app_sum: dict[str, int] = {}
-    init_max: dict[str, int] = {}
-    claims = 0
-    for found in legacy_requests(spec, matcher):
-        amount = _plain_int(found.amount)
-        mapping = mappings.resolve(found.resource, view)
-        if amount is None or amount <= 0 or mapping is None:
-            continue  # translation refuses these itself, with its own message
-        device_class = mapping.device_class_name
-        claims += 1
-        if found.container.runs_with_app:
-            app_sum[device_class] = app_sum.get(device_class, 0) + amount
-        elif found.container.field == "initContainers":
-            init_max[device_class] = max(init_max.get(device_class, 0), amount)
-    devices = {c: max(app_sum.get(c, 0), init_max.get(c, 0)) for c in {*app_sum, *init_max}}
-    return _PodDemand(devices, frozenset(), claims)
-
-
 def _check_translated_requests(
-    spec: PodSpecRef, ctx: Context, quota: NamespaceQuota, found: _Findings
+    translated: list[_Translated], quota: NamespaceQuota, found: _Findings
 ) -> None:
     """Per-request and per-claim limits for the claims translation will make."""
     if not quota:
         return
-    for legacy in legacy_requests(spec, ctx.compiled.legacy):
-        amount = _plain_int(legacy.amount)
-        mapping = ctx.compiled.mappings.resolve(legacy.resource, ctx.view)
-        if amount is None or amount <= 0 or mapping is None:
-            continue
-        device_class = mapping.device_class_name
+    for t in translated:
         for scope, word in ((PER_REQUEST, "request"), (PER_CLAIM, "claim")):
-            if breach := quota.breach(scope, device_class, amount):
+            if breach := quota.breach(scope, t.device_class, t.amount):
+                legacy = t.request
                 found.add(
                     legacy.path,
                     f"container {legacy.container.name} asks for {legacy.resource}: "
                     f"{legacy.amount}, which translation turns into a claim for "
-                    f"{_devices(amount, device_class)}; at most {breach.limit} per {word}",
+                    f"{_devices(t.amount, t.device_class)}; at most {breach.limit} per {word}",
                     breach,
                 )
                 break

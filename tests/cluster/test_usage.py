@@ -8,10 +8,10 @@ from typing import Any
 from hypothesis import given
 from hypothesis import strategies as st
 
-from app.cluster.usage import ClaimUsage, SliceNodes, claim_usage
+from app.cluster.usage import ClaimUsage, SliceNodes, TemplateCounts, claim_usage
 from app.cluster.view import ClusterView, Kind
-from app.k8s.claims import count_claim_spec
-from tests.claim_objects import GPU, claim, cluster_objects, exact
+from app.k8s.claims import EMPTY, count_claim_spec
+from tests.claim_objects import GPU, claim, cluster_objects, exact, template
 from tests.conftest import make_view
 
 NS = "ml-research"
@@ -137,3 +137,22 @@ def test_incremental_totals_always_equal_a_full_recount(events: list[Any]) -> No
         assert dict(usage.devices(namespace)) == devices
         assert usage.unbounded_of(namespace, GPU) == unbounded
         assert usage.claims(namespace) == len(live)
+
+
+def test_template_counts_are_computed_once_and_follow_template_changes() -> None:
+    view = make_view(cluster_objects())
+    counts = view.derived(TemplateCounts)
+    first = counts.get(view, "four-gpus", NS)
+    assert first is not None
+    assert dict(first.devices) == {GPU: 4}
+    assert counts.get(view, "four-gpus", NS) is first
+    view.apply(Kind.RESOURCE_CLAIM_TEMPLATE, template("four-gpus", exact(count=6)))
+    changed = counts.get(view, "four-gpus", NS)
+    assert changed is not None
+    assert dict(changed.devices) == {GPU: 6}
+    view.remove(Kind.RESOURCE_CLAIM_TEMPLATE, template("four-gpus"))
+    assert counts.get(view, "four-gpus", NS) is None
+    broken = template("broken")
+    broken["spec"]["spec"] = "oops"
+    view.apply(Kind.RESOURCE_CLAIM_TEMPLATE, broken)
+    assert counts.get(view, "broken", NS) == EMPTY
