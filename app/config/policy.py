@@ -72,6 +72,18 @@ class Mapping(_Model):
         return self
 
 
+DEFAULT_MAPPINGS = (
+    Mapping(resource="nvidia.com/gpu", deviceClassName="gpu.nvidia.com"),
+    Mapping(
+        resource="nvidia.com/mig-(.+)",
+        pattern=True,
+        deviceClassName="mig.nvidia.com",
+        selectors=('device.attributes["gpu.nvidia.com"].profile == "$1"',),
+    ),
+    Mapping(resource="amd.com/gpu", deviceClassName="gpu.amd.com"),
+)
+
+
 class DraOnly(_Model):
     """dra-only enforcement options."""
 
@@ -209,7 +221,7 @@ class Policy(_Model):
     legacy_resources: LegacyResources = Field(
         default_factory=LegacyResources, alias="legacyResources"
     )
-    mappings: tuple[Mapping, ...] = ()
+    mappings: tuple[Mapping, ...] = Field(default_factory=lambda: DEFAULT_MAPPINGS)
     dra_only: DraOnly = Field(default_factory=DraOnly, alias="draOnly")
     failure: Failure = Field(default_factory=Failure)
     exempt_namespaces: Annotated[tuple[str, ...], Field(alias="exemptNamespaces")] = (
