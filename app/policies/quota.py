@@ -31,6 +31,7 @@ from app.errors import ObjectShapeError
 from app.k8s.claims import count_claim_spec, template_claim_spec
 from app.k8s.labels import Selector
 from app.k8s.objects import PodSpecRef, list_field, object_name, pod_spec
+from app.k8s.quantity import QuantityError, parse_quantity
 from app.policies.base import ALLOW, Context, Mode, Obj, Request, Result, Violation
 from app.policies.legacy import LegacyRequest, legacy_requests
 
@@ -485,7 +486,7 @@ def _translated(spec: PodSpecRef, ctx: Context) -> list[_Translated]:
         return []
     found = []
     for legacy in legacy_requests(spec, ctx.compiled.legacy):
-        amount = _plain_int(legacy.amount)
+        amount = _whole(legacy.amount)
         mapping = ctx.compiled.mappings.resolve(legacy.resource, ctx.view)
         if amount is None or amount <= 0 or mapping is None:
             continue  # translation refuses these itself, with its own message
@@ -576,26 +577,22 @@ def _native_limits(ctx: Context, namespace: str) -> Mapping[str, list[_NativeLim
         for key, value in hard.items():
             if not isinstance(key, str) or not key.endswith(RESOURCE_QUOTA_SUFFIX):
                 continue
-            limit = _plain_int(value)
+            limit = _whole(value)
             if limit is None:
                 continue
-            in_use = _plain_int(used.get(key)) if isinstance(used, dict) else None
+            in_use = _whole(used.get(key)) if isinstance(used, dict) else None
             device_class = key.removesuffix(RESOURCE_QUOTA_SUFFIX)
             found.setdefault(device_class, []).append(_NativeLimit(name, limit, in_use or 0))
     return found
 
 
-def _plain_int(value: Any) -> int | None:
-    """A count written as an integer or a plain decimal string ("4"); None otherwise.
-
-    Stands in for `app.k8s.quantity` until that lands: device counts are whole numbers, so only
-    suffix-less values are read and anything else is left uncounted.
-    TODO(quantity): replace with app.k8s.quantity.
-    """
-    if isinstance(value, bool):
+def _whole(value: Any) -> int | None:
+    """A device count written as a quantity ("4", 4, "1k"); None when absent, unparsable or not
+    whole (devices are counted in whole numbers; the API server rejects the rest)."""
+    if value is None:
         return None
-    if isinstance(value, int):
-        return value
-    if isinstance(value, str) and value.isascii() and value.isdigit():
-        return int(value)
-    return None
+    try:
+        quantity = parse_quantity(value)
+    except QuantityError:
+        return None
+    return quantity.as_int() if quantity.is_integer() else None

@@ -527,3 +527,15 @@ def test_the_check_is_deterministic_and_leaves_the_object_alone(research: Pipeli
     first_decision = decide(research, obj)
     assert decide(research, obj) == first_decision
     assert obj == before
+
+
+@pytest.mark.parametrize(
+    ("hard", "allowed"),
+    [("8", False), (8, False), ("1k", True), ("7.5", True), ("lots", True), ("10", True)],
+)
+def test_resource_quota_hard_values_are_read_as_quantities(hard: Any, allowed: bool) -> None:
+    objects = cluster_objects()
+    quota = next(o for o in objects if o["kind"] == "ResourceQuota")
+    quota["spec"]["hard"]["gpu.nvidia.com.deviceclass.resource.k8s.io/devices"] = hard
+    deployment = workload("Deployment", "d", 4, templates=("two-gpus",), namespace="ml-quota")
+    assert decide(make_pipeline(objects), deployment).allowed is allowed
