@@ -323,6 +323,8 @@ _REPLICAS: Mapping[str, tuple[tuple[str, ...], str]] = {
 }
 """Where each workload says how many of its pods run at once, and what to call them."""
 
+_SINGULAR = {"replicas": "replica", "parallel pods": "parallel pod"}
+
 
 @dataclass(frozen=True, slots=True)
 class _PodDemand:
@@ -453,12 +455,12 @@ def _devices(amount: int, device_class: str) -> str:
 
 
 def _pods(kind: str, obj: Obj, view: ClusterView) -> tuple[int, str]:
-    """How many pods of the object run at once, and what to call them."""
+    """How many pods of the object run at once, and what to call them ("8 replicas")."""
     if kind == "Pod":
         return 1, "pod"
     if kind == "DaemonSet":
-        nodes = view.derived(SliceNodes).count
-        return max(nodes, 1), "node" if nodes == 1 else "nodes with devices"
+        nodes = max(view.derived(SliceNodes).count, 1)
+        return nodes, "node with devices" if nodes == 1 else "nodes with devices"
     where, unit = _REPLICAS[kind]
     node: Any = obj
     for part in where[:-1]:
@@ -468,7 +470,7 @@ def _pods(kind: str, obj: Obj, view: ClusterView) -> tuple[int, str]:
         value = 1
     if not isinstance(value, int) or isinstance(value, bool) or value < 0:
         raise ObjectShapeError(".".join(where), "must be a non-negative integer")
-    return value, unit
+    return value, unit if value != 1 else _SINGULAR[unit]
 
 
 @dataclass(frozen=True, slots=True)

@@ -276,7 +276,7 @@ def test_a_template_is_not_charged_to_the_namespace_until_pods_use_it(research: 
         ),
         pytest.param(
             workload("Deployment", "d", None, templates=("four-gpus", "four-gpus")),
-            "Deployment d needs 1 replicas x 8 devices of gpu.nvidia.com = 8",
+            "Deployment d needs 1 replica x 8 devices of gpu.nvidia.com = 8",
             id="replicas-default-1",
         ),
         pytest.param(
@@ -539,3 +539,11 @@ def test_resource_quota_hard_values_are_read_as_quantities(hard: Any, allowed: b
     quota["spec"]["hard"]["gpu.nvidia.com.deviceclass.resource.k8s.io/devices"] = hard
     deployment = workload("Deployment", "d", 4, templates=("two-gpus",), namespace="ml-quota")
     assert decide(make_pipeline(objects), deployment).allowed is allowed
+
+
+def test_a_daemonset_in_a_cluster_without_device_nodes_is_counted_for_one_node() -> None:
+    objects = [o for o in cluster_objects() if o["kind"] != "ResourceSlice"]
+    pipeline = make_pipeline(objects, research_policy())
+    decision = decide(pipeline, workload("DaemonSet", "agent", templates=("four-gpus", "one-gpu")))
+    assert decision.allowed
+    assert "per node x 1 node with devices = 5;" in decision.warnings[0]
