@@ -194,7 +194,7 @@ class _Findings:
     warnings: list[str] = field(default_factory=list)
 
     def add(self, path: str, message: str, breach: Breach) -> None:
-        text = f"{message} (quota {breach.entry})"
+        text = f"{message} (quota {breach.entry})" if breach.entry else message
         if breach.deny:
             self.violations.append(Violation(path, text))
         else:
@@ -393,7 +393,7 @@ def _check_workload(
                     spec.path,
                     f"{needs}; ResourceQuota {limit.quota} allows {limit.hard} "
                     f"({device_class}{RESOURCE_QUOTA_SUFFIX}), {in_use} in use",
-                    Breach(limit.hard, f"ResourceQuota {limit.quota}", deny),
+                    Breach(limit.hard, "", deny),  # the message names the ResourceQuota
                 )
     for device_class in sorted(demand.unbounded):
         if breach := quota.breach(PER_NAMESPACE, device_class, None):
