@@ -105,15 +105,33 @@ class Failure(_Model):
     """open: admit the pod untranslated with a warning; closed: deny it (the controller retries)."""
 
 
-class LabelRequirement(_Model):
-    """One matchExpressions entry of a namespace selector."""
+CheckAction = Literal["off", "warn", "deny"]
+
+
+class SelectorChecks(_Model):
+    """Checks of the CEL selectors in ResourceClaims, ResourceClaimTemplates and DeviceClasses.
+
+    A selector that does not compile is always denied. `unsatisfiable` is what happens to a
+    request no device in the cluster's ResourceSlices can satisfy (the scheduler would leave the
+    pod Pending without a word); `unsatisfiableByMode` overrides it per namespace mode (the mode
+    label's meaning: `dra-only`, `translate`, `audit`).
+    """
+
+    unsatisfiable: CheckAction = "warn"
+    unsatisfiable_by_mode: dict[Literal["dra-only", "translate", "audit"], CheckAction] = Field(
+        default_factory=dict, alias="unsatisfiableByMode"
+    )
+
+
+class LabelSelectorRequirement(_Model):
+    """One matchExpressions entry."""
 
     key: str
     operator: Literal["In", "NotIn", "Exists", "DoesNotExist"]
     values: tuple[str, ...] = ()
 
     @model_validator(mode="after")
-    def _values_fit_operator(self) -> LabelRequirement:
+    def _values_fit_operator(self) -> LabelSelectorRequirement:
         if self.operator in ("In", "NotIn") and not self.values:
             raise ValueError(f"values must not be empty for operator {self.operator}")
         if self.operator in ("Exists", "DoesNotExist") and self.values:
@@ -122,13 +140,57 @@ class LabelRequirement(_Model):
 
 
 class LabelSelector(_Model):
-    """Which namespaces an entry applies to, as in a webhook's namespaceSelector.
-
-    Empty (the default) matches every namespace.
-    """
+    """A Kubernetes label selector (matchLabels and matchExpressions, ANDed)."""
 
     match_labels: dict[str, str] = Field(default_factory=dict, alias="matchLabels")
-    match_expressions: tuple[LabelRequirement, ...] = Field(default=(), alias="matchExpressions")
+    match_expressions: tuple[LabelSelectorRequirement, ...] = Field(
+        default=(), alias="matchExpressions"
+    )
+
+
+class RuleMatch(_Model):
+    """Which requests a rule looks at."""
+
+    kinds: tuple[str, ...] = Field(min_length=1)
+    """Kinds by name: Pod, Deployment, ResourceClaim, ResourceClaimTemplate, DeviceClass..."""
+    operations: tuple[Literal["CREATE", "UPDATE"], ...] = ("CREATE", "UPDATE")
+    namespace_selector: LabelSelector | None = Field(default=None, alias="namespaceSelector")
+
+
+class Rule(_Model):
+    """An admin rule in CEL, like a ValidatingAdmissionPolicy validation.
+
+    `expression` sees `object`, `oldObject`, `request` and `namespaceObject` and must be true for
+    the object to pass; otherwise `message` (or the string `messageExpression` evaluates to) is
+    the denial or the warning, per `action`.
+    """
+
+    name: str = Field(min_length=1)
+    match: RuleMatch
+    expression: str = Field(min_length=1)
+    message: str = ""
+    message_expression: str = Field(default="", alias="messageExpression")
+    action: Literal["deny", "warn"] = "deny"
+
+
+class Cel(_Model):
+    """The CEL engine and what is checked with it."""
+
+    backend: Literal["cel-expr-python", "cel-python"] = "cel-expr-python"
+    cache_size: int = Field(default=4096, ge=1, alias="cacheSize")
+    """Compiled expressions kept (LRU); a new one compiles once, then costs a lookup."""
+    selectors: SelectorChecks = Field(default_factory=SelectorChecks)
+    rules: tuple[Rule, ...] = ()
+
+    @field_validator("rules")
+    @classmethod
+    def _unique_names(cls, rules: tuple[Rule, ...]) -> tuple[Rule, ...]:
+        seen: set[str] = set()
+        for rule in rules:
+            if rule.name in seen:
+                raise ValueError(f"rule name {rule.name!r} is used twice")
+            seen.add(rule.name)
+        return rules
 
 
 DeviceLimit = Annotated[int, Field(ge=0, strict=True)]
@@ -227,6 +289,7 @@ class Policy(_Model):
     exempt_namespaces: Annotated[tuple[str, ...], Field(alias="exemptNamespaces")] = (
         "kube-system",
     )
+    cel: Cel = Field(default_factory=Cel)
     quotas: tuple[Quota, ...] = ()
     resource_quotas: Literal["deny", "warn", "ignore"] = Field(
         default="deny", alias="resourceQuotas"

@@ -5,9 +5,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from app.config import Policy
+from app.policies.cel_runtime import CelRuntime
 from app.policies.defaults import ClaimDefaults
 from app.policies.legacy import LegacyMatcher, MappingResolver
 from app.policies.quota import QuotaRules
+from app.policies.rules import CompiledRule, compile_rules
 
 
 @dataclass(frozen=True, slots=True)
@@ -16,14 +18,20 @@ class Compiled:
 
     legacy: LegacyMatcher
     mappings: MappingResolver
+    cel: CelRuntime
+    rules: tuple[CompiledRule, ...]
     quotas: QuotaRules
     defaults: ClaimDefaults
 
     @classmethod
     def build(cls, policy: Policy) -> Compiled:
+        """Raises PolicyError naming the first admin rule that does not compile."""
+        cel = CelRuntime.build(policy)
         return cls(
             legacy=LegacyMatcher(policy.legacy_resources),
             mappings=MappingResolver(policy.mappings),
+            cel=cel,
+            rules=compile_rules(policy.cel.rules, cel.engine, cel.cache),
             quotas=QuotaRules(policy.quotas, policy.resource_quotas),
             defaults=ClaimDefaults(policy.defaults),
         )

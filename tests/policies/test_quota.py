@@ -202,7 +202,7 @@ def test_the_claim_count_limit_is_enforced() -> None:
 def test_a_namespace_no_entry_selects_is_not_limited(research: Pipeline) -> None:
     decision = decide(research, claim("huge", exact(count=64), namespace="open-lab"))
     assert decision.allowed
-    assert decision.warnings == ()
+    assert not any("quota" in w for w in decision.warnings)  # (the CEL check may warn: 4 GPUs)
 
 
 def test_a_claim_update_is_not_counted_again(research: Pipeline) -> None:
