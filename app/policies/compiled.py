@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 from app.config import Policy
 from app.policies.cel_runtime import CelRuntime
-from app.policies.defaults import ClaimDefaults
+from app.policies.defaults import ClaimDefaults, compile_selectors
 from app.policies.legacy import LegacyMatcher, MappingResolver
 from app.policies.quota import QuotaRules
 from app.policies.rules import CompiledRule, compile_rules
@@ -27,6 +27,7 @@ class Compiled:
     def build(cls, policy: Policy) -> Compiled:
         """Raises PolicyError naming the first admin rule that does not compile."""
         cel = CelRuntime.build(policy)
+        compile_selectors(policy.defaults, cel.engine, cel.cache)
         return cls(
             legacy=LegacyMatcher(policy.legacy_resources),
             mappings=MappingResolver(policy.mappings),

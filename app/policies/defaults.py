@@ -26,7 +26,11 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from app.cel.cache import CompileCache
+from app.cel.engine import SELECTOR, Engine
+from app.cel.errors import CelCompileError
 from app.config.policy import Defaults
+from app.errors import PolicyError
 from app.k8s import patch
 from app.k8s.labels import Selector
 from app.k8s.objects import object_name
@@ -80,6 +84,21 @@ class ClaimDefaults:
             if selector.matches(labels):
                 return device_class
         return None
+
+
+def compile_selectors(defaults: Defaults, engine: Engine, cache: CompileCache) -> None:
+    """Compile every default selector at load (into the shared cache, so the selector check
+    later finds them compiled); a bad one raises PolicyError naming its class and position."""
+    for device_class, class_defaults in defaults.device_classes.items():
+        for index, expression in enumerate(class_defaults.selectors):
+            try:
+                cache.get(engine, expression, SELECTOR)
+            except CelCompileError as error:
+                where = f" at {error.line}:{error.column}" if error.line is not None else ""
+                raise PolicyError(
+                    f"policy: defaults.deviceClasses.{device_class}.selectors[{index}] does not "
+                    f"compile{where}: {error.message}: {expression!r}"
+                ) from None
 
 
 @dataclass

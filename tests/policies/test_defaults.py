@@ -11,6 +11,7 @@ import orjson
 import pytest
 
 from app.config import Policy
+from app.errors import PolicyError
 from app.pipeline import Decision, Endpoint, Pipeline
 from app.policies.compiled import Compiled
 from app.policies.defaults import apply_to_template, plan
@@ -294,3 +295,16 @@ def test_apply_to_template_matches_the_patch_and_does_not_touch_its_input(policy
     )
     assert nothing == ()
     assert unchanged == template("t", exact(device_class="x"))
+
+
+def test_default_selectors_are_compiled_at_load_and_a_bad_one_names_its_class() -> None:
+    bad = policy_from(
+        "defaults: {deviceClasses: {gpu.nvidia.com: {selectors: ['true', 'device.driver ==']}}}"
+    )
+    with pytest.raises(
+        PolicyError,
+        match=r"defaults\.deviceClasses\.gpu\.nvidia\.com\.selectors\[1\] does not compile",
+    ):
+        Compiled.build(bad)
+    good = Compiled.build(policy_from(DEFAULTS))
+    assert good.cel.cache.stats().misses == 2  # the two gpu.example.com selectors, compiled once
