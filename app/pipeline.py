@@ -18,7 +18,7 @@ from app.config import Policy
 from app.errors import ObjectShapeError
 from app.k8s.objects import POD_SPEC_PATHS
 from app.k8s.patch import PatchOp
-from app.policies import defaults, dra_only, quota, rules, selectors
+from app.policies import defaults, dra_only, quota, rules, selectors, translate
 from app.policies.base import Context, Mode, Obj, Request, Result
 from app.policies.compiled import Compiled
 
@@ -57,6 +57,8 @@ POD_BEARING: frozenset[GroupKind] = frozenset(
 )
 assert {kind for _, kind in POD_BEARING} == set(POD_SPEC_PATHS)
 
+WORKLOADS: frozenset[GroupKind] = POD_BEARING - {("", "Pod")}
+
 CLAIM_KINDS: frozenset[GroupKind] = frozenset(
     {(_RESOURCE, "ResourceClaim"), (_RESOURCE, "ResourceClaimTemplate")}
 )
@@ -81,6 +83,27 @@ REGISTRATIONS: tuple[Registration, ...] = (
         POD_BEARING,
         frozenset({"CREATE", "UPDATE"}),
         dra_only.check,
+    ),
+    Registration(
+        "translate",
+        Endpoint.MUTATE,
+        frozenset({("", "Pod")}),
+        frozenset({"CREATE"}),
+        translate.check_pod,
+    ),
+    Registration(
+        "translate-workloads",
+        Endpoint.MUTATE,
+        WORKLOADS,
+        frozenset({"CREATE", "UPDATE"}),
+        translate.check_workload,
+    ),
+    Registration(
+        "translate-validate",
+        Endpoint.VALIDATE,
+        WORKLOADS,
+        frozenset({"CREATE", "UPDATE"}),
+        translate.validate,
     ),
     Registration(
         "cel-selectors",

@@ -12,7 +12,15 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 
 from app.errors import PolicyError
 
@@ -91,6 +99,34 @@ class DraOnly(_Model):
         default=False, alias="allowDeviceClassExtendedResources"
     )
     """Allow a legacy name that a DeviceClass maps via spec.extendedResourceName (KEP-5004)."""
+
+
+_DNS_LABEL_PREFIX = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+
+
+class Translation(_Model):
+    """Translation options (namespaces in the translate mode)."""
+
+    translate_workloads: bool = Field(default=False, alias="translateWorkloads")
+    """Also rewrite the pod templates of workloads (off: GitOps tools would see drift)."""
+    init_containers: Literal["share", "separate"] = Field(default="share", alias="initContainers")
+    """share: init containers use the app containers' devices; separate: a claim of their own."""
+    template_name_prefix: str = Field(default="dra", alias="templateNamePrefix", max_length=16)
+    """ResourceClaimTemplates are named <prefix>-<class>-<count>-<hash of their content>."""
+    claim_name_prefix: str = Field(default="", alias="claimNamePrefix", max_length=16)
+    """Prepended to the pod-level claim names translation adds (<prefix>-gpu-cuda)."""
+
+    @field_validator("template_name_prefix", "claim_name_prefix")
+    @classmethod
+    def _dns_label(cls, value: str, info: ValidationInfo) -> str:
+        if value and not _DNS_LABEL_PREFIX.match(value):
+            raise ValueError(
+                f"{value!r} must be lower-case letters, digits and '-', starting and ending "
+                "with a letter or digit"
+            )
+        if not value and info.field_name == "template_name_prefix":
+            raise ValueError("must not be empty")
+        return value
 
 
 FailureMode = Literal["open", "closed"]
@@ -285,6 +321,7 @@ class Policy(_Model):
     )
     mappings: tuple[Mapping, ...] = Field(default_factory=lambda: DEFAULT_MAPPINGS)
     dra_only: DraOnly = Field(default_factory=DraOnly, alias="draOnly")
+    translation: Translation = Field(default_factory=Translation)
     failure: Failure = Field(default_factory=Failure)
     exempt_namespaces: Annotated[tuple[str, ...], Field(alias="exemptNamespaces")] = (
         "kube-system",

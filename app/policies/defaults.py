@@ -22,7 +22,7 @@ templates built by translation (`apply_to_template`) and files checked offline.
 from __future__ import annotations
 
 import copy
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -336,6 +336,27 @@ def apply_to_template(
     for op in planned.patch:
         _apply_add(result, op["path"], copy.deepcopy(op["value"]))
     return result, tuple(planned.added)
+
+
+def translation_hook(defaults: ClaimDefaults) -> Callable[[Obj, str], Obj]:
+    """A translation template hook (`TemplateHook`): the class defaults on a ResourceClaimSpec.
+
+    Translation names every class it asks for, so the namespace default class never applies and
+    the result depends only on the spec: translation memoizes it per shape and names the
+    template from the defaulted content.
+    """
+
+    def hook(spec: Obj, namespace: str) -> Obj:
+        planned = plan("ResourceClaim", {"spec": spec}, defaults, {})
+        if not planned.patch:
+            return spec
+        document: Obj = {"spec": copy.deepcopy(spec)}
+        for op in planned.patch:
+            _apply_add(document, op["path"], copy.deepcopy(op["value"]))
+        result: Obj = document["spec"]
+        return result
+
+    return hook
 
 
 def _apply_add(document: Obj, pointer: str, value: Any) -> None:

@@ -32,8 +32,9 @@ from app.k8s.claims import count_claim_spec, template_claim_spec
 from app.k8s.labels import Selector
 from app.k8s.objects import PodSpecRef, list_field, object_name, pod_spec
 from app.k8s.quantity import QuantityError, parse_quantity
+from app.policies import translate
 from app.policies.base import ALLOW, Context, Mode, Obj, Request, Result, Violation
-from app.policies.legacy import LegacyRequest, legacy_requests
+from app.policies.legacy import LegacyRequest
 
 RESOURCE_QUOTA_SUFFIX = ".deviceclass.resource.k8s.io/devices"
 """ResourceQuota `hard` key of a DeviceClass's device count: `<class>` + this."""
@@ -348,7 +349,7 @@ def _check_workload(
     spec = pod_spec(request.kind, obj)
     if spec is None or request.kind == "PodTemplate":
         return ALLOW
-    translated = _translated(spec, ctx)
+    translated = _translated(spec, request.namespace, ctx)
     demand = _pod_demand(spec, request.namespace, ctx, translated)
     if not demand:
         return ALLOW
@@ -430,7 +431,9 @@ def _before(request: Request, ctx: Context) -> tuple[dict[str, int], int]:
     if old_spec is None:
         return {}, 0
     try:
-        old_demand = _pod_demand(old_spec, request.namespace, ctx, _translated(old_spec, ctx))
+        old_demand = _pod_demand(
+            old_spec, request.namespace, ctx, _translated(old_spec, request.namespace, ctx)
+        )
         old_pods, _ = _pods(request.kind, request.old_object, ctx.view)
     except ObjectShapeError:
         return {}, 0
@@ -482,30 +485,57 @@ class _Translated:
     amount: int
 
 
-def _translated(spec: PodSpecRef, ctx: Context) -> list[_Translated]:
-    """In translate-mode namespaces, the legacy requests translation will turn into claims."""
+def _translated(spec: PodSpecRef, namespace: str, ctx: Context) -> list[_Translated]:
+    """In translate-mode namespaces, the legacy requests translation will turn into claims
+    (those it can translate: it denies the others itself, with its own message)."""
     if ctx.mode is not Mode.TRANSLATE:
         return []
-    found = []
-    for legacy in legacy_requests(spec, ctx.compiled.legacy):
-        amount = _whole(legacy.amount)
-        mapping = ctx.compiled.mappings.resolve(legacy.resource, ctx.view)
-        if amount is None or amount <= 0 or mapping is None:
-            continue  # translation refuses these itself, with its own message
-        found.append(_Translated(legacy, mapping.device_class_name, amount))
-    return found
+    return [
+        _Translated(want.legacy, want.mapping.device_class_name, want.count)
+        for want in translate.analyse(spec, namespace, ctx).wants
+        if want.count > 0
+    ]
+
+
+def _translation_claims(translated: list[_Translated], share: bool) -> list[tuple[str, int]]:
+    """(DeviceClass, count) of each claim translation gives one pod, by its rule.
+
+    App containers and sidecars get a claim each. With `initContainers: share`, an init container
+    shares the claims of containers that do not run alongside it (regular containers, sidecars
+    started after it), and the pod gets one top-up claim per legacy name for the largest
+    shortfall; with `separate`, each init container gets a claim of its own.
+    """
+    claims: list[tuple[str, int]] = []
+    inits: dict[str, list[_Translated]] = {}
+    app_side: dict[str, list[_Translated]] = {}
+    for t in translated:
+        container = t.request.container
+        if share and not container.runs_with_app:
+            inits.setdefault(t.request.resource, []).append(t)
+            continue
+        claims.append((t.device_class, t.amount))
+        app_side.setdefault(t.request.resource, []).append(t)
+    for resource, group in inits.items():
+        shortfall = 0
+        for init in group:
+            ref = init.request.container
+            pool = sum(
+                a.amount
+                for a in app_side.get(resource, [])
+                if a.request.container.field == "containers"
+                or a.request.container.index > ref.index
+            )
+            shortfall = max(shortfall, init.amount - pool)
+        if shortfall > 0:
+            claims.append((group[0].device_class, shortfall))
+    return claims
 
 
 def _pod_demand(
     spec: PodSpecRef, namespace: str, ctx: Context, translated: list[_Translated]
 ) -> _PodDemand:
-    """Devices and claims one pod will hold: its template claims, plus the legacy requests
-    translation will turn into claims.
-
-    Translation gives each app container and sidecar its own devices; an init container runs
-    before them and reuses what they will hold, so a pod holds max(sum over app containers and
-    sidecars, largest init container) of each class.
-    """
+    """Devices and claims one pod will hold: its template claims, plus the claims translation
+    will give it for its legacy requests."""
     devices: dict[str, int] = {}
     unbounded: set[str] = set()
     claims = 0
@@ -527,17 +557,10 @@ def _pod_demand(
             devices[device_class] = devices.get(device_class, 0) + amount
         unbounded |= counted.unbounded
     if translated:
-        app_sum: dict[str, int] = {}
-        init_max: dict[str, int] = {}
-        for t in translated:
-            if t.request.container.runs_with_app:
-                app_sum[t.device_class] = app_sum.get(t.device_class, 0) + t.amount
-            elif t.request.container.field == "initContainers":
-                init_max[t.device_class] = max(init_max.get(t.device_class, 0), t.amount)
-        for device_class in {*app_sum, *init_max}:
-            held = max(app_sum.get(device_class, 0), init_max.get(device_class, 0))
-            devices[device_class] = devices.get(device_class, 0) + held
-        claims += len(translated)
+        share = ctx.policy.translation.init_containers == "share"
+        for device_class, amount in _translation_claims(translated, share):
+            devices[device_class] = devices.get(device_class, 0) + amount
+            claims += 1
     return _PodDemand(devices, frozenset(unbounded), claims)
 
 

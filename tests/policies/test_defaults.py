@@ -308,3 +308,27 @@ def test_default_selectors_are_compiled_at_load_and_a_bad_one_names_its_class() 
         Compiled.build(bad)
     good = Compiled.build(policy_from(DEFAULTS))
     assert good.cel.cache.stats().misses == 2  # the two gpu.example.com selectors, compiled once
+
+
+def test_templates_translation_creates_get_the_class_defaults_and_validate_strictly() -> None:
+    mapping = "mappings: [{resource: nvidia.com/gpu, deviceClassName: gpu.example.com}]\n"
+    plain = make_pipeline(policy=policy_from(mapping))
+    with_defaults = make_pipeline(policy=policy_from(DEFAULTS + mapping))
+    body = load_fixture("pod-create-legacy-gpu")
+    body["request"]["namespace"] = "ml-research"
+    body["request"]["object"]["metadata"]["namespace"] = "ml-research"
+    before = mutate(plain, copy.deepcopy(body)).templates
+    after = mutate(with_defaults, body).templates
+    assert len(before) == len(after) == 1
+    made = after[0]
+    exactly = made["spec"]["spec"]["devices"]["requests"][0]["exactly"]
+    assert [s["cel"]["expression"] for s in exactly["selectors"]] == [A100, BIG]
+    assert exactly["tolerations"][0]["key"] == "example.com/maintenance"
+    assert (
+        exactly["count"] == before[0]["spec"]["spec"]["devices"]["requests"][0]["exactly"]["count"]
+    )
+    assert made["spec"]["spec"]["devices"]["config"][0]["opaque"]["driver"] == EXAMPLE
+    assert made["metadata"]["name"] != before[0]["metadata"]["name"]  # named by its content
+    assert kubernetes_validate.validate(made, "1.34.0", strict=True) == "1.34"
+    # The create comes back through /mutate: nothing more to add, so it is created as named.
+    assert mutate(with_defaults, wrap(made)).patch == ()

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import copy
+import re
 from typing import Any
 
+import jsonpatch
 import orjson
 import pytest
 
@@ -547,3 +549,80 @@ def test_a_daemonset_in_a_cluster_without_device_nodes_is_counted_for_one_node()
     decision = decide(pipeline, workload("DaemonSet", "agent", templates=("four-gpus", "one-gpu")))
     assert decision.allowed
     assert "per node x 1 node with devices = 5;" in decision.warnings[0]
+
+
+# -- the forecast for translate-mode pods matches what translation does ---------------------
+
+ZERO = """
+quotas:
+  - name: zero
+    namespaceSelector: {matchLabels: {team: research}}
+    maxDevicesPerNamespace: {"*": 0}
+    maxClaimsPerNamespace: 0
+"""
+
+
+def _gpu(name: str, count: int, *, sidecar: bool = False) -> Obj:
+    container: Obj = {
+        "name": name,
+        "image": "registry.example.com/cuda:12",
+        "resources": {"limits": {"nvidia.com/gpu": str(count)}},
+    }
+    if sidecar:
+        container["restartPolicy"] = "Always"
+    return container
+
+
+def _legacy_pod(init: list[Obj], app: list[Obj]) -> Obj:
+    spec: Obj = {"containers": app or [{"name": "main", "image": "registry.example.com/x:1"}]}
+    if init:
+        spec["initContainers"] = init
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "p", "namespace": "ml-research"},
+        "spec": spec,
+    }
+
+
+def _forecast(decision: Decision) -> tuple[int, int]:
+    devices = re.search(r"Pod p needs (\d+) devices? of gpu\.nvidia\.com", decision.message)
+    claims = re.search(r"x (\d+) ResourceClaims", decision.message)
+    assert devices and claims, decision.message
+    return int(devices.group(1)), int(claims.group(1))
+
+
+@pytest.mark.parametrize("init_mode", ["share", "separate"])
+@pytest.mark.parametrize(
+    ("init", "app"),
+    [
+        pytest.param([_gpu("warm", 1)], [_gpu("cuda", 1)], id="warm1-cuda1"),
+        pytest.param([_gpu("warm", 1)], [_gpu("cuda", 2)], id="warm1-cuda2"),
+        pytest.param([_gpu("warm", 1)], [_gpu("big", 2), _gpu("small", 1)], id="warm1-big2-small1"),
+        pytest.param([_gpu("warm", 2)], [_gpu("cuda", 1)], id="warm2-cuda1-top-up"),
+        pytest.param([_gpu("one", 1), _gpu("two", 2)], [], id="two-inits-no-app"),
+        pytest.param([_gpu("proxy", 1, sidecar=True), _gpu("warm", 2)], [], id="sidecar-then-init"),
+        pytest.param([_gpu("warm", 1), _gpu("proxy", 1, sidecar=True)], [], id="init-then-sidecar"),
+    ],
+)
+def test_the_quota_forecast_for_a_legacy_pod_matches_the_claims_translation_makes(
+    init: list[Obj], app: list[Obj], init_mode: str
+) -> None:
+    policy = policy_from(ZERO + f"translation: {{initContainers: {init_mode}}}\n")
+    pipeline = make_pipeline(cluster_objects(), policy)
+    pod = _legacy_pod(init, app)
+    forecast = _forecast(decide(pipeline, pod))
+
+    mutated = decide(pipeline, pod, endpoint=Endpoint.MUTATE)
+    assert mutated.allowed and mutated.patch, mutated.message
+    for made in mutated.templates:  # as the transport creates them before answering
+        pipeline.view.apply(Kind.RESOURCE_CLAIM_TEMPLATE, made)
+    translated = jsonpatch.apply_patch(pod, list(mutated.patch))
+    counts = {t["metadata"]["name"]: t["spec"]["spec"] for t in mutated.templates}
+    entries = translated["spec"]["resourceClaims"]
+    made_devices = sum(
+        counts[e["resourceClaimTemplateName"]]["devices"]["requests"][0]["exactly"]["count"]
+        for e in entries
+    )
+    assert forecast == (made_devices, len(entries))
+    assert _forecast(decide(pipeline, translated)) == forecast
