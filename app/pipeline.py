@@ -12,12 +12,13 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from enum import StrEnum
 
+from app.cluster.usage import SliceNodes, TemplateCounts, claim_usage
 from app.cluster.view import ClusterView
 from app.config import Policy
 from app.errors import ObjectShapeError
 from app.k8s.objects import POD_SPEC_PATHS
 from app.k8s.patch import PatchOp
-from app.policies import dra_only, rules, selectors, translate
+from app.policies import defaults, dra_only, quota, rules, selectors, translate
 from app.policies.base import Context, Mode, Obj, Request, Result
 from app.policies.compiled import Compiled
 
@@ -111,6 +112,20 @@ REGISTRATIONS: tuple[Registration, ...] = (
         frozenset({"CREATE", "UPDATE"}),
         selectors.check,
     ),
+    Registration(
+        "claim-defaults",
+        Endpoint.MUTATE,
+        CLAIM_KINDS,
+        frozenset({"CREATE"}),
+        defaults.check,
+    ),
+    Registration(
+        "claim-quota",
+        Endpoint.VALIDATE,
+        CLAIM_KINDS | POD_BEARING,
+        frozenset({"CREATE", "UPDATE"}),
+        quota.check,
+    ),
 )
 RULE_KINDS: frozenset[GroupKind] = POD_BEARING | CLAIM_KINDS | DEVICE_CLASS
 """Kinds an admin CEL rule (policy `cel.rules`) can match: the ones this webhook receives."""
@@ -169,6 +184,10 @@ class Pipeline:
         self.policy = policy
         self.view = view
         self.compiled = Compiled.build(policy)
+        # Derived indexes are subscribed now, so replaying the view happens at startup.
+        claim_usage(view)
+        view.derived(SliceNodes)
+        view.derived(TemplateCounts)
         self._exempt = frozenset(policy.exempt_namespaces) | {own_namespace, "kube-system"}
         modes = policy.namespace_modes
         self._label = modes.label

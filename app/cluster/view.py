@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 from enum import StrEnum
 from types import MappingProxyType
-from typing import Any
+from typing import Any, Protocol, TypeVar, cast
 
 Obj = dict[str, Any]
 Key = tuple[str, str]
@@ -42,6 +42,15 @@ Listener = Callable[[Kind, Obj | None, Obj | None], None]
 """Called as listener(kind, old, new) after a change: (None, new) added, (old, None) removed."""
 
 _EMPTY: Mapping[str, Obj] = MappingProxyType({})
+
+
+class DerivedIndex(Protocol):
+    """An index computed from the view's objects and updated by its change events."""
+
+    def on_change(self, kind: Kind, old: Obj | None, new: Obj | None) -> None: ...
+
+
+D = TypeVar("D", bound=DerivedIndex)
 
 
 def object_key(obj: Obj) -> Key:
@@ -80,6 +89,7 @@ class ClusterView:
         self._generation: dict[Kind, int] = dict.fromkeys(Kind, 0)
         self._synced: set[Kind] = set()
         self._listeners: list[Listener] = []
+        self._derived: dict[type[Any], DerivedIndex] = {}
 
     # -- reads -----------------------------------------------------------------------------
 
@@ -124,6 +134,17 @@ class ClusterView:
     def resource_slices(self) -> Mapping[str, Obj]:
         """ResourceSlices by name."""
         return MappingProxyType(self._by_name[Kind.RESOURCE_SLICE])
+
+    def derived(self, index_type: type[D]) -> D:
+        """The view's one instance of a derived index: built (no-argument constructor) and
+        subscribed on first use, so it is replayed the current objects once and then kept
+        current by events. Call it at startup to keep that replay off the request path."""
+        found = self._derived.get(index_type)
+        if found is None:
+            found = index_type()
+            self.subscribe(found.on_change)
+            self._derived[index_type] = found
+        return cast(D, found)
 
     # -- writes (sources only) -------------------------------------------------------------
 
