@@ -101,6 +101,7 @@ def test_the_values_matrix_covers_defaults_cert_manager_self_signed_and_hpa() ->
         "cert-manager-values",
         "self-signed-values",
         "hpa-values",
+        "policy-wide-values",
     } <= names
 
 
@@ -332,6 +333,9 @@ def test_the_charts_default_policy_is_the_servers_default_policy() -> None:
     """
     config = _one(_render(CHART / "ci" / "default-values.yaml"), "ConfigMap")
     assert parse_policy(config["data"]["policy.yaml"], "chart") == load_policy()
+    embedded = yaml.safe_load((REPO / "app" / "config" / "default-policy.yaml").read_text())
+    chart = yaml.safe_load(config["data"]["policy.yaml"])
+    assert set(chart) == set(embedded), "every section of the default policy"
 
 
 # -- certificates ---------------------------------------------------------------------------
@@ -400,8 +404,8 @@ def test_every_webhook_speaks_v1_with_equivalent_matching_and_values_for_failure
         if kind.startswith("Mutating"):
             assert service["path"] == "/mutate"
             assert webhook["reinvocationPolicy"] == "IfNeeded"
-            pods = webhook["name"].startswith("pods.")
-            assert webhook["sideEffects"] == ("NoneOnDryRun" if pods else "None")
+            creates_templates = not webhook["name"].startswith("claims.")
+            assert webhook["sideEffects"] == ("NoneOnDryRun" if creates_templates else "None")
         else:
             assert service["path"] == "/validate"
             assert webhook["sideEffects"] == "None"
@@ -446,27 +450,80 @@ def _selector(webhook: Obj) -> dict[str, Obj]:
     return {e["key"]: e for e in webhook["namespaceSelector"]["matchExpressions"]}
 
 
+def _wide(values: Obj, kind: str, entry: str) -> bool:
+    """Whether an entry should see every non-exempt namespace (webhook.namespaceScope)."""
+    scope = values["webhook"].get("namespaceScope", "auto")
+    if scope != "auto":
+        return bool(scope == "all")
+    policy = values["policy"]
+    if kind.startswith("Validating"):
+        return bool(policy.get("quotas"))
+    defaults = policy.get("defaults") or {}
+    wants_defaults = defaults.get("deviceClasses") or defaults.get("namespaceDeviceClasses")
+    return entry == "claims" and bool(wants_defaults)
+
+
 @by_values_file
-def test_only_labelled_namespaces_are_sent_and_release_and_system_ones_never(
-    values: Path,
-) -> None:
+def test_the_release_and_system_namespaces_are_never_sent(values: Path) -> None:
     settings = _values(values)
-    modes = settings["policy"]["namespaceModes"]
     must_exempt = {NAMESPACE, "kube-system"}
     must_exempt |= set(settings["policy"].get("exemptNamespaces", []))
     must_exempt |= set(settings["webhook"].get("extraExemptNamespaces", []))
     for _, webhook in _webhooks(_render(values)):
         if webhook["name"].startswith("deviceclasses."):
             continue
-        selector = _selector(webhook)
-        assert selector[modes["label"]] == {
-            "key": modes["label"],
-            "operator": "In",
-            "values": [modes["draOnly"], modes["translate"], modes["audit"]],
-        }
-        exempt = selector["kubernetes.io/metadata.name"]
+        exempt = _selector(webhook)["kubernetes.io/metadata.name"]
         assert exempt["operator"] == "NotIn"
         assert set(exempt["values"]) == must_exempt
+
+
+@by_values_file
+def test_only_namespaces_with_the_mode_label_are_sent_unless_the_policy_needs_all(
+    values: Path,
+) -> None:
+    settings = _values(values)
+    modes = settings["policy"]["namespaceModes"]
+    for kind, webhook in _webhooks(_render(values)):
+        entry = webhook["name"].split(".", 1)[0]
+        if entry == "deviceclasses":
+            continue
+        selector = _selector(webhook)
+        if _wide(settings, kind, entry):
+            assert set(selector) == {"kubernetes.io/metadata.name"}, (kind, entry)
+        else:
+            assert selector[modes["label"]] == {
+                "key": modes["label"],
+                "operator": "In",
+                "values": [modes["draOnly"], modes["translate"], modes["audit"]],
+            }, (kind, entry)
+
+
+def test_with_quotas_and_defaults_every_namespace_reaches_the_entries_that_need_it() -> None:
+    docs = _render(CHART / "ci" / "policy-wide-values.yaml")
+    labelled = {
+        (kind, w["name"].split(".", 1)[0])
+        for kind, w in _webhooks(docs)
+        if "namespaceSelector" in w and "gpu-mode" in _selector(w)
+    }
+    assert labelled == {
+        ("MutatingWebhookConfiguration", "pods"),
+        ("MutatingWebhookConfiguration", "workloads"),
+        ("MutatingWebhookConfiguration", "cronjobs"),
+    }
+
+
+def test_workload_translation_adds_mutating_workload_entries_with_dry_run_side_effects() -> None:
+    docs = _render(CHART / "ci" / "policy-wide-values.yaml")
+    mutating = {
+        w["name"].split(".", 1)[0]: w
+        for w in _one(docs, "MutatingWebhookConfiguration")["webhooks"]
+    }
+    assert set(mutating) == {"pods", "workloads", "cronjobs", "claims"}
+    for name in ("workloads", "cronjobs"):
+        assert mutating[name]["sideEffects"] == "NoneOnDryRun"
+        assert mutating[name]["matchConditions"][0]["name"] == "template-uses-devices"
+    default = _one(_render(CHART / "ci" / "default-values.yaml"), "MutatingWebhookConfiguration")
+    assert [w["name"].split(".", 1)[0] for w in default["webhooks"]] == ["pods", "claims"]
 
 
 def test_the_release_namespace_stays_exempt_whatever_the_values_say() -> None:

@@ -93,16 +93,23 @@ whatever the values say), then the policy's and the extra ones.
 {{- $exempt | uniq | toJson }}
 {{- end }}
 
-{{/* Only namespaces that opted in with the mode label, never the exempt ones. */}}
+{{/*
+The namespaceSelector of a namespaced entry: never the exempt namespaces; unless the entry is
+"wide", only namespaces that opted in with the mode label. Argument: (list . wide).
+*/}}
 {{- define "dra-webhook.namespaceSelector" -}}
+{{- $root := index . 0 }}
+{{- $wide := index . 1 }}
 namespaceSelector:
   matchExpressions:
-    - key: {{ include "dra-webhook.modeLabel" . | quote }}
+    {{- if not $wide }}
+    - key: {{ include "dra-webhook.modeLabel" $root | quote }}
       operator: In
-      values: {{ include "dra-webhook.modeValues" . }}
+      values: {{ include "dra-webhook.modeValues" $root }}
+    {{- end }}
     - key: kubernetes.io/metadata.name
       operator: NotIn
-      values: {{ include "dra-webhook.exemptNamespaces" . }}
+      values: {{ include "dra-webhook.exemptNamespaces" $root }}
 {{- end }}
 
 {{/*
@@ -152,4 +159,23 @@ clientConfig:
   {{- if .caBundle }}
   caBundle: {{ .caBundle }}
   {{- end }}
+{{- end }}
+
+{{/* Workloads whose pod template is at spec.template.spec. */}}
+{{- define "dra-webhook.workloadRules" -}}
+- apiGroups: ["apps"]
+  apiVersions: ["v1"]
+  operations: ["CREATE", "UPDATE"]
+  resources: ["deployments", "replicasets", "statefulsets", "daemonsets"]
+  scope: Namespaced
+- apiGroups: ["batch"]
+  apiVersions: ["v1"]
+  operations: ["CREATE", "UPDATE"]
+  resources: ["jobs"]
+  scope: Namespaced
+- apiGroups: [""]
+  apiVersions: ["v1"]
+  operations: ["CREATE", "UPDATE"]
+  resources: ["replicationcontrollers"]
+  scope: Namespaced
 {{- end }}
