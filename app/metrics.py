@@ -2,7 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+from app.cluster.stats import SourceStats
 
 LATENCY_BUCKETS = (0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.5, 1.0)
 
@@ -47,5 +53,72 @@ class Metrics:
             registry=self.registry,
         )
 
+        self.cluster_stale = Gauge(
+            "dra_webhook_cluster_stale",
+            "1 while the view of a kind is stale (not listed yet, or out of sync longer than the "
+            "bound): checks reading it answer per failure.staleView.",
+            ("kind",),
+            registry=self.registry,
+        )
+        self.cluster_objects = Gauge(
+            "dra_webhook_cluster_objects",
+            "Objects of each kind held in the cluster view.",
+            ("kind",),
+            registry=self.registry,
+        )
+
+    def watch_source(self, stats: SourceStats) -> None:
+        """Expose a live source's counters, read from `stats` at every scrape."""
+        self.registry.register(_SourceCollector(stats))
+
     def render(self) -> bytes:
         return generate_latest(self.registry)
+
+
+class _SourceCollector(Collector):
+    """Turns the live source's plain counters into Prometheus families when scraped."""
+
+    def __init__(self, stats: SourceStats) -> None:
+        self._stats = stats
+
+    def collect(self) -> Iterator[Metric]:
+        kinds = self._stats.kinds
+        in_sync = GaugeMetricFamily(
+            "dra_webhook_cluster_watch_in_sync",
+            "1 when the last list or watch request of a kind succeeded, 0 while retrying.",
+            labels=("kind",),
+        )
+        lists = CounterMetricFamily(
+            "dra_webhook_cluster_lists", "Completed lists, by kind.", labels=("kind",)
+        )
+        relists = CounterMetricFamily(
+            "dra_webhook_cluster_relists",
+            "Lists forced by 410 Gone (watch history compacted), by kind.",
+            labels=("kind",),
+        )
+        errors = CounterMetricFamily(
+            "dra_webhook_cluster_watch_errors",
+            "Failed list/watch requests, broken streams and unreadable objects, by kind.",
+            labels=("kind",),
+        )
+        events = CounterMetricFamily(
+            "dra_webhook_cluster_watch_events",
+            "Watch events received, by kind and type.",
+            labels=("kind", "type"),
+        )
+        for kind, stats in kinds.items():
+            in_sync.add_metric((kind.value,), 1 if stats.in_sync else 0)
+            lists.add_metric((kind.value,), stats.lists)
+            relists.add_metric((kind.value,), stats.relists)
+            errors.add_metric((kind.value,), stats.errors)
+            for event_type, count in sorted(stats.events.items()):
+                events.add_metric((kind.value, event_type), count)
+        templates = CounterMetricFamily(
+            "dra_webhook_template_creates",
+            "ResourceClaimTemplate create requests, by result (created, exists, error).",
+            labels=("result",),
+        )
+        templates.add_metric(("created",), self._stats.templates_created)
+        templates.add_metric(("exists",), self._stats.templates_existing)
+        templates.add_metric(("error",), self._stats.template_errors)
+        yield from (in_sync, lists, relists, errors, events, templates)

@@ -43,3 +43,19 @@ class Settings(BaseSettings):
     log_level: str = "INFO"
     shutdown_grace_seconds: float = Field(default=20.0, ge=0)
     cert_reload_interval_seconds: float = Field(default=2.0, gt=0)
+
+    # The live cluster source (--kubeconfig / --in-cluster).
+    stale_after_seconds: float = Field(default=60.0, gt=0)
+    """A kind out of sync with the API server for longer than this is stale: /readyz turns false
+    and the checks that read it answer per the policy's failure.staleView."""
+    watch_timeout_seconds: float = Field(default=300.0, gt=0)
+    """Each watch asks the API server to end it after a random time in [t, 2t], as client-go
+    does, so that replicas do not reconnect in lockstep."""
+    backoff_initial_seconds: float = Field(default=0.5, gt=0)
+    """First delay before retrying a failed list or watch; doubles per failure, with jitter."""
+    backoff_max_seconds: float = Field(default=30.0, gt=0)
+    list_page_size: int = Field(default=500, ge=1)
+    """Objects per list page: bounds the memory of one response on a large cluster."""
+    api_timeout_seconds: float = Field(default=5.0, gt=0)
+    """Timeout of one list page, template create or read. The template create runs while the
+    API server waits for the webhook (timeoutSeconds, 10 s by default): keep it below that."""

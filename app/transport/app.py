@@ -21,6 +21,7 @@ from starlette.requests import ClientDisconnect
 
 from app.cluster.factory import build_source
 from app.cluster.source import ClusterSource
+from app.cluster.stats import SourceStats
 from app.cluster.view import ClusterView, Kind
 from app.config import Policy, Settings, load_policy
 from app.errors import ReviewError, TemplateCreateError
@@ -161,6 +162,8 @@ def create_app(
         source = build_source(settings, ClusterView())
     metrics = metrics if metrics is not None else Metrics()
     pipeline = Pipeline(policy, source.view, settings.namespace)
+    if isinstance(stats := getattr(source, "stats", None), SourceStats):
+        metrics.watch_source(stats)  # a live source's list/watch counters
     webhook = _Webhook(settings, pipeline, source, metrics)
 
     @asynccontextmanager
@@ -190,19 +193,26 @@ def create_app(
 
     @app.get("/readyz")
     async def readyz() -> Response:
+        """Ready once every kind is listed, and while none is stale (out of sync too long)."""
         view = source.view
-        if view.synced:
+        stale = view.stale_kinds
+        if view.synced and not stale:
             return Response(b'{"ready":true}', media_type=JSON)
         missing = sorted(k.value for k in Kind if k not in view.synced_kinds())
         return Response(
-            orjson.dumps({"ready": False, "unsynced": missing}), status_code=503, media_type=JSON
+            orjson.dumps({"ready": False, "unsynced": missing, "stale": sorted(stale)}),
+            status_code=503,
+            media_type=JSON,
         )
 
     @app.get("/metrics")
     async def metrics_endpoint() -> Response:
-        synced = source.view.synced_kinds()
+        view = source.view
+        synced, stale = view.synced_kinds(), view.stale_kinds
         for kind in Kind:
             metrics.cluster_synced.labels(kind.value).set(1 if kind in synced else 0)
+            metrics.cluster_stale.labels(kind.value).set(1 if kind in stale else 0)
+            metrics.cluster_objects.labels(kind.value).set(len(view.objects(kind)))
         return Response(metrics.render(), media_type="text/plain; version=0.0.4; charset=utf-8")
 
     return app
