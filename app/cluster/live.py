@@ -357,12 +357,12 @@ class _KindWatcher:
         self._view.replace(self.kind, items)
         self._stats.lists += 1
         self._stats.listed = True
-        self._in_sync()
         logger.info(
             "cluster %s listed",
             self.kind.value,
             extra={"kind": self.kind.value, "objects": len(items), "resource_version": version},
         )
+        self._in_sync()
         return version
 
     def _usable(self, items: Any) -> list[Obj]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import inspect
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
@@ -25,6 +26,9 @@ FAST = {
     "api_timeout_seconds": 2.0,
 }
 """Short bounds so that outages, backoff and staleness play out in tenths of a second."""
+ROOMY = {"stale_after_seconds": 1.0}
+"""For tests that check the view is still trusted right after an outage begins: a bound that a
+loaded machine cannot overrun between two statements."""
 
 
 @pytest.fixture
@@ -82,10 +86,16 @@ async def live(settings: Settings) -> AsyncIterator[LiveSource]:
 
 
 async def eventually(check: Callable[[], object], what: str = "", timeout: float = 5.0) -> None:
-    """Wait until `check()` is true; fail naming `what` after `timeout` seconds."""
+    """Wait until `check()` (or the awaitable it returns) is true; fail naming `what` after
+    `timeout` seconds."""
     loop = asyncio.get_running_loop()
     deadline = loop.time() + timeout
-    while not check():
+    while True:
+        result = check()
+        if inspect.isawaitable(result):
+            result = await result
+        if result:
+            return
         if loop.time() > deadline:
             raise AssertionError(f"timed out waiting for {what or check}")
         await asyncio.sleep(0.005)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 from pathlib import Path
 
 import pytest
@@ -12,7 +11,7 @@ from app.cluster.view import ClusterView, Kind
 from app.config import Settings
 from app.errors import TemplateCreateError
 from tests.cluster import objects
-from tests.cluster.conftest import eventually, live_settings
+from tests.cluster.conftest import ROOMY, eventually, live_settings
 from tests.cluster.fake_apiserver import FakeApiServer
 
 pytestmark = pytest.mark.anyio
@@ -161,11 +160,21 @@ def live_lists(server: FakeApiServer, kind: Kind) -> int:
 
 
 async def test_the_view_survives_the_api_server_going_away_and_resyncs_when_it_is_back(
-    live: LiveSource, apiserver: FakeApiServer
+    apiserver: FakeApiServer, tmp_path: Path
 ) -> None:
+    settings = live_settings(apiserver.write_kubeconfig(tmp_path / "kubeconfig"), **ROOMY)
+    live = LiveSource(ClusterView(), settings)
+    await live.start()
+    try:
+        await _survives_and_resyncs(live, apiserver)
+    finally:
+        await live.stop()
+
+
+async def _survives_and_resyncs(live: LiveSource, apiserver: FakeApiServer) -> None:
     view = live.view
+    await eventually(lambda: not view.stale_kinds, "initial sync")
     await apiserver.stop()
-    await asyncio.sleep(0.1)
     assert names(view, Kind.NAMESPACE) == {"default", "gpu-e2e", "ml-research"}  # last good state
     assert not view.stale_kinds  # within the bound, still trusted
     await eventually(lambda: view.stale_kinds == frozenset(Kind), "stale after the bound")
