@@ -16,6 +16,12 @@ Common metadata: name, namespace, labels, uid, resourceVersion, generation, dele
 Slimming a slimmed object gives an equal object, so sources may slim early (per list page, to
 bound peak memory) and the view slims again on `apply`/`replace`.
 
+ResourceSlice devices are most of a large cluster's view, and most of a device is its attribute
+values: one small dict each (`{"string": "Hopper"}`, 184 bytes), equal across every GPU of a
+model. With a `SharedValues` table the view keeps one dict per distinct value instead (measured
+in docs/benchmarks.md, "Cluster view memory"). The view's objects are read-only for everyone:
+shared values make that a hard rule.
+
 The functions take the kind as its string value so that `app.cluster.view` can import this module.
 """
 
@@ -39,11 +45,59 @@ _KEEPS_SPEC = frozenset(
     {"DeviceClass", "ResourceSlice", "ResourceClaim", "ResourceClaimTemplate", "ResourceQuota"}
 )
 _ALLOCATION_RESULT_FIELDS = ("request", "driver", "pool", "device")
+_SCALARS = (str, int, bool)
 
 
-def slim(kind: str, obj: Obj) -> Obj:
+class SharedValues:
+    """One dict object per distinct scalar attribute or capacity value of ResourceSlice devices.
+
+    Bounded: past `limit` distinct values new ones are kept as they come (unshared), so a
+    cluster whose devices all carry unique values (serial numbers) costs at most `limit` slots.
+    """
+
+    def __init__(self, limit: int = 1 << 16) -> None:
+        self.limit = limit
+        self._values: dict[tuple[str, object], Obj] = {}
+
+    def __len__(self) -> int:
+        return len(self._values)
+
+    def values(self, values: Obj) -> Obj:
+        """`values` (a device's attributes or capacity) with each scalar value shared."""
+        table = self._values
+        out: Obj = {}
+        for name, value in values.items():
+            if type(value) is dict and len(value) == 1:
+                slot = next(iter(value.items()))  # e.g. ("string", "Hopper")
+                if type(slot[1]) in _SCALARS:
+                    # DRA types every value by its key (bool, int, string, version), so equal
+                    # slots are equal values: ("int", 1) and ("bool", True) never meet.
+                    found = table.get(slot)
+                    if found is None:
+                        if len(table) < self.limit:
+                            table[slot] = value
+                        found = value
+                    value = found
+            out[name] = value
+        return out
+
+    def device(self, device: Any) -> Any:
+        """The device with its attribute and capacity values shared."""
+        if type(device) is not dict:
+            return device
+        out = dict(device)
+        for field in ("attributes", "capacity"):
+            values = device.get(field)
+            if type(values) is dict:
+                out[field] = self.values(values)
+        return out
+
+
+def slim(kind: str, obj: Obj, shared: SharedValues | None = None) -> Obj:
     """A new object holding only what policies read of `obj` (a raw object of `kind`).
 
+    With `shared`, the attribute and capacity values of ResourceSlice devices are shared with
+    equal ones seen before (the spec is then rebuilt rather than shared with `obj`).
     Never raises: fields of an unexpected type are dropped, except metadata, which is kept as it
     is so that the view's key check reports the problem.
     """
@@ -57,6 +111,9 @@ def slim(kind: str, obj: Obj) -> Obj:
     elif meta is not None:
         out["metadata"] = meta
     if kind in _KEEPS_SPEC and isinstance(spec := obj.get("spec"), dict):
+        devices = spec.get("devices")
+        if shared is not None and kind == "ResourceSlice" and type(devices) is list:
+            spec = {**spec, "devices": [shared.device(d) for d in devices]}
         out["spec"] = spec
     status = obj.get("status")
     if isinstance(status, dict):

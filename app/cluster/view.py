@@ -16,7 +16,7 @@ from enum import StrEnum
 from types import MappingProxyType
 from typing import Any
 
-from app.cluster.slim import slim
+from app.cluster.slim import SharedValues, slim
 
 Obj = dict[str, Any]
 Key = tuple[str, str]
@@ -74,6 +74,7 @@ class ClusterView:
         self._synced: set[Kind] = set()
         self._stale: frozenset[Kind] = frozenset()
         self._listeners: list[Listener] = []
+        self._shared_values = SharedValues()
 
     # -- reads -----------------------------------------------------------------------------
 
@@ -140,7 +141,7 @@ class ClusterView:
 
     def apply(self, kind: Kind, obj: Obj) -> None:
         """Add or replace one object (watch ADDED/MODIFIED, or our own create)."""
-        obj = slim(kind, obj)
+        obj = slim(kind, obj, self._shared_values)
         key = object_key(obj)
         old = self._objects[kind].get(key)
         if old is not None and _same_version(old, obj):
@@ -158,9 +159,14 @@ class ClusterView:
     def replace(self, kind: Kind, objs: Iterable[Obj]) -> None:
         """Make the view of `kind` exactly `objs` (a list or relist), and mark it synced."""
         fresh: dict[Key, Obj] = {}
+        current = self._objects[kind]
         for raw in objs:
-            obj = slim(kind, raw)
-            fresh[object_key(obj)] = obj
+            key = object_key(raw)
+            previous = current.get(key)
+            if previous is not None and _same_version(previous, raw):
+                fresh[key] = previous  # unchanged since we last saw it: keep, do not re-slim
+            else:
+                fresh[key] = slim(kind, raw, self._shared_values)
         for key, old in list(self._objects[kind].items()):
             if key not in fresh:
                 del self._objects[kind][key]

@@ -174,3 +174,74 @@ def quota(name: str, ns: str) -> Obj:
             "used": {"gpu.nvidia.com.deviceclass.resource.k8s.io/devices": "1"},
         },
     }
+
+
+def _managed(manager: str, fields: Obj, subresource: str | None = None) -> Obj:
+    entry: Obj = {
+        "manager": manager,
+        "operation": "Update",
+        "apiVersion": "resource.k8s.io/v1",
+        "time": "2026-11-21T06:00:00Z",
+        "fieldsType": "FieldsV1",
+        "fieldsV1": fields,
+    }
+    if subresource:
+        entry["subresource"] = subresource
+    return entry
+
+
+def served_claim(i: int) -> Obj:
+    """Claim number `i` of a busy cluster as the API server sends it: allocated, reserved by its
+    pod, with the managedFields of the controller, the scheduler and the kubelet."""
+    obj = claim(f"train-{i}-gpu", f"team-{i % 50}", count=1 + i % 4, allocated=True)
+    meta = obj["metadata"]
+    meta.update(
+        uid=f"6c1f7a52-0d8e-4f2a-9a51-{i:012d}",
+        resourceVersion=str(100_000 + i),
+        creationTimestamp="2026-11-21T06:00:00Z",
+        generateName=f"train-{i}-gpu-",
+        labels={"app": f"train-{i % 100}"},
+        managedFields=[
+            _managed(
+                "kube-controller-manager",
+                {
+                    "f:metadata": {
+                        "f:annotations": {".": {}, "f:resource.kubernetes.io/pod-claim-name": {}},
+                        "f:generateName": {},
+                        "f:ownerReferences": {".": {}, 'k:{"uid":"7d3a-pod"}': {}},
+                    },
+                    "f:spec": {"f:devices": {"f:requests": {}}},
+                },
+            ),
+            _managed(
+                "kube-scheduler",
+                {
+                    "f:status": {
+                        "f:allocation": {".": {}, "f:devices": {".": {}, "f:results": {}}},
+                        "f:reservedFor": {".": {}, 'k:{"resource":"pods","uid":"7d3a"}': {}},
+                    }
+                },
+                "status",
+            ),
+            _managed("kubelet", {"f:status": {"f:devices": {}}}, "status"),
+        ],
+    )
+    return obj
+
+
+def served_slice(i: int, devices: int = 8) -> Obj:
+    """The ResourceSlice of node `i` (`devices` GPUs, unique UUIDs) as the API server sends it."""
+    obj = resource_slice(f"node-{i}", devices)
+    meta = obj["metadata"]
+    meta.update(
+        uid=f"1f2e3d4c-0000-4000-8000-{i:012d}",
+        resourceVersion=str(200_000 + i),
+        creationTimestamp="2026-11-21T06:00:00Z",
+        managedFields=[
+            _managed(GPU_DRIVER, {"f:spec": {"f:devices": {}, "f:driver": {}, "f:pool": {}}})
+        ],
+    )
+    for device in obj["spec"]["devices"]:
+        index = device["attributes"]["index"]["int"]
+        device["attributes"]["uuid"] = {"string": f"GPU-{i:08x}-9f5c-4c1d-8a2e-{index:012x}"}
+    return obj
