@@ -1,14 +1,16 @@
-"""The `dra-webhook` command: serve | certs."""
+"""The `dra-webhook` command: serve | certs | check | report."""
 
 from __future__ import annotations
 
 import argparse
 import sys
+from dataclasses import asdict
 from pathlib import Path
 
+import orjson
 from pydantic import ValidationError
 
-from app import __version__
+from app import __version__, offline
 from app.certs import ensure_dev_certs, mint
 from app.cluster.static import StaticSource
 from app.cluster.view import ClusterView
@@ -16,6 +18,7 @@ from app.config import Settings, load_policy
 from app.config.settings import ClusterSource
 from app.errors import ConfigError
 from app.logs import configure_logging
+from app.pipeline import Pipeline
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -73,7 +76,98 @@ def _parser() -> argparse.ArgumentParser:
         help="IP address for the certificate (repeatable)",
     )
     certs.add_argument("--days", type=int, default=365, help="validity of the serving cert")
+
+    check = sub.add_parser(
+        "check", help="run manifests through the webhook offline and print what it decides"
+    )
+    check.add_argument("manifests", nargs="+", type=Path, help="YAML or JSON files")
+    _offline_args(check)
+    check.add_argument(
+        "--namespace",
+        default="default",
+        help="namespace for objects that name none (default: default)",
+    )
+
+    report = sub.add_parser(
+        "report", help="say which namespaces are ready for dra-only, from a cluster dump"
+    )
+    report.add_argument(
+        "dump",
+        nargs="+",
+        type=Path,
+        help="output of kubectl get pods,deployments,statefulsets,daemonsets,"
+        "replicasets,jobs,cronjobs -A -o json (or yaml)",
+    )
+    _offline_args(report)
     return parser
+
+
+def _offline_args(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--config", type=Path, default=None, help="policy YAML file")
+    parser.add_argument(
+        "--cluster-file",
+        type=Path,
+        default=None,
+        help="cluster objects (namespaces, DeviceClasses...); default: demo cluster",
+    )
+    parser.add_argument("--output", choices=("text", "json"), default="text")
+
+
+def _offline_pipeline(args: argparse.Namespace) -> Pipeline:
+    view = ClusterView()
+    StaticSource(view, args.cluster_file).load()
+    return Pipeline(load_policy(args.config), view, own_namespace=Settings().namespace)
+
+
+def _run_check(args: argparse.Namespace) -> int:
+    results = offline.check(
+        _offline_pipeline(args), offline.read_objects(args.manifests), args.namespace
+    )
+    if args.output == "json":
+        print(orjson.dumps([asdict(r) for r in results], option=orjson.OPT_INDENT_2).decode())
+    else:
+        for r in results:
+            verdict = "allowed" if r.allowed else "DENIED"
+            print(f"{r.kind} {r.namespace}/{r.name} ({r.where}): {verdict}")
+            for line in r.message.splitlines():
+                print(f"  {line}")
+            for warning in r.warnings:
+                print(f"  warning: {warning}")
+            for op in r.patch:
+                print(f"  patch: {orjson.dumps(op).decode()}")
+            for template in r.templates:
+                print(f"  creates ResourceClaimTemplate {r.namespace}/{template}")
+    return 0 if all(r.allowed for r in results) else 1
+
+
+def _run_report(args: argparse.Namespace) -> int:
+    pipeline = _offline_pipeline(args)
+    reports = offline.report(pipeline.policy, pipeline.view, offline.read_objects(args.dump))
+    if args.output == "json":
+        rows = [
+            {
+                **asdict(r),
+                "resources": sorted(r.resources),
+                "unmapped": sorted(r.unmapped),
+                "readyForDraOnly": r.ready_for_dra_only,
+            }
+            for r in reports
+        ]
+        print(orjson.dumps(rows, option=orjson.OPT_INDENT_2).decode())
+        return 0
+    print(f"{'NAMESPACE':<24} {'MODE':<10} {'PODSPECS':>8} {'LEGACY':>6}  READY  RESOURCES")
+    for r in reports:
+        resources = ", ".join(
+            f"{name} (unmapped)" if name in r.unmapped else name for name in sorted(r.resources)
+        )
+        ready = "yes" if r.ready_for_dra_only else "no"
+        print(
+            f"{r.namespace:<24} {r.mode:<10} {r.objects:>8} {len(r.legacy_objects):>6}  "
+            f"{ready:<5}  {resources}"
+        )
+        for problem in r.invalid:
+            print(f"  invalid: {problem}")
+    return 0
 
 
 def _serve_settings(args: argparse.Namespace) -> Settings:
@@ -111,18 +205,22 @@ def _preflight(settings: Settings) -> None:
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
+        if args.command == "check":
+            return _run_check(args)
+        if args.command == "report":
+            return _run_report(args)
         if args.command == "certs":
             minted = mint(args.out, tuple(args.dns), tuple(args.ip), days=args.days)
             print(f"wrote {CA_FILES} to {minted.directory}", file=sys.stderr)
             print(minted.ca_bundle)
             return 0
         settings = _serve_settings(args)
-        configure_logging(settings.log_level)
         _preflight(settings)
         if ensure_dev_certs(settings.cert_dir):
             print(f"minted development certificates into {settings.cert_dir}/", file=sys.stderr)
         from app.server import serve
 
+        configure_logging(settings.log_level)
         serve(settings)
         return 0
     except ConfigError as exc:

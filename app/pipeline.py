@@ -18,7 +18,7 @@ from app.config.policy import StaleView as StaleViewPolicy
 from app.errors import ObjectShapeError, PolicyError
 from app.k8s.objects import POD_SPEC_PATHS
 from app.k8s.patch import PatchOp
-from app.policies import dra_only
+from app.policies import dra_only, rules, selectors
 from app.policies.base import Context, Mode, Obj, Request, Result, Violation
 from app.policies.compiled import Compiled
 
@@ -60,6 +60,7 @@ assert {kind for _, kind in POD_BEARING} == set(POD_SPEC_PATHS)
 CLAIM_KINDS: frozenset[GroupKind] = frozenset(
     {(_RESOURCE, "ResourceClaim"), (_RESOURCE, "ResourceClaimTemplate")}
 )
+DEVICE_CLASS: frozenset[GroupKind] = frozenset({(_RESOURCE, "DeviceClass")})
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,7 +86,29 @@ REGISTRATIONS: tuple[Registration, ...] = (
         dra_only.check,
         reads=frozenset({Kind.NAMESPACE, Kind.DEVICE_CLASS}),
     ),
+    Registration(
+        "cel-selectors",
+        Endpoint.VALIDATE,
+        CLAIM_KINDS | DEVICE_CLASS,
+        frozenset({"CREATE", "UPDATE"}),
+        selectors.check,
+        reads=frozenset({Kind.DEVICE_CLASS, Kind.RESOURCE_SLICE}),
+    ),
 )
+RULE_KINDS: frozenset[GroupKind] = POD_BEARING | CLAIM_KINDS | DEVICE_CLASS
+"""Kinds an admin CEL rule (policy `cel.rules`) can match: the ones this webhook receives."""
+
+
+def rule_registrations(policy: Policy) -> tuple[Registration, ...]:
+    """The `cel-rules` check, routed only to the kinds and operations some rule matches."""
+    kinds = {kind for rule in policy.cel.rules for kind in rule.match.kinds}
+    operations = {op for rule in policy.cel.rules for op in rule.match.operations}
+    matched = frozenset(gk for gk in RULE_KINDS if gk[1] in kinds)
+    if not matched:
+        return ()
+    return (
+        Registration("cel-rules", Endpoint.VALIDATE, matched, frozenset(operations), rules.check),
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -137,7 +160,7 @@ class Pipeline:
             modes.translate: Mode.TRANSLATE,
             modes.audit: Mode.AUDIT,
         }
-        registrations = tuple(registrations)
+        registrations = (*registrations, *rule_registrations(policy))
         routes: dict[tuple[Endpoint, str, str, str], list[Registration]] = {}
         for reg in registrations:
             for group, kind in reg.kinds:

@@ -148,30 +148,35 @@ class AppHarness:
         return response
 
 
+def build_app(
+    objects: list[Obj] | None = None,
+    policy: Policy | None = None,
+    settings: Settings | None = None,
+) -> AppHarness:
+    """The real ASGI app with its lifespan started; close with `harness.client.__exit__`."""
+    view = ClusterView()
+    source = StaticSource(view, objects=DEMO_NAMESPACES if objects is None else objects)
+    metrics = Metrics()
+    app = create_app(
+        settings or Settings(), policy=policy or load_policy(), source=source, metrics=metrics
+    )
+    client = TestClient(app, raise_server_exceptions=False)
+    client.__enter__()
+    return AppHarness(client, source, metrics)
+
+
 @pytest.fixture
 def make_app() -> Iterator[Callable[..., AppHarness]]:
     """Build the real ASGI app (lifespan running) over a static cluster view."""
-    clients: list[TestClient] = []
+    harnesses: list[AppHarness] = []
 
-    def build(
-        objects: list[Obj] | None = None,
-        policy: Policy | None = None,
-        settings: Settings | None = None,
-    ) -> AppHarness:
-        view = ClusterView()
-        source = StaticSource(view, objects=DEMO_NAMESPACES if objects is None else objects)
-        metrics = Metrics()
-        app = create_app(
-            settings or Settings(), policy=policy or load_policy(), source=source, metrics=metrics
-        )
-        client = TestClient(app, raise_server_exceptions=False)
-        client.__enter__()
-        clients.append(client)
-        return AppHarness(client, source, metrics)
+    def build(*args: Any, **kwargs: Any) -> AppHarness:
+        harnesses.append(build_app(*args, **kwargs))
+        return harnesses[-1]
 
     yield build
-    for client in clients:
-        client.__exit__(None, None, None)
+    for harness in harnesses:
+        harness.client.__exit__(None, None, None)
 
 
 @pytest.fixture

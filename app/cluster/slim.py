@@ -67,18 +67,18 @@ class SharedValues:
         table = self._values
         out: Obj = {}
         for name, value in values.items():
+            kept = value
             if type(value) is dict and len(value) == 1:
                 slot = next(iter(value.items()))  # e.g. ("string", "Hopper")
                 if type(slot[1]) in _SCALARS:
                     # DRA types every value by its key (bool, int, string, version), so equal
                     # slots are equal values: ("int", 1) and ("bool", True) never meet.
-                    found = table.get(slot)
-                    if found is None:
+                    kept = table.get(slot)
+                    if kept is None:
                         if len(table) < self.limit:
                             table[slot] = value
-                        found = value
-                    value = found
-            out[name] = value
+                        kept = value
+            out[name] = kept
         return out
 
     def device(self, device: Any) -> Any:

@@ -72,6 +72,18 @@ class Mapping(_Model):
         return self
 
 
+DEFAULT_MAPPINGS = (
+    Mapping(resource="nvidia.com/gpu", deviceClassName="gpu.nvidia.com"),
+    Mapping(
+        resource="nvidia.com/mig-(.+)",
+        pattern=True,
+        deviceClassName="mig.nvidia.com",
+        selectors=('device.attributes["gpu.nvidia.com"].profile == "$1"',),
+    ),
+    Mapping(resource="amd.com/gpu", deviceClassName="gpu.amd.com"),
+)
+
+
 class DraOnly(_Model):
     """dra-only enforcement options."""
 
@@ -111,6 +123,84 @@ class Failure(_Model):
     stale_view: StaleView = Field(default_factory=StaleView, alias="staleView")
 
 
+CheckAction = Literal["off", "warn", "deny"]
+
+
+class SelectorChecks(_Model):
+    """Checks of the CEL selectors in ResourceClaims, ResourceClaimTemplates and DeviceClasses.
+
+    A selector that does not compile is always denied. `unsatisfiable` is what happens to a
+    request no device in the cluster's ResourceSlices can satisfy (the scheduler would leave the
+    pod Pending without a word); `unsatisfiableByMode` overrides it per namespace mode (the mode
+    label's meaning: `dra-only`, `translate`, `audit`).
+    """
+
+    unsatisfiable: CheckAction = "warn"
+    unsatisfiable_by_mode: dict[Literal["dra-only", "translate", "audit"], CheckAction] = Field(
+        default_factory=dict, alias="unsatisfiableByMode"
+    )
+
+
+class LabelSelectorRequirement(_Model):
+    key: str
+    operator: Literal["In", "NotIn", "Exists", "DoesNotExist"]
+    values: tuple[str, ...] = ()
+
+
+class LabelSelector(_Model):
+    """A Kubernetes label selector (matchLabels and matchExpressions, ANDed)."""
+
+    match_labels: dict[str, str] = Field(default_factory=dict, alias="matchLabels")
+    match_expressions: tuple[LabelSelectorRequirement, ...] = Field(
+        default=(), alias="matchExpressions"
+    )
+
+
+class RuleMatch(_Model):
+    """Which requests a rule looks at."""
+
+    kinds: tuple[str, ...] = Field(min_length=1)
+    """Kinds by name: Pod, Deployment, ResourceClaim, ResourceClaimTemplate, DeviceClass..."""
+    operations: tuple[Literal["CREATE", "UPDATE"], ...] = ("CREATE", "UPDATE")
+    namespace_selector: LabelSelector | None = Field(default=None, alias="namespaceSelector")
+
+
+class Rule(_Model):
+    """An admin rule in CEL, like a ValidatingAdmissionPolicy validation.
+
+    `expression` sees `object`, `oldObject`, `request` and `namespaceObject` and must be true for
+    the object to pass; otherwise `message` (or the string `messageExpression` evaluates to) is
+    the denial or the warning, per `action`.
+    """
+
+    name: str = Field(min_length=1)
+    match: RuleMatch
+    expression: str = Field(min_length=1)
+    message: str = ""
+    message_expression: str = Field(default="", alias="messageExpression")
+    action: Literal["deny", "warn"] = "deny"
+
+
+class Cel(_Model):
+    """The CEL engine and what is checked with it."""
+
+    backend: Literal["cel-expr-python", "cel-python"] = "cel-expr-python"
+    cache_size: int = Field(default=4096, ge=1, alias="cacheSize")
+    """Compiled expressions kept (LRU); a new one compiles once, then costs a lookup."""
+    selectors: SelectorChecks = Field(default_factory=SelectorChecks)
+    rules: tuple[Rule, ...] = ()
+
+    @field_validator("rules")
+    @classmethod
+    def _unique_names(cls, rules: tuple[Rule, ...]) -> tuple[Rule, ...]:
+        seen: set[str] = set()
+        for rule in rules:
+            if rule.name in seen:
+                raise ValueError(f"rule name {rule.name!r} is used twice")
+            seen.add(rule.name)
+        return rules
+
+
 class Policy(_Model):
     """The whole policy file."""
 
@@ -118,12 +208,13 @@ class Policy(_Model):
     legacy_resources: LegacyResources = Field(
         default_factory=LegacyResources, alias="legacyResources"
     )
-    mappings: tuple[Mapping, ...] = ()
+    mappings: tuple[Mapping, ...] = Field(default_factory=lambda: DEFAULT_MAPPINGS)
     dra_only: DraOnly = Field(default_factory=DraOnly, alias="draOnly")
     failure: Failure = Field(default_factory=Failure)
     exempt_namespaces: Annotated[tuple[str, ...], Field(alias="exemptNamespaces")] = (
         "kube-system",
     )
+    cel: Cel = Field(default_factory=Cel)
 
 
 DEFAULT_POLICY_RESOURCE = "default-policy.yaml"

@@ -5,7 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from app.config import Policy
+from app.policies.cel_runtime import CelRuntime
 from app.policies.legacy import LegacyMatcher, MappingResolver
+from app.policies.rules import CompiledRule, compile_rules
 
 
 @dataclass(frozen=True, slots=True)
@@ -14,10 +16,16 @@ class Compiled:
 
     legacy: LegacyMatcher
     mappings: MappingResolver
+    cel: CelRuntime
+    rules: tuple[CompiledRule, ...]
 
     @classmethod
     def build(cls, policy: Policy) -> Compiled:
+        """Raises PolicyError naming the first admin rule that does not compile."""
+        cel = CelRuntime.build(policy)
         return cls(
             legacy=LegacyMatcher(policy.legacy_resources),
             mappings=MappingResolver(policy.mappings),
+            cel=cel,
+            rules=compile_rules(policy.cel.rules, cel.engine, cel.cache),
         )

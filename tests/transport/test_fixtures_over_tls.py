@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import orjson
 import pytest
 
 from tests.conftest import FIXTURE_NAMES, TlsServer, load_fixture, review
@@ -102,3 +103,28 @@ def test_plain_http_is_refused(tls_server: TlsServer) -> None:
 
     with pytest.raises(httpx.TransportError):
         httpx.post(tls_server.base_url.replace("https", "http") + "/validate", json={}, timeout=5)
+
+
+def test_a_denial_is_logged_as_one_json_line_carrying_the_request_uid(
+    tls_server: TlsServer,
+) -> None:
+    body = review("pod-create-legacy-gpu", uid="log-uid-1")
+    with tls_server.client() as client:
+        client.post("/validate", json=body)
+    lines = [
+        orjson.loads(line)
+        for line in tls_server.log.read_text().splitlines()
+        if line.startswith("{")
+    ]
+    denial = next(line for line in lines if line.get("uid") == "log-uid-1")
+    assert denial["level"] == "INFO"
+    assert denial["message"] == "review denied"
+    assert (denial["kind"], denial["namespace"], denial["object_name"]) == (
+        "Pod",
+        "gpu-e2e",
+        "gpu-pod",
+    )
+    assert denial["operation"] == "CREATE"
+    assert denial["user"] == "admin"
+    assert denial["denied_by"] == ["dra-only"]
+    assert "object" not in denial  # never whole objects in logs

@@ -1,0 +1,1 @@
+"""CEL backends bound to the Kubernetes library."""

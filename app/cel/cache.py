@@ -1,0 +1,114 @@
+"""The precompile cache: each distinct expression compiles once per backend and environment.
+
+Like ``k8s.io/dynamic-resource-allocation/cel/cache.go``: a bounded LRU keyed by backend +
+environment + expression text, where concurrent requests for a key that is still compiling wait
+for that one compile instead of starting their own, and a failed compile is cached as well (a bad
+selector in a popular template costs one compile, not one per request). Counters are plain ints
+for whoever exports metrics; this module imports no metrics library.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from dataclasses import dataclass
+from typing import Final
+
+from app.cel.engine import Engine, Environment, Program
+from app.cel.errors import CelCompileError
+
+__all__ = ["CacheStats", "CompileCache"]
+
+DEFAULT_MAX_SIZE: Final = 4096
+
+
+@dataclass(frozen=True, slots=True)
+class CacheStats:
+    """A consistent snapshot of the counters."""
+
+    hits: int
+    misses: int
+    size: int
+    evictions: int
+    compile_errors: int
+
+
+class _Entry:
+    __slots__ = ("done", "error", "program")
+
+    def __init__(self) -> None:
+        self.done = threading.Event()
+        self.program: Program | None = None
+        self.error: CelCompileError | None = None
+
+
+class CompileCache:
+    """Thread-safe bounded LRU of compiled programs (and compile errors)."""
+
+    def __init__(self, max_size: int = DEFAULT_MAX_SIZE) -> None:
+        if max_size < 1:
+            raise ValueError("max_size must be at least 1")
+        self._max_size = max_size
+        self._entries: OrderedDict[tuple[str, str, str], _Entry] = OrderedDict()
+        self._lock = threading.Lock()
+        self.hits = 0
+        self.misses = 0
+        self.evictions = 0
+        self.compile_errors = 0
+
+    @property
+    def size(self) -> int:
+        return len(self._entries)
+
+    def stats(self) -> CacheStats:
+        with self._lock:
+            return CacheStats(
+                self.hits, self.misses, len(self._entries), self.evictions, self.compile_errors
+            )
+
+    def get(self, engine: Engine, expression: str, environment: Environment) -> Program:
+        """The compiled program; raises the (cached) :class:`CelCompileError`."""
+        # Environment names are unique; hashing the name is cheaper than the dataclass.
+        key = (engine.name, environment.name, expression)
+        with self._lock:
+            entry = self._entries.get(key)
+            if entry is not None:
+                self._entries.move_to_end(key)
+                self.hits += 1
+                owner = False
+            else:
+                entry = _Entry()
+                self._entries[key] = entry
+                self.misses += 1
+                owner = True
+                while len(self._entries) > self._max_size:
+                    self._entries.popitem(last=False)
+                    self.evictions += 1
+        if owner:
+            self._compile(entry, engine, expression, environment)
+        elif not entry.done.is_set():
+            entry.done.wait()
+        if entry.program is not None:
+            return entry.program
+        assert entry.error is not None
+        raise entry.error.with_traceback(None)
+
+    def _compile(
+        self, entry: _Entry, engine: Engine, expression: str, environment: Environment
+    ) -> None:
+        try:
+            entry.program = engine.compile(expression, environment)
+        except CelCompileError as error:
+            entry.error = error
+            with self._lock:
+                self.compile_errors += 1
+        except BaseException:
+            # Not a verdict on the expression (e.g. an interrupt): let a later call retry.
+            with self._lock:
+                key = (engine.name, environment.name, expression)
+                if self._entries.get(key) is entry:
+                    del self._entries[key]
+            entry.error = CelCompileError(expression, "compilation was interrupted")
+            raise
+        finally:
+            entry.done.set()

@@ -1,0 +1,278 @@
+"""Which devices in the cluster a DeviceClass + selectors can match, fast enough to ask per request.
+
+:class:`DeviceIndex` is fed plain values: the raw ResourceSlices (a mapping name -> object, as
+the cluster view's ``resource_slices()`` returns) and a generation number that changes whenever
+any slice changes (``generation("ResourceSlice")``). It
+
+- converts each slice's devices to CEL activations once per slice version (name +
+  resourceVersion/generation), not per request;
+- memoizes "which devices of this class match these selectors" per slice-set generation, so a
+  repeated claim shape costs one dictionary lookup;
+- on a memo miss, evaluates each selector once per *distinct view* of a device: a selector that
+  reads only ``device.capacity["gpu.nvidia.com"].memory`` gets one evaluation for all devices
+  with the same memory, however many there are (the paths it can read come from
+  :func:`app.cel.syntax.device_paths`; an expression that uses ``device`` any other way is
+  evaluated per device).
+
+An evaluation error (an attribute the device does not have) means "no match" for that device, as
+the brief for DRA selectors in this webhook asks; the errors are counted and the first kept for
+diagnostics. A selector that does not compile raises :class:`~app.cel.errors.CelCompileError`.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+from app.cel import syntax
+from app.cel.cache import CompileCache
+from app.cel.device import Device, devices_of_slice
+from app.cel.engine import SELECTOR, Engine, Program
+from app.cel.errors import CelEvalError
+
+__all__ = ["DeviceIndex", "Match", "class_selectors"]
+
+_MISSING: Final = object()
+_MEMO_LIMIT: Final = 8192
+
+
+def class_selectors(device_class: Mapping[str, Any] | None) -> tuple[str, ...]:
+    """The CEL expressions of a raw DeviceClass's ``spec.selectors``."""
+    if not device_class:
+        return ()
+    spec = device_class.get("spec") or {}
+    out = []
+    for selector in spec.get("selectors") or ():
+        cel = selector.get("cel") if isinstance(selector, Mapping) else None
+        if isinstance(cel, Mapping) and isinstance(cel.get("expression"), str):
+            out.append(cel["expression"])
+    return tuple(out)
+
+
+@dataclass(frozen=True, slots=True)
+class Match:
+    """The devices a class + selectors match, and what went wrong on the others."""
+
+    devices: tuple[Device, ...]
+    considered: int
+    errors: int = 0
+    first_error: str | None = None
+
+    @property
+    def count(self) -> int:
+        return len(self.devices)
+
+
+class _Indexed:
+    """A device, its activation, and its projections onto the path sets seen so far."""
+
+    __slots__ = ("activation", "device", "keys")
+
+    def __init__(self, device: Device, activation: Any) -> None:
+        self.device = device
+        self.activation = activation
+        self.keys: dict[tuple[tuple[str, ...], ...], tuple[Any, ...]] = {}
+
+    def key(self, paths: tuple[tuple[str, ...], ...]) -> tuple[Any, ...]:
+        found = self.keys.get(paths)
+        if found is None:
+            found = tuple(_project(self.device, p) for p in paths)
+            self.keys[paths] = found
+        return found
+
+
+@dataclass(slots=True)
+class _Snapshot:
+    generation: int
+    devices: tuple[_Indexed, ...]
+    memo: dict[tuple[Any, ...], Match] = field(default_factory=dict)
+
+
+def _typed(value: Any) -> Any:
+    if isinstance(value, Mapping):
+        return frozenset((k, _typed(v)) for k, v in value.items())
+    return (type(value), value)
+
+
+def _project(device: Device, keys: tuple[str, ...]) -> Any:
+    head = keys[0]
+    if head == "driver":
+        return device.driver
+    if head == "allowMultipleAllocations":
+        return device.allow_multiple_allocations
+    top: Mapping[str, Mapping[str, Any]] = (
+        device.attributes if head == "attributes" else device.capacity
+    )
+    if len(keys) == 1:
+        return _typed(top)
+    domain = top.get(keys[1])
+    if domain is None:
+        return _MISSING
+    if len(keys) == 2:
+        return _typed(domain)
+    value = domain.get(keys[2], _MISSING)
+    return value if value is _MISSING else _typed(value)
+
+
+def _view_of(expression: str) -> tuple[tuple[str, ...], ...] | None:
+    """The device paths an expression can read, or None if it may read anything."""
+    views = set()
+    for path in syntax.device_paths(expression):
+        keys: list[str] = []
+        for key in path.keys:
+            if key is None:
+                break
+            keys.append(key)
+        if not keys or keys[0] not in syntax.DEVICE_FIELDS:
+            return None
+        views.add(tuple(keys[:3]))
+    return tuple(sorted(views))
+
+
+class DeviceIndex:
+    """Device activations per slice version and a per-generation memo of selector matches."""
+
+    def __init__(self, engine: Engine, cache: CompileCache | None = None) -> None:
+        self.engine = engine
+        self.cache = cache if cache is not None else CompileCache()
+        self._lock = threading.Lock()
+        self._snapshot = _Snapshot(generation=-1, devices=())
+        self._slices: dict[str, tuple[Any, tuple[_Indexed, ...]]] = {}
+        self._views: dict[str, tuple[tuple[str, ...], ...] | None] = {}
+        self.memo_hits = 0
+        self.memo_misses = 0
+
+    @property
+    def generation(self) -> int:
+        return self._snapshot.generation
+
+    @property
+    def devices(self) -> tuple[Device, ...]:
+        return tuple(i.device for i in self._snapshot.devices)
+
+    def sync(
+        self,
+        resource_slices: Mapping[str, Mapping[str, Any]] | Iterable[Mapping[str, Any]],
+        generation: int,
+    ) -> None:
+        """Take the cluster's slices at ``generation`` (a no-op when it has not changed)."""
+        if generation == self._snapshot.generation:
+            return
+        with self._lock:
+            if generation == self._snapshot.generation:
+                return
+            items = (
+                list(resource_slices.items())
+                if isinstance(resource_slices, Mapping)
+                else [(_name(s), s) for s in resource_slices]
+            )
+            slices: dict[str, tuple[Any, tuple[_Indexed, ...]]] = {}
+            for name, raw in sorted(items, key=lambda item: item[0]):
+                version = _version(raw)
+                known = self._slices.get(name)
+                if known is not None and version is not None and known[0] == version:
+                    slices[name] = known
+                    continue
+                indexed = tuple(
+                    _Indexed(device, self.engine.device_activation(device))
+                    for device in devices_of_slice(raw)
+                )
+                slices[name] = (version, indexed)
+            self._slices = slices
+            devices = tuple(d for _, entries in slices.values() for d in entries)
+            self._snapshot = _Snapshot(generation=generation, devices=devices)
+
+    def matching(
+        self,
+        class_name: str,
+        class_expressions: Sequence[str],
+        selectors: Sequence[str] = (),
+    ) -> Match:
+        """Devices matching every class selector and every request selector (memoized)."""
+        snapshot = self._snapshot
+        key = (class_name, tuple(class_expressions), tuple(selectors))
+        found = snapshot.memo.get(key)
+        if found is not None:
+            self.memo_hits += 1
+            return found
+        self.memo_misses += 1
+        if selectors:
+            base = self.matching(class_name, class_expressions)
+            chosen = {id(d) for d in base.devices}
+            candidates = [i for i in snapshot.devices if id(i.device) in chosen]
+            result = self._evaluate(candidates, selectors, base)
+        else:
+            candidates = [i for i in snapshot.devices if i.device.problem is None]
+            result = self._evaluate(candidates, class_expressions, None)
+            if len(candidates) != len(snapshot.devices):
+                result = Match(
+                    result.devices, len(snapshot.devices), result.errors, result.first_error
+                )
+        if len(snapshot.memo) >= _MEMO_LIMIT:
+            snapshot.memo.clear()
+        snapshot.memo[key] = result
+        return result
+
+    def programs(self, expressions: Sequence[str]) -> list[Program]:
+        """Compile (through the cache) every expression; raises ``CelCompileError``."""
+        return [self.cache.get(self.engine, e, SELECTOR) for e in expressions]
+
+    def _view(self, expression: str) -> tuple[tuple[str, ...], ...] | None:
+        if expression not in self._views:
+            self._views[expression] = _view_of(expression)
+        return self._views[expression]
+
+    def _evaluate(
+        self, candidates: Sequence[_Indexed], expressions: Sequence[str], base: Match | None
+    ) -> Match:
+        programs = self.programs(expressions)
+        considered = base.considered if base is not None else len(candidates)
+        errors = base.errors if base is not None else 0
+        first_error = base.first_error if base is not None else None
+        if not programs:
+            return Match(tuple(i.device for i in candidates), considered, errors, first_error)
+        views = [self._view(e) for e in expressions]
+        grouped = None not in views
+        paths = tuple(sorted({p for v in views if v is not None for p in v}))
+        seen: dict[Any, bool | str] = {}
+        matched = []
+        for item in candidates:
+            key = item.key(paths) if grouped else None
+            outcome = seen.get(key) if grouped else None
+            if outcome is None:
+                outcome = _run(programs, item.activation)
+                if grouped:
+                    seen[key] = outcome
+            if outcome is True:
+                matched.append(item.device)
+            elif outcome is not False:
+                errors += 1
+                first_error = first_error or f"{item.device.id}: {outcome}"
+        return Match(tuple(matched), considered, errors, first_error)
+
+
+def _run(programs: Sequence[Program], activation: Any) -> bool | str:
+    """True if every program is true; False if one is false; else the first error message."""
+    for program in programs:
+        try:
+            result = program.evaluate(activation)
+        except CelEvalError as error:
+            return error.message or "evaluation error"
+        if result is not True:
+            return False
+    return True
+
+
+def _name(raw: Mapping[str, Any]) -> str:
+    metadata = raw.get("metadata") or {}
+    return str(metadata.get("name", "")) if isinstance(metadata, Mapping) else ""
+
+
+def _version(raw: Mapping[str, Any]) -> Any:
+    metadata = raw.get("metadata") or {}
+    if not isinstance(metadata, Mapping):
+        return None
+    version = (metadata.get("resourceVersion"), metadata.get("generation"))
+    return None if version == (None, None) else version

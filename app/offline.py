@@ -1,0 +1,210 @@
+"""Offline use: the admission pipeline over YAML manifests and cluster dumps, no cluster needed.
+
+`check` runs manifests through the mutating then the validating pipeline, as the API server
+would (the validating side sees the patched object), and prints decisions, warnings and patches:
+a pre-merge gate like `kyverno apply` or `gator test`. `report` reads
+`kubectl get pods,deployments,... -A -o json` and says which namespaces are ready for dra-only.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import jsonpatch
+import yaml
+
+from app.cluster.view import ClusterView, Kind
+from app.config import Policy
+from app.errors import ConfigError, ObjectShapeError
+from app.k8s.objects import pod_spec
+from app.pipeline import Decision, Endpoint, Pipeline
+from app.policies.base import Request
+from app.policies.compiled import Compiled
+from app.policies.legacy import legacy_requests
+
+Obj = dict[str, Any]
+
+
+class ManifestError(ConfigError):
+    """A manifest file cannot be read or holds something that is not a Kubernetes object."""
+
+
+def read_objects(paths: Iterable[Path]) -> Iterator[tuple[str, Obj]]:
+    """(where, object) for every object in YAML/JSON files: documents, `List`s, `*List`s."""
+    for path in paths:
+        try:
+            documents = list(yaml.safe_load_all(path.read_text()))
+        except OSError as exc:
+            raise ManifestError(f"{path}: {exc.strerror or exc}") from exc
+        except yaml.YAMLError as exc:
+            raise ManifestError(f"{path}: not valid YAML: {exc}") from exc
+        index = 0
+        for document in documents:
+            if document is None:
+                continue
+            doc = document
+            if isinstance(doc, dict) and doc.get("kind") == "AdmissionReview":
+                request = doc.get("request")
+                doc = request.get("object") if isinstance(request, dict) else None
+            items = doc.get("items") if isinstance(doc, dict) else None
+            for obj in items if isinstance(items, list) else [doc]:
+                if not isinstance(obj, dict) or not isinstance(obj.get("kind"), str):
+                    raise ManifestError(f"{path}: object {index} has no kind")
+                yield f"{path}#{index}", obj
+                index += 1
+
+
+def _request(obj: Obj, namespace: str, uid: str) -> Request:
+    group, _, version = str(obj.get("apiVersion", "v1")).rpartition("/")
+    meta = obj.get("metadata") if isinstance(obj.get("metadata"), dict) else {}
+    assert isinstance(meta, dict)
+    kind = str(obj["kind"])
+    return Request(
+        uid=uid,
+        group=group,
+        version=version,
+        kind=kind,
+        resource=kind.lower() + "s",
+        sub_resource="",
+        operation="CREATE",
+        namespace=str(meta.get("namespace") or namespace),
+        name=str(meta.get("name") or meta.get("generateName") or ""),
+        object=obj,
+        old_object=None,
+        dry_run=False,
+        username="dra-webhook-check",
+        request_version=version,
+    )
+
+
+@dataclass
+class Checked:
+    """What the API server would have done with one object."""
+
+    where: str
+    kind: str
+    namespace: str
+    name: str
+    allowed: bool
+    message: str = ""
+    warnings: list[str] = field(default_factory=list)
+    patch: list[Obj] = field(default_factory=list)
+    templates: list[str] = field(default_factory=list)
+
+
+def check(pipeline: Pipeline, objects: Iterable[tuple[str, Obj]], namespace: str) -> list[Checked]:
+    """Mutate, apply the patch, then validate each object; templates go into the view."""
+    results = []
+    for number, (where, obj) in enumerate(objects):
+        request = _request(obj, namespace, f"check-{number}")
+        mutated = pipeline.review(Endpoint.MUTATE, request)
+        final: Decision = mutated
+        patched = obj
+        if mutated.allowed:
+            if mutated.patch:
+                patched = jsonpatch.apply_patch(obj, list(mutated.patch))
+            for template in mutated.templates:
+                pipeline.view.apply(Kind.RESOURCE_CLAIM_TEMPLATE, template)
+            validated = pipeline.review(
+                Endpoint.VALIDATE,
+                _request(patched, namespace, request.uid),
+            )
+            final = validated if not validated.allowed else mutated
+            warnings = [*mutated.warnings, *validated.warnings]
+        else:
+            warnings = list(mutated.warnings)
+        results.append(
+            Checked(
+                where=where,
+                kind=request.kind,
+                namespace=request.namespace,
+                name=request.name,
+                allowed=final.allowed,
+                message=final.message,
+                warnings=warnings,
+                patch=list(mutated.patch) if final.allowed else [],
+                templates=[t["metadata"]["name"] for t in mutated.templates],
+            )
+        )
+    return results
+
+
+@dataclass
+class NamespaceReport:
+    namespace: str
+    mode: str
+    objects: int = 0
+    legacy_objects: list[str] = field(default_factory=list)
+    resources: set[str] = field(default_factory=set)
+    unmapped: set[str] = field(default_factory=set)
+    invalid: list[str] = field(default_factory=list)
+
+    @property
+    def ready_for_dra_only(self) -> bool:
+        return not self.legacy_objects and not self.invalid
+
+
+def report(
+    policy: Policy, view: ClusterView, objects: Iterable[tuple[str, Obj]]
+) -> list[NamespaceReport]:
+    """Per namespace: which objects still ask for legacy extended resources."""
+    compiled = Compiled.build(policy)
+    label = policy.namespace_modes.label
+    found: dict[str, NamespaceReport] = {}
+    owned_by_workload: set[tuple[str, str]] = set()
+    pods: list[tuple[str, Obj]] = []
+    for where, obj in objects:
+        meta = obj.get("metadata") if isinstance(obj.get("metadata"), dict) else {}
+        assert isinstance(meta, dict)
+        ns = str(meta.get("namespace") or "")
+        if not ns:
+            continue
+        if ns not in found:
+            labels = view.namespace_labels(ns) or {}
+            found[ns] = NamespaceReport(ns, labels.get(label, "-"))
+        if obj["kind"] == "Pod" and meta.get("ownerReferences"):
+            pods.append((where, obj))  # counted through their workload when it is listed
+            continue
+        _count(found[ns], where, obj, compiled, view)
+        owned_by_workload.add((ns, str(meta.get("name", ""))))
+    for where, obj in pods:
+        ns = obj["metadata"]["namespace"]
+        owners = {
+            str(o.get("name")) for o in obj["metadata"]["ownerReferences"] if isinstance(o, dict)
+        }
+        if not any((ns, owner) in owned_by_workload for owner in owners):
+            _count(found[ns], where, obj, compiled, view)
+    return sorted(found.values(), key=lambda r: r.namespace)
+
+
+def _count(
+    entry: NamespaceReport, where: str, obj: Obj, compiled: Compiled, view: ClusterView
+) -> None:
+    kind = str(obj["kind"])
+    name = f"{kind}/{obj.get('metadata', {}).get('name', '?')}"
+    try:
+        spec = pod_spec(kind, obj)
+        if spec is None:
+            return
+        entry.objects += 1
+        legacy = legacy_requests(spec, compiled.legacy)
+    except ObjectShapeError as exc:
+        entry.invalid.append(f"{name}: {exc}")
+        return
+    if legacy:
+        entry.legacy_objects.append(name)
+        for item in legacy:
+            entry.resources.add(item.resource)
+            if compiled.mappings.resolve(item.resource, view) is None:
+                entry.unmapped.add(item.resource)
+
+
+def readiness_counts(reports: list[NamespaceReport]) -> dict[str, int]:
+    counts: dict[str, int] = defaultdict(int)
+    for entry in reports:
+        counts["ready" if entry.ready_for_dra_only else "not ready"] += 1
+    return dict(counts)

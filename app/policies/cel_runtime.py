@@ -1,0 +1,29 @@
+"""The CEL engine, compile cache and device index the CEL policies share, built once.
+
+Built from the policy file with the rest of :class:`~app.policies.compiled.Compiled`; the cache
+counters (``cache.hits``, ``cache.misses``, ``cache.size``) are plain ints for the metrics layer.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from app.cel.cache import CompileCache
+from app.cel.engine import SELECTOR, Engine, get_engine
+from app.cel.index import DeviceIndex
+from app.config import Policy
+
+
+@dataclass(frozen=True, slots=True)
+class CelRuntime:
+    engine: Engine
+    cache: CompileCache
+    index: DeviceIndex
+
+    @classmethod
+    def build(cls, policy: Policy) -> CelRuntime:
+        engine = get_engine(policy.cel.backend)
+        # Build the backend's selector environment now (~0.1 s), not on the first claim.
+        engine.compile("true", SELECTOR)
+        cache = CompileCache(policy.cel.cache_size)
+        return cls(engine=engine, cache=cache, index=DeviceIndex(engine, cache))

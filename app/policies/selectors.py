@@ -1,0 +1,301 @@
+"""CEL selectors of ResourceClaims, ResourceClaimTemplates and DeviceClasses.
+
+Two checks, both on the validating endpoint:
+
+1. Every selector compiles (``spec.devices.requests[i].exactly.selectors[j].cel.expression``, the
+   same under ``firstAvailable[k]``, ``spec.spec...`` in a template, ``spec.selectors[j]`` in a
+   DeviceClass); one that does not is denied with its expression, line, column and message.
+2. Satisfiability: a request whose DeviceClass + selectors match no device in the cluster's
+   ResourceSlices, or fewer than its ``count``, is warned about or denied (``cel.selectors`` in
+   the policy, per namespace mode), with the nearest miss where it can be told ("largest
+   gpu.nvidia.com/memory among the 4 devices of class gpu.nvidia.com is 80Gi"). A
+   ``firstAvailable`` request is fine when any of its alternatives is.
+
+The scheduler would otherwise leave the pod Pending with no message. Devices come from the cluster
+view through :class:`~app.cel.index.DeviceIndex`, so a repeated claim shape costs a lookup.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from app.cel import syntax
+from app.cel.device import Device
+from app.cel.engine import SELECTOR
+from app.cel.errors import CelCompileError
+from app.cel.index import DeviceIndex, class_selectors
+from app.cluster.view import Kind
+from app.errors import ObjectShapeError
+from app.policies.base import ALLOW, Context, Request, Result, Violation
+from app.policies.cel_runtime import CelRuntime
+
+MAX_HINT_VALUES = 5
+
+
+@dataclass(frozen=True, slots=True)
+class Alternative:
+    """One way to satisfy a request: a class, selectors and how many devices."""
+
+    path: str
+    device_class: str
+    selectors: tuple[tuple[str, str], ...]
+    """(field path, expression) pairs."""
+    count: int
+    all_devices: bool
+
+    @property
+    def needed(self) -> int:
+        return 1 if self.all_devices else self.count
+
+
+@dataclass(frozen=True, slots=True)
+class DeviceRequest:
+    path: str
+    name: str
+    alternatives: tuple[Alternative, ...]
+
+
+def check(request: Request, ctx: Context) -> Result:
+    """Deny selectors that do not compile; warn or deny requests no device can satisfy."""
+    obj = request.object
+    if obj is None:
+        return ALLOW
+    runtime: CelRuntime = ctx.compiled.cel
+    if request.kind == "DeviceClass":
+        violations = compile_violations(runtime, device_class_selectors(obj))
+        if violations:
+            return Result(violations=violations, summary=_summary(request, "do not compile"))
+        return ALLOW
+
+    prefix = "spec.spec" if request.kind == "ResourceClaimTemplate" else "spec"
+    requests = device_requests(obj, prefix)
+    expressions = [s for r in requests for a in r.alternatives for s in a.selectors]
+    violations = compile_violations(runtime, expressions)
+    if violations:
+        return Result(violations=violations, summary=_summary(request, "do not compile"))
+
+    action = _action(ctx)
+    if action == "off" or not requests or Kind.RESOURCE_SLICE not in ctx.view.synced_kinds():
+        return ALLOW
+    runtime.index.sync(ctx.view.resource_slices(), ctx.view.generation(Kind.RESOURCE_SLICE))
+    problems = [
+        (r.path, problem) for r in requests if (problem := unsatisfiable(r, ctx, runtime.index))
+    ]
+    if not problems:
+        return ALLOW
+    if action == "deny":
+        return Result(
+            violations=tuple(Violation(path, problem) for path, problem in problems),
+            summary=f"no device in the cluster can satisfy {request.kind} {request.name}".strip(),
+            details="Its pods would stay Pending: change the selectors or the count, or add "
+            "devices first.",
+        )
+    return Result(warnings=tuple(f"{path}: {problem}" for path, problem in problems))
+
+
+def compile_violations(
+    runtime: CelRuntime, selectors: Sequence[tuple[str, str]]
+) -> tuple[Violation, ...]:
+    """One violation per selector that does not compile, with position and message."""
+    out = []
+    for path, expression in selectors:
+        try:
+            runtime.cache.get(runtime.engine, expression, SELECTOR)
+        except CelCompileError as error:
+            where = f" at {error.line}:{error.column}" if error.line is not None else ""
+            out.append(
+                Violation(path, f"CEL does not compile{where}: {error.message}: {expression!r}")
+            )
+    return tuple(out)
+
+
+def _summary(request: Request, what: str) -> str:
+    return f"{request.kind} {request.name}: CEL selectors {what}".replace("  ", " ")
+
+
+def _action(ctx: Context) -> str:
+    checks = ctx.policy.cel.selectors
+    if ctx.mode is not None:
+        for mode, action in checks.unsatisfiable_by_mode.items():
+            if mode == ctx.mode.value:
+                return action
+    return checks.unsatisfiable
+
+
+# -- reading the objects ----------------------------------------------------------------------
+
+
+def _list(value: Any, path: str) -> list[Any]:
+    if type(value) is list:
+        return value
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        raise ObjectShapeError(path, "must be a list")
+    return value
+
+
+def _map(value: Any, path: str) -> Mapping[str, Any]:
+    if type(value) is dict:  # the common case, without the ABC check
+        return value
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping):
+        raise ObjectShapeError(path, "must be an object")
+    return value
+
+
+def _selectors(container: Mapping[str, Any], path: str) -> tuple[tuple[str, str], ...]:
+    out = []
+    for j, selector in enumerate(_list(container.get("selectors"), f"{path}.selectors")):
+        spath = f"{path}.selectors[{j}]"
+        cel = _map(_map(selector, spath).get("cel"), f"{spath}.cel")
+        expression = cel.get("expression")
+        if expression is None:
+            continue
+        if not isinstance(expression, str):
+            raise ObjectShapeError(f"{spath}.cel.expression", "must be a string")
+        out.append((f"{spath}.cel.expression", expression))
+    return tuple(out)
+
+
+def device_class_selectors(obj: Mapping[str, Any]) -> tuple[tuple[str, str], ...]:
+    return _selectors(_map(obj.get("spec"), "spec"), "spec")
+
+
+def _alternative(body: Mapping[str, Any], path: str) -> Alternative:
+    count = body.get("count", 1)
+    if not isinstance(count, int) or isinstance(count, bool):
+        raise ObjectShapeError(f"{path}.count", "must be an integer")
+    return Alternative(
+        path=path,
+        device_class=str(body.get("deviceClassName") or ""),
+        selectors=_selectors(body, path),
+        count=count,
+        all_devices=body.get("allocationMode") == "All",
+    )
+
+
+def device_requests(obj: Mapping[str, Any], prefix: str) -> list[DeviceRequest]:
+    """The device requests of a claim (``prefix="spec"``) or template (``"spec.spec"``)."""
+    spec: Mapping[str, Any] = obj
+    for part in prefix.split("."):
+        spec = _map(spec.get(part), part)
+    devices = _map(spec.get("devices"), f"{prefix}.devices")
+    out = []
+    for i, raw in enumerate(_list(devices.get("requests"), f"{prefix}.devices.requests")):
+        path = f"{prefix}.devices.requests[{i}]"
+        req = _map(raw, path)
+        name = str(req.get("name", ""))
+        if "firstAvailable" in req:
+            subs = _list(req.get("firstAvailable"), f"{path}.firstAvailable")
+            alternatives = tuple(
+                _alternative(
+                    _map(sub, f"{path}.firstAvailable[{k}]"), f"{path}.firstAvailable[{k}]"
+                )
+                for k, sub in enumerate(subs)
+            )
+        elif "exactly" in req:
+            alternatives = (
+                _alternative(_map(req["exactly"], f"{path}.exactly"), f"{path}.exactly"),
+            )
+        else:  # v1beta1 shape: the fields sit on the request itself
+            alternatives = (_alternative(req, path),)
+        out.append(DeviceRequest(path, name, alternatives))
+    return out
+
+
+# -- satisfiability ----------------------------------------------------------------------------
+
+
+def unsatisfiable(request: DeviceRequest, ctx: Context, index: DeviceIndex) -> str | None:
+    """Why no device set in the cluster can satisfy ``request``; None when one can."""
+    problems = []
+    for alternative in request.alternatives:
+        problem = _alternative_problem(alternative, ctx, index)
+        if problem is None:
+            return None
+        problems.append((alternative, problem))
+    if len(problems) == 1:
+        return problems[0][1]
+    listed = "; ".join(f"[{k}] {problem}" for k, (_, problem) in enumerate(problems))
+    return f"none of its {len(problems)} firstAvailable alternatives can be satisfied: {listed}"
+
+
+def _alternative_problem(alt: Alternative, ctx: Context, index: DeviceIndex) -> str | None:
+    if not alt.device_class:
+        return None
+    device_class = ctx.view.device_class(alt.device_class)
+    if device_class is None:
+        return f"DeviceClass {alt.device_class} does not exist"
+    class_expressions = class_selectors(device_class)
+    expressions = [e for _, e in alt.selectors]
+    try:
+        match = index.matching(alt.device_class, class_expressions, expressions)
+    except CelCompileError as error:
+        return f"DeviceClass {alt.device_class} has a selector that does not compile: {error}"
+    if match.count >= alt.needed:
+        return None
+    return _nearest_miss(alt, class_expressions, index, match.count)
+
+
+def _nearest_miss(
+    alt: Alternative, class_expressions: Sequence[str], index: DeviceIndex, matched: int
+) -> str:
+    base = index.matching(alt.device_class, class_expressions)
+    wanted = f"{alt.needed} device{'s' if alt.needed != 1 else ''}"
+    if base.count == 0:
+        text = (
+            f"no device in the cluster matches DeviceClass {alt.device_class} "
+            f"({base.considered} devices published)"
+        )
+        return text + (f"; first error: {base.first_error}" if base.first_error else "")
+    blockers = []
+    for _, expression in alt.selectors:
+        alone = index.matching(alt.device_class, class_expressions, [expression])
+        if alone.count < alt.needed:
+            hint = _hint(expression, base.devices)
+            blockers.append(
+                f"{hint}{alone.count} of the {base.count} devices of class {alt.device_class} "
+                f"match {expression!r}"
+            )
+    if not blockers:
+        blockers.append(
+            f"each selector matches enough of the {base.count} devices of class "
+            f"{alt.device_class}, but only {matched} match all of them"
+        )
+    return f"asks for {wanted}, {matched} can match: " + "; ".join(blockers)
+
+
+def _hint(expression: str, devices: Sequence[Device]) -> str:
+    """What the devices offer for the paths the expression reads: the nearest miss."""
+    hints = []
+    seen = set()
+    for path in syntax.device_paths(expression):
+        keys = path.keys
+        if len(keys) < 3 or None in keys[:3] or keys[:3] in seen:
+            continue
+        seen.add(keys[:3])
+        kind, domain, name = str(keys[0]), str(keys[1]), str(keys[2])
+        if kind == "capacity":
+            quantities = [
+                q for d in devices if (q := d.capacity.get(domain, {}).get(name)) is not None
+            ]
+            hints.append(
+                f"largest {domain}/{name} is {max(quantities)}"
+                if quantities
+                else f"no device has capacity {domain}/{name}"
+            )
+        elif kind == "attributes":
+            values = {
+                str(v) for d in devices if (v := d.attributes.get(domain, {}).get(name)) is not None
+            }
+            if not values:
+                hints.append(f"no device has attribute {domain}/{name}")
+            else:
+                shown = sorted(values)[:MAX_HINT_VALUES]
+                more = ", ..." if len(values) > MAX_HINT_VALUES else ""
+                hints.append(f"{domain}/{name} is {', '.join(shown)}{more}")
+    return "".join(f"{h}; " for h in hints)

@@ -1,0 +1,169 @@
+"""DeviceIndex: devices converted once per slice version, matches memoized per generation."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from app.cel.device import devices_of_slice
+from app.cel.engine import Engine
+from app.cel.errors import CelCompileError
+from app.cel.index import DeviceIndex, class_selectors
+
+
+def make_slice(
+    name: str, driver: str, devices: list[dict[str, Any]], version: str = "1"
+) -> dict[str, Any]:
+    """A raw v1 ResourceSlice with the given devices."""
+    return {
+        "metadata": {"name": name, "resourceVersion": version},
+        "spec": {"driver": driver, "pool": {"name": name}, "devices": devices},
+    }
+
+
+def gpu_device(name: str, memory: str, model: str = "H100", **attributes: Any) -> dict[str, Any]:
+    """A raw v1 device entry with a memory capacity and a model attribute."""
+    attrs: dict[str, Any] = {"model": {"string": model}}
+    for key, value in attributes.items():
+        kind = "bool" if isinstance(value, bool) else "int" if isinstance(value, int) else "string"
+        attrs[key] = {kind: value}
+    return {"name": name, "attributes": attrs, "capacity": {"memory": {"value": memory}}}
+
+
+GPU_CLASS: dict[str, Any] = {
+    "metadata": {"name": "gpu.nvidia.com"},
+    "spec": {"selectors": [{"cel": {"expression": 'device.driver == "gpu.nvidia.com"'}}]},
+}
+MEMORY_OVER_200GI = 'device.capacity["gpu.nvidia.com"].memory.isGreaterThan(quantity("200Gi"))'
+
+
+def cluster_of_80gi_gpus(count: int = 4) -> dict[str, Any]:
+    devices = [gpu_device(f"gpu-{i}", "80Gi", uuid=f"GPU-{i}") for i in range(count)]
+    return {"node-a": make_slice("node-a", "gpu.nvidia.com", devices)}
+
+
+def test_class_selectors_are_read_from_a_raw_device_class() -> None:
+    assert class_selectors(GPU_CLASS) == ('device.driver == "gpu.nvidia.com"',)
+    assert class_selectors(None) == ()
+    assert class_selectors({"spec": {"selectors": [{"cel": {}}]}}) == ()
+
+
+def test_claim_asking_more_memory_than_any_gpu_matches_nothing(engine: Engine) -> None:
+    index = DeviceIndex(engine)
+    index.sync(cluster_of_80gi_gpus(), generation=1)
+    match = index.matching("gpu.nvidia.com", class_selectors(GPU_CLASS), [MEMORY_OVER_200GI])
+    assert match.count == 0
+    assert match.considered == 4
+
+
+def test_same_claim_matches_the_141gi_and_288gi_devices(engine: Engine) -> None:
+    slices = {
+        "node-b": make_slice(
+            "node-b",
+            "gpu.nvidia.com",
+            [gpu_device("gpu-0", "141Gi", "H200"), gpu_device("gpu-1", "288Gi", "B300")],
+        )
+    }
+    index = DeviceIndex(engine)
+    index.sync(slices, generation=1)
+    match = index.matching("gpu.nvidia.com", class_selectors(GPU_CLASS), [MEMORY_OVER_200GI])
+    assert [d.name for d in match.devices] == ["gpu-1"]
+    match = index.matching(
+        "gpu.nvidia.com",
+        class_selectors(GPU_CLASS),
+        ['device.capacity["gpu.nvidia.com"].memory.compareTo(quantity("141Gi")) >= 0'],
+    )
+    assert [d.name for d in match.devices] == ["gpu-0", "gpu-1"]
+
+
+def test_repeated_question_is_answered_from_the_memo(engine: Engine) -> None:
+    index = DeviceIndex(engine)
+    index.sync(cluster_of_80gi_gpus(), generation=1)
+    first = index.matching("gpu.nvidia.com", class_selectors(GPU_CLASS), [MEMORY_OVER_200GI])
+    hits = index.memo_hits
+    again = index.matching("gpu.nvidia.com", class_selectors(GPU_CLASS), [MEMORY_OVER_200GI])
+    assert again is first
+    assert index.memo_hits == hits + 1
+
+
+def test_new_generation_forgets_the_memo_and_sees_new_devices(engine: Engine) -> None:
+    index = DeviceIndex(engine)
+    slices = cluster_of_80gi_gpus()
+    index.sync(slices, generation=1)
+    assert index.matching("c", (), [MEMORY_OVER_200GI]).count == 0
+    slices["node-b"] = make_slice("node-b", "gpu.nvidia.com", [gpu_device("big", "288Gi")])
+    index.sync(slices, generation=1)  # same generation: nothing changes
+    assert index.matching("c", (), [MEMORY_OVER_200GI]).count == 0
+    index.sync(slices, generation=2)
+    assert [d.name for d in index.matching("c", (), [MEMORY_OVER_200GI]).devices] == ["big"]
+
+
+def test_unchanged_slices_keep_their_converted_devices(engine: Engine) -> None:
+    index = DeviceIndex(engine)
+    slices = cluster_of_80gi_gpus()
+    index.sync(slices, generation=1)
+    before = index.devices
+    slices["node-b"] = make_slice("node-b", "gpu.nvidia.com", [gpu_device("x", "1Gi")])
+    index.sync(slices, generation=2)
+    assert all(a is b for a, b in zip(before, index.devices[:4], strict=True))
+    slices["node-a"] = make_slice("node-a", "gpu.nvidia.com", [gpu_device("y", "1Gi")], "2")
+    index.sync(slices, generation=3)
+    assert [d.name for d in index.devices] == ["y", "x"]
+
+
+def test_unknown_attribute_counts_as_no_match_with_the_error_kept(engine: Engine) -> None:
+    slices = {
+        "s": make_slice(
+            "s",
+            "gpu.nvidia.com",
+            [gpu_device("a", "80Gi", profile="1g.10gb"), gpu_device("b", "80Gi")],
+        )
+    }
+    index = DeviceIndex(engine)
+    index.sync(slices, generation=1)
+    match = index.matching("c", (), ['device.attributes["gpu.nvidia.com"].profile == "1g.10gb"'])
+    assert [d.name for d in match.devices] == ["a"]
+    assert match.errors == 1
+    assert match.first_error is not None and match.first_error.startswith("gpu.nvidia.com/s/b")
+
+
+def test_grouped_evaluation_agrees_with_evaluating_every_device(engine: Engine) -> None:
+    devices = [
+        gpu_device(f"g{i}", ["40Gi", "80Gi", "141Gi"][i % 3], ["A100", "H100"][i % 2], index=i)
+        for i in range(30)
+    ]
+    slices = {"s": make_slice("s", "gpu.nvidia.com", devices)}
+    index = DeviceIndex(engine)
+    index.sync(slices, generation=1)
+    selectors = [
+        'device.capacity["gpu.nvidia.com"].memory.compareTo(quantity("80Gi")) >= 0',
+        'device.attributes["gpu.nvidia.com"].model == "H100"',
+    ]
+    grouped = {d.name for d in index.matching("c", (), selectors).devices}
+    ungrouped = {
+        d.name
+        for d in devices_of_slice(slices["s"])
+        if all(
+            engine.compile(s, index.programs([s])[0].environment).evaluate(
+                engine.device_activation(d)
+            )
+            for s in selectors
+        )
+    }
+    assert grouped == ungrouped
+    assert len(grouped) == 10
+
+
+def test_selector_that_does_not_compile_raises(engine: Engine) -> None:
+    index = DeviceIndex(engine)
+    index.sync(cluster_of_80gi_gpus(), generation=1)
+    with pytest.raises(CelCompileError):
+        index.matching("c", (), ["device.driver =="])
+
+
+def test_devices_with_unusable_values_never_match(engine: Engine) -> None:
+    bad = {"name": "bad", "attributes": {"v": {"version": "not-semver"}}}
+    index = DeviceIndex(engine)
+    index.sync([make_slice("s", "d", [bad, {"name": "good"}])], generation=1)
+    assert [d.name for d in index.matching("c", (), ["true"]).devices] == ["good"]

@@ -1,0 +1,273 @@
+"""dra-only and audit namespaces, through the pipeline (policy tests: no HTTP)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+import pytest
+
+from app.pipeline import Decision, Endpoint
+from app.transport.review import decode_review
+from tests.conftest import make_pipeline, namespace, policy_from, wrap
+
+GPU = "nvidia.com/gpu"
+
+
+def container(
+    name: str,
+    limits: dict[str, Any] | None = None,
+    requests: dict[str, Any] | None = None,
+    **extra: Any,
+) -> dict[str, Any]:
+    resources: dict[str, Any] = {}
+    if limits is not None:
+        resources["limits"] = limits
+    if requests is not None:
+        resources["requests"] = requests
+    return {"name": name, "image": "cuda:12", "resources": resources, **extra}
+
+
+def pod(ns: str = "gpu-e2e", **spec: Any) -> dict[str, Any]:
+    spec.setdefault("containers", [container("app")])
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "p", "namespace": ns},
+        "spec": spec,
+    }
+
+
+def decide(
+    obj: dict[str, Any],
+    endpoint: Endpoint = Endpoint.VALIDATE,
+    objects: list[Any] | None = None,
+    policy: Any = None,
+    **wrap_args: Any,
+) -> Decision:
+    pipeline = make_pipeline(objects, policy)
+    return pipeline.review(endpoint, decode_review(orjson.dumps(wrap(obj, **wrap_args))))
+
+
+@pytest.mark.parametrize(
+    ("spec", "path"),
+    [
+        (
+            {"containers": [container("cuda", limits={GPU: "2"}, requests={GPU: "2"})]},
+            "spec.containers[0].resources.limits[nvidia.com/gpu]",
+        ),
+        (
+            {"containers": [container("cuda", requests={GPU: 1})]},
+            "spec.containers[0].resources.requests[nvidia.com/gpu]",
+        ),
+        (
+            {
+                "containers": [container("app")],
+                "initContainers": [container("init", limits={GPU: "1"})],
+            },
+            "spec.initContainers[0].resources.limits[nvidia.com/gpu]",
+        ),
+        (
+            {
+                "containers": [container("app")],
+                "initContainers": [container("sidecar", limits={GPU: "1"}, restartPolicy="Always")],
+            },
+            "spec.initContainers[0].resources.limits[nvidia.com/gpu]",
+        ),
+        (
+            {
+                "containers": [container("app")],
+                "ephemeralContainers": [container("debug", limits={GPU: "1"})],
+            },
+            "spec.ephemeralContainers[0].resources.limits[nvidia.com/gpu]",
+        ),
+        (
+            {
+                "containers": [
+                    container("app"),
+                    container("mig", limits={"nvidia.com/mig-1g.10gb": "1"}),
+                ]
+            },
+            "spec.containers[1].resources.limits[nvidia.com/mig-1g.10gb]",
+        ),
+        (
+            {"containers": [container("intel", limits={"gpu.intel.com/i915": "1"})]},
+            "spec.containers[0].resources.limits[gpu.intel.com/i915]",
+        ),
+        (
+            {"containers": [container("amd", limits={"amd.com/gpu": "1"})]},
+            "spec.containers[0].resources.limits[amd.com/gpu]",
+        ),
+        (
+            {"containers": [container("gaudi", limits={"habana.ai/gaudi": "8"})]},
+            "spec.containers[0].resources.limits[habana.ai/gaudi]",
+        ),
+    ],
+)
+def test_every_container_kind_and_spelling_is_denied_in_a_dra_only_namespace(
+    spec: dict[str, Any], path: str
+) -> None:
+    decision = decide(pod(**spec))
+    assert not decision.allowed
+    assert decision.code == 403
+    assert f"- {path}: " in decision.message
+    assert decision.denied_by == ("dra-only",)
+
+
+WORKLOADS = {
+    ("apps/v1", "Deployment"): lambda s: {"replicas": 2, "template": {"spec": s}},
+    ("apps/v1", "StatefulSet"): lambda s: {"template": {"spec": s}},
+    ("apps/v1", "DaemonSet"): lambda s: {"template": {"spec": s}},
+    ("apps/v1", "ReplicaSet"): lambda s: {"template": {"spec": s}},
+    ("batch/v1", "Job"): lambda s: {"template": {"spec": s}},
+    ("batch/v1", "CronJob"): lambda s: {
+        "schedule": "* * * * *",
+        "jobTemplate": {"spec": {"template": {"spec": s}}},
+    },
+    ("v1", "ReplicationController"): lambda s: {"template": {"spec": s}},
+}
+
+
+@pytest.mark.parametrize(("api_version", "kind"), list(WORKLOADS))
+def test_workload_pod_templates_are_denied_at_their_template_path(
+    api_version: str, kind: str
+) -> None:
+    pod_spec = {"containers": [container("train", limits={GPU: "4"})]}
+    obj = {
+        "apiVersion": api_version,
+        "kind": kind,
+        "metadata": {"name": "w", "namespace": "gpu-e2e"},
+        "spec": WORKLOADS[(api_version, kind)](pod_spec),
+    }
+    decision = decide(obj)
+    assert not decision.allowed
+    prefix = "spec.jobTemplate.spec.template.spec" if kind == "CronJob" else "spec.template.spec"
+    assert f"{prefix}.containers[0].resources.limits[nvidia.com/gpu]" in decision.message
+    assert f"add to {prefix}:" in decision.message
+
+
+def test_one_denial_lists_every_offending_container_and_the_replacement() -> None:
+    decision = decide(
+        pod(
+            containers=[
+                container("a", limits={GPU: "1"}),
+                container("b", limits={GPU: "2", "amd.com/gpu": "1"}),
+            ],
+            initContainers=[container("warmup", limits={GPU: "1"})],
+        )
+    )
+    assert not decision.allowed
+    lines = [line for line in decision.message.splitlines() if line.startswith("- ")]
+    assert len(lines) == 4
+    assert "resourceClaims:" in decision.message
+    assert "- name: b-gpu" in decision.message
+    assert "deviceClassName: gpu.amd.com" in decision.message
+
+
+def test_plain_pods_and_pods_with_claims_are_allowed_untouched() -> None:
+    plain = pod(containers=[container("web", limits={"cpu": "1", "memory": "1Gi"})])
+    assert decide(plain) == Decision(allowed=True, policies=("dra-only",))
+    claims = pod(
+        containers=[{"name": "c", "resources": {"claims": [{"name": "gpu"}]}}],
+        resourceClaims=[{"name": "gpu", "resourceClaimTemplateName": "t"}],
+    )
+    assert decide(claims).allowed
+
+
+def test_audit_namespaces_allow_with_a_warning_per_offence() -> None:
+    decision = decide(
+        pod(
+            "ml-audit",
+            containers=[container("a", limits={GPU: "1"}), container("b", limits={GPU: "1"})],
+        )
+    )
+    assert decision.allowed
+    assert decision.findings == 2
+    assert len(decision.warnings) == 2
+    assert "would be denied in a dra-only namespace" in decision.warnings[0]
+
+
+@pytest.mark.parametrize("ns", ["default", "kube-system", "dra-webhook"])
+def test_unlabelled_and_exempt_namespaces_are_allowed(ns: str) -> None:
+    objects = [namespace(ns, "dra-only" if ns != "default" else None)]
+    assert decide(pod(ns, containers=[container("a", limits={GPU: "1"})]), objects=objects).allowed
+
+
+def test_the_own_namespace_is_exempt_even_when_labelled_dra_only() -> None:
+    objects = [namespace("dra-webhook", "dra-only")]
+    decision = decide(
+        pod("dra-webhook", containers=[container("a", limits={GPU: "1"})]), objects=objects
+    )
+    assert decision == Decision(allowed=True)
+
+
+def test_an_update_that_adds_a_gpu_is_denied_but_a_pre_existing_one_is_only_warned() -> None:
+    old = pod(containers=[container("a", limits={GPU: "1"})])
+    same = pod(containers=[container("a", limits={GPU: "1"})])
+    decision = decide(same, operation="UPDATE", old=old)
+    assert decision.allowed
+    assert "predates the gpu-mode=dra-only label" in decision.warnings[0]
+
+    grown = pod(
+        containers=[container("a", limits={GPU: "1"})],
+        ephemeralContainers=[container("debug", limits={GPU: "1"})],
+    )
+    decision = decide(grown, operation="UPDATE", old=old)
+    assert not decision.allowed
+    assert "spec.ephemeralContainers[0]" in decision.message
+    assert "spec.containers[0]" not in decision.message.split("Remove")[0]
+
+
+def test_an_unknown_namespace_fails_open_with_a_warning_or_closed_as_configured() -> None:
+    obj = pod("brand-new", containers=[container("a", limits={GPU: "1"})])
+    opened = decide(obj)
+    assert opened.allowed
+    assert "not in dra-webhook's cluster view" in opened.warnings[0]
+    closed = decide(obj, policy=policy_from("failure: {unknownNamespace: closed}"))
+    assert not closed.allowed
+    assert closed.code == 503
+
+
+DEVICE_CLASS = {
+    "apiVersion": "resource.k8s.io/v1",
+    "kind": "DeviceClass",
+    "metadata": {"name": "gpu.nvidia.com"},
+    "spec": {"extendedResourceName": GPU},
+}
+
+
+def test_extended_resources_served_by_a_device_class_are_allowed_only_when_enabled() -> None:
+    obj = pod(containers=[container("a", limits={GPU: "1"})])
+    objects = [namespace("gpu-e2e", "dra-only"), DEVICE_CLASS]
+    assert not decide(obj, objects=objects).allowed
+    enabled = policy_from("draOnly: {allowDeviceClassExtendedResources: true}")
+    assert decide(obj, objects=objects, policy=enabled).allowed
+    assert not decide(obj, objects=[namespace("gpu-e2e", "dra-only")], policy=enabled).allowed
+
+
+def test_a_legacy_name_without_a_mapping_says_which_config_to_add() -> None:
+    decision = decide(pod(containers=[container("a", limits={"habana.ai/gaudi": "1"})]))
+    assert "add a `mappings` entry" in decision.message
+
+
+def test_the_legacy_list_and_mode_label_are_configurable() -> None:
+    policy = policy_from("""
+namespaceModes: {label: example.com/gpus, draOnly: strict}
+legacyResources: {names: [example.com/fpga-*]}
+""")
+    objects = [
+        {
+            "apiVersion": "v1",
+            "kind": "Namespace",
+            "metadata": {"name": "gpu-e2e", "labels": {"example.com/gpus": "strict"}},
+        }
+    ]
+    fpga = pod(containers=[container("a", limits={"example.com/fpga-x": "1"})])
+    gpu = pod(containers=[container("a", limits={GPU: "1"})])
+    assert not decide(fpga, objects=objects, policy=policy).allowed
+    assert decide(gpu, objects=objects, policy=policy).allowed
+
+
+def test_the_mutating_endpoint_never_denies_for_dra_only() -> None:
+    decision = decide(pod(containers=[container("a", limits={GPU: "1"})]), Endpoint.MUTATE)
+    assert decision.allowed

@@ -1,0 +1,83 @@
+"""The dra-webhook command line."""
+
+from __future__ import annotations
+
+import base64
+import signal
+import socket
+import ssl
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import orjson
+import pytest
+
+from app.cli import main
+from tests.conftest import load_fixture, start_server
+
+
+def test_certs_writes_the_cert_manager_file_names_and_prints_the_ca_bundle(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["certs", "--out", str(tmp_path), "--dns", "svc.ns.svc"]) == 0
+    bundle = capsys.readouterr().out.strip()
+    assert base64.b64decode(bundle) == (tmp_path / "ca.crt").read_bytes()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["ca.crt", "ca.key", "tls.crt", "tls.key"]
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--config", "{dir}/policy.yaml"], "namespaceModes.label"),
+        (["--cluster-file", "{dir}/missing.yaml"], "missing.yaml"),
+    ],
+)
+def test_serve_refuses_bad_configuration_with_a_plain_message(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], args: list[str], message: str
+) -> None:
+    (tmp_path / "policy.yaml").write_text("namespaceModes: {label: 7}\n")
+    code = main(
+        ["serve", "--cert-dir", str(tmp_path / "c")] + [a.format(dir=tmp_path) for a in args]
+    )
+    assert code == 2
+    assert message in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_sigterm_lets_a_request_in_flight_finish_before_the_server_exits(tmp_path: Path) -> None:
+    server = start_server(tmp_path)
+    body = orjson.dumps(load_fixture("pod-create-legacy-gpu"))
+    port = int(server.base_url.rsplit(":", 1)[1])
+    ctx = ssl.create_default_context(cafile=server.ca)
+    with (
+        socket.create_connection(("127.0.0.1", port), timeout=10) as raw,
+        ctx.wrap_socket(raw, server_hostname="127.0.0.1") as tls,
+    ):
+        head = (
+            f"POST /validate HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+            f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n"
+        ).encode()
+        tls.sendall(head + body[:100])
+        time.sleep(0.2)
+        server.process.send_signal(signal.SIGTERM)
+        time.sleep(0.3)
+        assert server.process.poll() is None, "exited with a request in flight"
+        tls.sendall(body[100:])
+        answer = b""
+        while chunk := tls.recv(65536):
+            answer += chunk
+    assert answer.startswith(b"HTTP/1.1 200")
+    assert b'"allowed":false' in answer
+    server.process.wait(15)
+    log = server.log.read_text()
+    assert "Shutting down" in log
+    assert "Finished server process" in log
+
+
+def test_the_console_script_is_installed() -> None:
+    out = subprocess.run(
+        [sys.executable, "-m", "app", "--version"], capture_output=True, text=True, check=True
+    )
+    assert out.stdout.startswith("dra-webhook ")

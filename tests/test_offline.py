@@ -1,0 +1,137 @@
+"""`dra-webhook check` and `dra-webhook report`: the pipeline over files, no cluster."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+import yaml
+
+from app.cli import main
+from tests.conftest import FIXTURES, ROOT
+
+EXAMPLES = ROOT / "examples" / "manifests.yaml"
+
+
+def run(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str]:
+    code = main(list(args))
+    return code, capsys.readouterr().out
+
+
+def test_check_prints_each_decision_and_fails_when_anything_is_denied(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    code, out = run(capsys, "check", str(EXAMPLES))
+    assert code == 1
+    assert "Pod gpu-e2e/trainer (" in out
+    assert "): DENIED" in out
+    assert "spec.initContainers[0].resources.limits[nvidia.com/gpu]" in out
+    assert "Deployment ml-audit/inference" in out
+    assert "warning: container server asks for nvidia.com/mig-1g.10gb: 1" in out
+    assert "Pod gpu-e2e/web" in out
+
+
+def test_check_as_json_and_on_captured_admission_reviews(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    code, out = run(
+        capsys,
+        "check",
+        "--output",
+        "json",
+        str(FIXTURES / "pod-create-legacy-gpu.json"),
+        str(FIXTURES / "pod-create-with-resourceclaims.json"),
+    )
+    results: list[dict[str, Any]] = orjson.loads(out)
+    assert code == 1
+    assert [(r["name"], r["namespace"], r["allowed"]) for r in results] == [
+        ("gpu-pod", "gpu-e2e", False),
+        ("claim-pod", "gpu-e2e", True),
+    ]
+
+
+def test_check_passes_when_everything_is_allowed(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    manifest = tmp_path / "ok.yaml"
+    manifest.write_text(
+        yaml.safe_dump(
+            {
+                "apiVersion": "v1",
+                "kind": "Pod",
+                "metadata": {"name": "p", "namespace": "gpu-e2e"},
+                "spec": {"containers": [{"name": "c", "image": "x"}]},
+            }
+        )
+    )
+    assert run(capsys, "check", str(manifest))[0] == 0
+
+
+def test_check_reports_an_unreadable_manifest_plainly(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("- just: a list\n")
+    assert main(["check", str(bad)]) == 2
+    assert "object 0 has no kind" in capsys.readouterr().err
+
+
+def _pod(name: str, ns: str, resources: dict[str, str], owner: str | None = None) -> dict[str, Any]:
+    meta: dict[str, Any] = {"name": name, "namespace": ns}
+    if owner:
+        meta["ownerReferences"] = [{"kind": "ReplicaSet", "name": owner}]
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": meta,
+        "spec": {"containers": [{"name": "c", "resources": {"limits": resources}}]},
+    }
+
+
+def test_report_says_which_namespaces_are_ready_for_dra_only(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    replica_set = {
+        "apiVersion": "apps/v1",
+        "kind": "ReplicaSet",
+        "metadata": {"name": "rs", "namespace": "ml-audit"},
+        "spec": {
+            "template": {
+                "spec": {
+                    "containers": [{"name": "c", "resources": {"limits": {"nvidia.com/gpu": "1"}}}]
+                }
+            }
+        },
+    }
+    dump = {
+        "apiVersion": "v1",
+        "kind": "List",
+        "items": [
+            replica_set,
+            _pod("rs-a", "ml-audit", {"nvidia.com/gpu": "1"}, owner="rs"),
+            _pod("rs-b", "ml-audit", {"nvidia.com/gpu": "1"}, owner="rs"),
+            _pod("clean", "ml-research", {"cpu": "1"}),
+            _pod("gaudi", "default", {"habana.ai/gaudi": "1"}),
+            {
+                "apiVersion": "v1",
+                "kind": "Pod",
+                "metadata": {"name": "broken", "namespace": "ml-research"},
+                "spec": {"containers": "nope"},
+            },
+        ],
+    }
+    path = tmp_path / "dump.json"
+    path.write_bytes(orjson.dumps(dump))
+    code, out = run(capsys, "report", "--output", "json", str(path))
+    assert code == 0
+    rows = {row["namespace"]: row for row in orjson.loads(out)}
+    assert rows["ml-audit"]["legacy_objects"] == ["ReplicaSet/rs"]  # its pods are not counted twice
+    assert rows["ml-audit"]["readyForDraOnly"] is False
+    assert rows["ml-audit"]["mode"] == "audit"
+    assert rows["default"]["unmapped"] == ["habana.ai/gaudi"]
+    assert rows["ml-research"]["legacy_objects"] == []
+    assert rows["ml-research"]["invalid"] == ["Pod/broken: spec.containers: must be a list"]
+    code, text = run(capsys, "report", str(path))
+    assert "habana.ai/gaudi (unmapped)" in text
