@@ -101,6 +101,11 @@ class _SourceCollector(Collector):
             "Failed list/watch requests, broken streams and unreadable objects, by kind.",
             labels=("kind",),
         )
+        idle = CounterMetricFamily(
+            "dra_webhook_cluster_watch_idle_reconnects",
+            "Watches reopened after a silence longer than the idle bound, by kind.",
+            labels=("kind",),
+        )
         events = CounterMetricFamily(
             "dra_webhook_cluster_watch_events",
             "Watch events received, by kind and type.",
@@ -111,6 +116,7 @@ class _SourceCollector(Collector):
             lists.add_metric((kind.value,), stats.lists)
             relists.add_metric((kind.value,), stats.relists)
             errors.add_metric((kind.value,), stats.errors)
+            idle.add_metric((kind.value,), stats.idle_reconnects)
             for event_type, count in sorted(stats.events.items()):
                 events.add_metric((kind.value, event_type), count)
         templates = CounterMetricFamily(
@@ -121,4 +127,4 @@ class _SourceCollector(Collector):
         templates.add_metric(("created",), self._stats.templates_created)
         templates.add_metric(("exists",), self._stats.templates_existing)
         templates.add_metric(("error",), self._stats.template_errors)
-        yield from (in_sync, lists, relists, errors, events, templates)
+        yield from (in_sync, lists, relists, errors, idle, events, templates)

@@ -334,7 +334,7 @@ class _KindWatcher:
             if token is not None:
                 query.append(("continue", token))
             response = await self._api.open(
-                "GET", self._path, query=query, timeout=self._settings.api_timeout_seconds
+                "GET", self._path, query=query, timeout=self._settings.list_timeout_seconds
             )
             try:
                 page = await _read_json(response)
@@ -405,7 +405,7 @@ class _KindWatcher:
             if response.status != 200:
                 raise _error_for(response.status, await response.read())
             self._in_sync()
-            while line := await response.content.readline():
+            while line := await self._next_line(response):
                 if line.strip():
                     self._handle(orjson.loads(line))
                     if not progressed:
@@ -415,6 +415,27 @@ class _KindWatcher:
             response.close()
         if not progressed and loop.time() - started < SHORT_WATCH_SECONDS:
             await asyncio.sleep(self._backoff.next_delay())
+
+    async def _next_line(self, response: aiohttp.ClientResponse) -> bytes:
+        """The next event line; b"" at the end of the stream, or when it has been silent for
+        `watch_idle_seconds` (kube-apiserver sends a bookmark about every minute, so silence
+        means a dropped connection no FIN ever announced: reopen from the last resourceVersion).
+        """
+        idle = asyncio.timeout(self._settings.watch_idle_seconds)
+        try:
+            async with idle:
+                return await response.content.readline()
+        except TimeoutError:
+            if not idle.expired():
+                raise  # aiohttp's own request timeout
+            self._stats.idle_reconnects += 1
+            logger.info(
+                "cluster %s: watch silent for %ss, reopening it",
+                self.kind.value,
+                self._settings.watch_idle_seconds,
+                extra={"kind": self.kind.value},
+            )
+            return b""
 
     def _handle(self, event: Any) -> None:
         """Apply one watch event to the view and remember its resourceVersion."""

@@ -26,6 +26,8 @@ class KindStats:
     """Lists forced by 410 Gone (the watch could not resume from our resourceVersion)."""
     errors: int = 0
     """Failed requests, broken streams and objects that could not be read."""
+    idle_reconnects: int = 0
+    """Watches reopened after `watch_idle_seconds` without a single line (not errors)."""
     events: Counter[str] = field(default_factory=Counter)
     """Watch events by type: ADDED, MODIFIED, DELETED, BOOKMARK, ERROR."""
     last_error: str = ""

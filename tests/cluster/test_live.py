@@ -111,6 +111,25 @@ async def test_a_cut_watch_resumes_from_the_last_bookmark_without_relisting(
     assert not live.view.stale_kinds
 
 
+async def test_a_silent_watch_is_reopened_from_where_it_was_without_counting_an_error(
+    apiserver: FakeApiServer, tmp_path: Path
+) -> None:
+    kubeconfig = apiserver.write_kubeconfig(tmp_path / "kubeconfig")
+    source = LiveSource(ClusterView(), live_settings(kubeconfig, watch_idle_seconds=0.1))
+    await source.start()
+    try:
+        await eventually(lambda: len(apiserver.queries(Kind.DEVICE_CLASS, watch=True)) >= 3)
+        first, second, *_ = apiserver.queries(Kind.DEVICE_CLASS, watch=True)
+        assert first["resourceVersion"] == second["resourceVersion"]
+        stats = source.stats.kinds[Kind.DEVICE_CLASS]
+        assert stats.idle_reconnects >= 2
+        assert stats.errors == 0
+        assert stats.lists == 1
+        assert not source.view.stale_kinds
+    finally:
+        await source.stop()
+
+
 @pytest.mark.parametrize("as_http", [False, True], ids=["error-event", "http-status"])
 async def test_410_gone_relists_and_objects_deleted_in_the_gap_disappear(
     live: LiveSource, apiserver: FakeApiServer, as_http: bool
@@ -201,7 +220,7 @@ async def test_a_source_that_cannot_list_a_kind_retries_and_keeps_it_stale(
     await source.start()
     try:
         await eventually(lambda: source.stats.kinds[Kind.RESOURCE_QUOTA].errors >= 3, "retries")
-        assert source.view.stale_kinds == {Kind.RESOURCE_QUOTA}
+        await eventually(lambda: source.view.stale_kinds == {Kind.RESOURCE_QUOTA}, "the others")
         assert "403 Forbidden" in source.stats.kinds[Kind.RESOURCE_QUOTA].last_error
         del apiserver.refuse[Kind.RESOURCE_QUOTA]
         await eventually(lambda: not source.view.stale_kinds, "granted")

@@ -17,7 +17,7 @@ from app.config import Settings
 from app.config.settings import ClusterSource
 from app.errors import ConfigError
 from tests.cluster import objects
-from tests.cluster.conftest import FAST
+from tests.cluster.conftest import FAST, eventually
 from tests.cluster.fake_apiserver import FakeApiServer
 from tests.conftest import TlsServer, review, start_server, stop_server
 
@@ -42,8 +42,10 @@ async def test_serve_with_a_kubeconfig_is_ready_once_synced_and_answers_from_the
         partial(start_server, tmp_path, "--kubeconfig", str(kubeconfig), env=env)
     )
     try:
-        watched = {path for method, path, query in apiserver.requests if "watch" in query}
-        assert len(watched) == 6
+        await eventually(
+            lambda: len({path for _, path, query in apiserver.requests if "watch" in query}) == 6,
+            "a watch on each of the six kinds",
+        )
         denied = await anyio.to_thread.run_sync(_validate, server, review("pod-create-legacy-gpu"))
         assert denied["allowed"] is False
 

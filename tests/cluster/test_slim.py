@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from app.cluster.slim import slim
+from app.cluster.slim import SharedValues, slim
 from app.cluster.view import ClusterView, Kind
 from tests.cluster import objects
 
@@ -120,3 +120,38 @@ def test_the_view_slims_what_it_is_given() -> None:
     assert held is not None
     assert "reservedFor" not in held["status"]
     assert "managedFields" not in held["metadata"]
+
+
+def test_equal_device_values_are_held_once_and_distinct_ones_apart() -> None:
+    shared = SharedValues()
+    a = shared.device(objects.gpu_device(0))
+    b = shared.device(objects.gpu_device(1))
+    assert a["attributes"]["productName"] is b["attributes"]["productName"]
+    assert a["capacity"]["memory"] is b["capacity"]["memory"]
+    assert a["attributes"]["uuid"] is not b["attributes"]["uuid"]
+    assert a == objects.gpu_device(0)
+
+
+def test_values_of_different_types_are_never_merged() -> None:
+    shared = SharedValues()
+    one = shared.values({"x": {"int": 1}})["x"]
+    true = shared.values({"y": {"bool": True}})["y"]
+    assert one == {"int": 1}
+    assert true == {"bool": True}
+
+
+def test_past_its_limit_the_table_keeps_new_values_unshared() -> None:
+    shared = SharedValues(limit=2)
+    for serial in range(5):
+        shared.values({"serial": {"string": f"S{serial}"}})
+    assert len(shared) == 2
+    late = shared.values({"serial": {"string": "S9"}})["serial"]
+    assert late == {"string": "S9"}
+    assert shared.values({"serial": {"string": "S0"}})["serial"] == {"string": "S0"}
+
+
+def test_non_scalar_and_odd_device_values_pass_through() -> None:
+    shared = SharedValues()
+    odd = {"list": {"string": ["a"]}, "two": {"int": 1, "string": "x"}, "none": None}
+    assert shared.values(odd) == odd
+    assert shared.device("not a device") == "not a device"
