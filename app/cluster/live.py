@@ -207,7 +207,9 @@ class LiveSource:
         """Create a ResourceClaimTemplate; AlreadyExists is success. Raises TemplateCreateError.
 
         On success the template is in the view before this returns. When the view already holds
-        it (its watch event won the race) the view's copy is kept: it is at least as new.
+        it (its watch event won the race) the view's copy is kept: it is at least as new. A relist
+        of templates already under way may drop it again until the watch brings it back; a
+        request in that window gets AlreadyExists, which is success too.
         """
         meta = template.get("metadata") or {}
         namespace, name = meta.get("namespace"), meta.get("name")
@@ -217,7 +219,7 @@ class LiveSource:
         try:
             status, body = await self._request("POST", collection, template)
             if status in (200, 201, 202):
-                created = orjson.loads(body)
+                created = _object_or(body, template)
                 self.stats.templates_created += 1
             elif status == 409:
                 created = await self._existing_template(f"{collection}/{name}", template)
@@ -227,7 +229,11 @@ class LiveSource:
         except TemplateCreateError:
             self.stats.template_errors += 1
             raise
-        except (aiohttp.ClientError, TimeoutError, OSError, ValueError) as exc:
+        except TimeoutError as exc:
+            self.stats.template_errors += 1
+            timeout = self._settings.api_timeout_seconds
+            raise TemplateCreateError(f"the API server did not answer within {timeout}s") from exc
+        except (aiohttp.ClientError, OSError) as exc:
             self.stats.template_errors += 1
             raise TemplateCreateError(f"API server unreachable: {_describe(exc)}") from exc
         if self.view.get(Kind.RESOURCE_CLAIM_TEMPLATE, name, namespace) is None:
@@ -238,10 +244,9 @@ class LiveSource:
         try:
             status, body = await self._request("GET", path)
             if status == 200:
-                found: Obj = orjson.loads(body)
-                return found
+                return _object_or(body, sent)
             logger.info("template exists but could not be read", extra={"status": status})
-        except (aiohttp.ClientError, TimeoutError, OSError, ValueError) as exc:
+        except (aiohttp.ClientError, TimeoutError, OSError) as exc:
             logger.info("template exists but could not be read", extra={"error": _describe(exc)})
         # Same deterministic name, same content: what we sent stands in until the watch event.
         return sent
@@ -524,6 +529,17 @@ def _status_text(status: int, body: bytes) -> str:
         reason = parsed.get("reason") or ""
         return f"{status} {reason}: {parsed.get('message') or ''}".replace(" :", ":")
     return f"HTTP {status}: {body[:200].decode('utf-8', 'replace')}"
+
+
+def _object_or(body: bytes, fallback: Obj) -> Obj:
+    """The object in a response body, or `fallback` when the body is not one."""
+    try:
+        found = orjson.loads(body)
+    except orjson.JSONDecodeError:
+        return fallback
+    return (
+        found if isinstance(found, dict) and isinstance(found.get("metadata"), dict) else fallback
+    )
 
 
 def _describe(exc: BaseException) -> str:
