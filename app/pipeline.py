@@ -12,13 +12,14 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from enum import StrEnum
 
+from app.cluster.usage import SliceNodes, TemplateCounts, claim_usage
 from app.cluster.view import ClusterView, Kind
 from app.config import Policy
 from app.config.policy import StaleView as StaleViewPolicy
 from app.errors import ObjectShapeError, PolicyError
 from app.k8s.objects import POD_SPEC_PATHS
 from app.k8s.patch import PatchOp
-from app.policies import dra_only, rules, selectors
+from app.policies import defaults, dra_only, quota, rules, selectors, translate
 from app.policies.base import Context, Mode, Obj, Request, Result, Violation
 from app.policies.compiled import Compiled
 
@@ -57,6 +58,8 @@ POD_BEARING: frozenset[GroupKind] = frozenset(
 )
 assert {kind for _, kind in POD_BEARING} == set(POD_SPEC_PATHS)
 
+WORKLOADS: frozenset[GroupKind] = POD_BEARING - {("", "Pod")}
+
 CLAIM_KINDS: frozenset[GroupKind] = frozenset(
     {(_RESOURCE, "ResourceClaim"), (_RESOURCE, "ResourceClaimTemplate")}
 )
@@ -77,6 +80,11 @@ class Registration:
     of them is stale the check answers per the policy's failure.staleView."""
 
 
+_TRANSLATE_READS = frozenset(
+    {Kind.NAMESPACE, Kind.DEVICE_CLASS, Kind.RESOURCE_CLAIM, Kind.RESOURCE_CLAIM_TEMPLATE}
+)
+"""Extended-resource mappings, and the claims and templates a pod already references."""
+
 REGISTRATIONS: tuple[Registration, ...] = (
     Registration(
         "dra-only",
@@ -87,12 +95,51 @@ REGISTRATIONS: tuple[Registration, ...] = (
         reads=frozenset({Kind.NAMESPACE, Kind.DEVICE_CLASS}),
     ),
     Registration(
+        "translate",
+        Endpoint.MUTATE,
+        frozenset({("", "Pod")}),
+        frozenset({"CREATE"}),
+        translate.check_pod,
+        reads=_TRANSLATE_READS,
+    ),
+    Registration(
+        "translate-workloads",
+        Endpoint.MUTATE,
+        WORKLOADS,
+        frozenset({"CREATE", "UPDATE"}),
+        translate.check_workload,
+        reads=_TRANSLATE_READS,
+    ),
+    Registration(
+        "translate-validate",
+        Endpoint.VALIDATE,
+        WORKLOADS,
+        frozenset({"CREATE", "UPDATE"}),
+        translate.validate,
+        reads=_TRANSLATE_READS,
+    ),
+    Registration(
         "cel-selectors",
         Endpoint.VALIDATE,
         CLAIM_KINDS | DEVICE_CLASS,
         frozenset({"CREATE", "UPDATE"}),
         selectors.check,
         reads=frozenset({Kind.DEVICE_CLASS, Kind.RESOURCE_SLICE}),
+    ),
+    Registration(
+        "claim-defaults",
+        Endpoint.MUTATE,
+        CLAIM_KINDS,
+        frozenset({"CREATE"}),
+        defaults.check,
+        reads=frozenset({Kind.NAMESPACE}),
+    ),
+    Registration(
+        "claim-quota",
+        Endpoint.VALIDATE,
+        CLAIM_KINDS | POD_BEARING,
+        frozenset({"CREATE", "UPDATE"}),
+        quota.check,
     ),
 )
 RULE_KINDS: frozenset[GroupKind] = POD_BEARING | CLAIM_KINDS | DEVICE_CLASS
@@ -152,6 +199,10 @@ class Pipeline:
         self.policy = policy
         self.view = view
         self.compiled = Compiled.build(policy)
+        # Derived indexes are subscribed now, so replaying the view happens at startup.
+        claim_usage(view)
+        view.derived(SliceNodes)
+        view.derived(TemplateCounts)
         self._exempt = frozenset(policy.exempt_namespaces) | {own_namespace, "kube-system"}
         modes = policy.namespace_modes
         self._label = modes.label

@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 from enum import StrEnum
 from types import MappingProxyType
-from typing import Any
+from typing import Any, Protocol, TypeVar, cast
 
 from app.cluster.slim import SharedValues, slim
 
@@ -46,6 +46,15 @@ Listener = Callable[[Kind, Obj | None, Obj | None], None]
 _EMPTY: Mapping[str, Obj] = MappingProxyType({})
 
 
+class DerivedIndex(Protocol):
+    """An index computed from the view's objects and updated by its change events."""
+
+    def on_change(self, kind: Kind, old: Obj | None, new: Obj | None) -> None: ...
+
+
+D = TypeVar("D", bound=DerivedIndex)
+
+
 def object_key(obj: Obj) -> Key:
     """The (namespace, name) of a raw object; raises ValueError when it has no name."""
     meta = obj.get("metadata")
@@ -75,6 +84,7 @@ class ClusterView:
         self._stale: frozenset[Kind] = frozenset()
         self._listeners: list[Listener] = []
         self._shared_values = SharedValues()
+        self._derived: dict[type[Any], DerivedIndex] = {}
 
     # -- reads -----------------------------------------------------------------------------
 
@@ -129,6 +139,17 @@ class ClusterView:
     def resource_slices(self) -> Mapping[str, Obj]:
         """ResourceSlices by name."""
         return MappingProxyType(self._by_name[Kind.RESOURCE_SLICE])
+
+    def derived(self, index_type: type[D]) -> D:
+        """The view's one instance of a derived index: built (no-argument constructor) and
+        subscribed on first use, so it is replayed the current objects once and then kept
+        current by events. Call it at startup to keep that replay off the request path."""
+        found = self._derived.get(index_type)
+        if found is None:
+            found = index_type()
+            self.subscribe(found.on_change)
+            self._derived[index_type] = found
+        return cast(D, found)
 
     # -- writes (sources only) -------------------------------------------------------------
 

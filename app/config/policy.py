@@ -12,7 +12,15 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 
 from app.errors import PolicyError
 
@@ -93,6 +101,34 @@ class DraOnly(_Model):
     """Allow a legacy name that a DeviceClass maps via spec.extendedResourceName (KEP-5004)."""
 
 
+_DNS_LABEL_PREFIX = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+
+
+class Translation(_Model):
+    """Translation options (namespaces in the translate mode)."""
+
+    translate_workloads: bool = Field(default=False, alias="translateWorkloads")
+    """Also rewrite the pod templates of workloads (off: GitOps tools would see drift)."""
+    init_containers: Literal["share", "separate"] = Field(default="share", alias="initContainers")
+    """share: init containers use the app containers' devices; separate: a claim of their own."""
+    template_name_prefix: str = Field(default="dra", alias="templateNamePrefix", max_length=16)
+    """ResourceClaimTemplates are named <prefix>-<class>-<count>-<hash of their content>."""
+    claim_name_prefix: str = Field(default="", alias="claimNamePrefix", max_length=16)
+    """Prepended to the pod-level claim names translation adds (<prefix>-gpu-cuda)."""
+
+    @field_validator("template_name_prefix", "claim_name_prefix")
+    @classmethod
+    def _dns_label(cls, value: str, info: ValidationInfo) -> str:
+        if value and not _DNS_LABEL_PREFIX.match(value):
+            raise ValueError(
+                f"{value!r} must be lower-case letters, digits and '-', starting and ending "
+                "with a letter or digit"
+            )
+        if not value and info.field_name == "template_name_prefix":
+            raise ValueError("must not be empty")
+        return value
+
+
 FailureMode = Literal["open", "closed"]
 
 
@@ -142,9 +178,19 @@ class SelectorChecks(_Model):
 
 
 class LabelSelectorRequirement(_Model):
+    """One matchExpressions entry."""
+
     key: str
     operator: Literal["In", "NotIn", "Exists", "DoesNotExist"]
     values: tuple[str, ...] = ()
+
+    @model_validator(mode="after")
+    def _values_fit_operator(self) -> LabelSelectorRequirement:
+        if self.operator in ("In", "NotIn") and not self.values:
+            raise ValueError(f"values must not be empty for operator {self.operator}")
+        if self.operator in ("Exists", "DoesNotExist") and self.values:
+            raise ValueError(f"values must be empty for operator {self.operator}")
+        return self
 
 
 class LabelSelector(_Model):
@@ -201,6 +247,89 @@ class Cel(_Model):
         return rules
 
 
+DeviceLimit = Annotated[int, Field(ge=0, strict=True)]
+ANY_CLASS = "*"
+"""In a per-DeviceClass limit map: every class the map does not name."""
+
+
+class Quota(_Model):
+    """Limits on DRA use in the namespaces an entry selects.
+
+    Per-class maps are keyed by DeviceClass name, `*` for every class not named. When several
+    entries select a namespace, every one applies: the strictest limit of each kind wins.
+    """
+
+    name: str = Field(min_length=1)
+    namespace_selector: LabelSelector = Field(
+        default_factory=LabelSelector, alias="namespaceSelector"
+    )
+    action: Literal["deny", "warn"] = "deny"
+    max_devices_per_request: dict[str, DeviceLimit] = Field(
+        default_factory=dict, alias="maxDevicesPerRequest"
+    )
+    max_devices_per_claim: dict[str, DeviceLimit] = Field(
+        default_factory=dict, alias="maxDevicesPerClaim"
+    )
+    max_devices_per_namespace: dict[str, DeviceLimit] = Field(
+        default_factory=dict, alias="maxDevicesPerNamespace"
+    )
+    max_claims_per_namespace: DeviceLimit | None = Field(
+        default=None, alias="maxClaimsPerNamespace"
+    )
+    allow_allocation_mode_all: bool = Field(default=False, alias="allowAllocationModeAll")
+    """allocationMode: All asks for an unknown number of devices: denied where a device limit
+    of this entry applies to its class, unless this is true."""
+
+
+class OpaqueConfig(_Model):
+    """Driver parameters passed to the driver as they are (`opaque` device config)."""
+
+    driver: str = Field(min_length=1)
+    parameters: dict[str, Any]
+
+
+class DeviceToleration(_Model):
+    """A toleration for device taints, as in a claim's request."""
+
+    key: str | None = None
+    operator: Literal["Exists", "Equal"] = "Equal"
+    value: str | None = None
+    effect: Literal["NoSchedule", "NoExecute"] | None = None
+    toleration_seconds: int | None = Field(default=None, alias="tolerationSeconds")
+
+
+class ClassDefaults(_Model):
+    """What is added to a request for this DeviceClass when the user left it out."""
+
+    selectors: tuple[str, ...] = ()
+    """CEL expressions appended to the request's selectors (those not already there)."""
+    config: tuple[OpaqueConfig, ...] = ()
+    """Added for the request when the claim has no opaque config for that driver."""
+    tolerations: tuple[DeviceToleration, ...] = ()
+    """Set when the request has no tolerations."""
+    count: int | None = Field(default=None, ge=1)
+    """Set when the request has neither allocationMode nor count."""
+
+
+class NamespaceClass(_Model):
+    """The DeviceClass a request gets when it names none, in the namespaces selected."""
+
+    namespace_selector: LabelSelector = Field(
+        default_factory=LabelSelector, alias="namespaceSelector"
+    )
+    device_class_name: str = Field(alias="deviceClassName", min_length=1)
+
+
+class Defaults(_Model):
+    """DeviceClass defaults for ResourceClaims and ResourceClaimTemplates (on CREATE)."""
+
+    device_classes: dict[str, ClassDefaults] = Field(default_factory=dict, alias="deviceClasses")
+    namespace_device_classes: tuple[NamespaceClass, ...] = Field(
+        default=(), alias="namespaceDeviceClasses"
+    )
+    """The first entry whose selector matches the namespace wins."""
+
+
 class Policy(_Model):
     """The whole policy file."""
 
@@ -210,11 +339,28 @@ class Policy(_Model):
     )
     mappings: tuple[Mapping, ...] = Field(default_factory=lambda: DEFAULT_MAPPINGS)
     dra_only: DraOnly = Field(default_factory=DraOnly, alias="draOnly")
+    translation: Translation = Field(default_factory=Translation)
     failure: Failure = Field(default_factory=Failure)
     exempt_namespaces: Annotated[tuple[str, ...], Field(alias="exemptNamespaces")] = (
         "kube-system",
     )
     cel: Cel = Field(default_factory=Cel)
+    quotas: tuple[Quota, ...] = ()
+    resource_quotas: Literal["deny", "warn", "ignore"] = Field(
+        default="deny", alias="resourceQuotas"
+    )
+    """Workloads over a native ResourceQuota's device limit: denied, warned, or not checked."""
+    defaults: Defaults = Field(default_factory=Defaults)
+
+    @field_validator("quotas")
+    @classmethod
+    def _quota_names_unique(cls, quotas: tuple[Quota, ...]) -> tuple[Quota, ...]:
+        seen: set[str] = set()
+        for quota in quotas:
+            if quota.name in seen:
+                raise ValueError(f"quota name {quota.name!r} is used twice")
+            seen.add(quota.name)
+        return quotas
 
 
 DEFAULT_POLICY_RESOURCE = "default-policy.yaml"

@@ -6,8 +6,11 @@ from dataclasses import dataclass
 
 from app.config import Policy
 from app.policies.cel_runtime import CelRuntime
+from app.policies.defaults import ClaimDefaults, compile_selectors, translation_hook
 from app.policies.legacy import LegacyMatcher, MappingResolver
+from app.policies.quota import QuotaRules
 from app.policies.rules import CompiledRule, compile_rules
+from app.policies.translate_templates import TemplateBuilder
 
 
 @dataclass(frozen=True, slots=True)
@@ -16,16 +19,26 @@ class Compiled:
 
     legacy: LegacyMatcher
     mappings: MappingResolver
+    templates: TemplateBuilder
+    """Translation's ResourceClaimTemplates; template hooks (DeviceClass defaults) go here."""
     cel: CelRuntime
     rules: tuple[CompiledRule, ...]
+    quotas: QuotaRules
+    defaults: ClaimDefaults
 
     @classmethod
     def build(cls, policy: Policy) -> Compiled:
         """Raises PolicyError naming the first admin rule that does not compile."""
         cel = CelRuntime.build(policy)
+        compile_selectors(policy.defaults, cel.engine, cel.cache)
+        defaults = ClaimDefaults(policy.defaults)
+        hooks = (translation_hook(defaults),) if defaults.classes else ()
         return cls(
             legacy=LegacyMatcher(policy.legacy_resources),
             mappings=MappingResolver(policy.mappings),
+            templates=TemplateBuilder(policy.translation.template_name_prefix, hooks=hooks),
             cel=cel,
             rules=compile_rules(policy.cel.rules, cel.engine, cel.cache),
+            quotas=QuotaRules(policy.quotas, policy.resource_quotas),
+            defaults=defaults,
         )

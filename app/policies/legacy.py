@@ -91,6 +91,15 @@ class MappingResolver:
             return DeviceMapping(resource.removeprefix(IMPLICIT_CLASS_PREFIX), (), "implicit")
         return None
 
+    @staticmethod
+    def missing_hint(resource: str) -> str:
+        """What makes `resource` resolvable: the policy key to add, or a DeviceClass field."""
+        return (
+            f"add `mappings: [{{resource: {resource}, deviceClassName: <class>}}]` to the "
+            f"dra-webhook policy, or set `spec.extendedResourceName: {resource}` on the "
+            "DeviceClass that serves it"
+        )
+
 
 _GROUP_REF = re.compile(r"\$(\d+)")
 

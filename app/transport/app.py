@@ -7,11 +7,13 @@ comes back through this same webhook), and encodes the answer. It decides nothin
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import replace
+from typing import Any
 
 import orjson
 from fastapi import FastAPI
@@ -46,6 +48,8 @@ class _Webhook:
         self.pipeline = pipeline
         self.source = source
         self.metrics = metrics
+        self._creating: dict[tuple[str, str], asyncio.Future[None]] = {}
+        """Template creates in flight, by (namespace, name): shared by concurrent admissions."""
 
     async def handle(self, http: HttpRequest, endpoint: Endpoint) -> Response:
         started = time.perf_counter()
@@ -117,35 +121,71 @@ class _Webhook:
         return b"".join(chunks)
 
     async def _provision(self, request: Request, decision: Decision) -> Decision:
-        """Make sure every template the patch references exists (none on dry runs)."""
+        """Make sure every template the patch references exists (none on dry runs).
+
+        The view is the cache: a template it holds costs no API call. Admissions that need a
+        missing template while its create is in flight wait for that one create rather than
+        sending their own, so a burst of pods of a new shape makes one API call; the templates
+        of one decision are created concurrently.
+        """
         if request.dry_run:
-            return decision
+            return replace(decision, templates=())
         view = self.source.view
-        for template in decision.templates:
-            meta = template["metadata"]
-            if view.get(Kind.RESOURCE_CLAIM_TEMPLATE, meta["name"], meta["namespace"]) is not None:
-                continue
-            try:
-                await self.source.create_claim_template(template)
-            except TemplateCreateError as exc:
-                logger.warning(
-                    "template create failed",
-                    extra={"uid": request.uid, "template": meta["name"], "error": str(exc)},
-                )
-                message = f"could not create ResourceClaimTemplate {meta['name']}: {exc}"
-                if self.pipeline.policy.failure.template_create == "open":
-                    return Decision(
-                        allowed=True, warnings=(f"{message}; admitted untranslated (fail open)",)
-                    )
-                return Decision(
-                    allowed=False,
-                    code=500,
-                    reason="InternalError",
-                    message=f"{message}; denied (fail closed), retry later",
-                    denied_by=("template-create",),
-                )
-            self.metrics.templates_created.inc()
+        missing = [
+            t
+            for t in decision.templates
+            if view.get(
+                Kind.RESOURCE_CLAIM_TEMPLATE, t["metadata"]["name"], t["metadata"]["namespace"]
+            )
+            is None
+        ]
+        outcomes = await asyncio.gather(*map(self._ensure, missing), return_exceptions=True)
+        for template, outcome in zip(missing, outcomes, strict=True):
+            if isinstance(outcome, TemplateCreateError):
+                return self._provision_failed(request, template, outcome)
+            if isinstance(outcome, BaseException):
+                raise outcome
         return replace(decision, templates=())
+
+    async def _ensure(self, template: dict[str, Any]) -> None:
+        meta = template["metadata"]
+        key = (meta["namespace"], meta["name"])
+        task = self._creating.get(key)
+        if task is None:
+            task = asyncio.ensure_future(self._create(template))
+            self._creating[key] = task
+            task.add_done_callback(lambda done: self._forget(key, done))
+        # shielded: a waiter that goes away (client timeout) must not cancel the others' create
+        await asyncio.shield(task)
+
+    async def _create(self, template: dict[str, Any]) -> None:
+        await self.source.create_claim_template(template)
+        self.metrics.templates_created.inc()
+
+    def _forget(self, key: tuple[str, str], done: asyncio.Future[None]) -> None:
+        if self._creating.get(key) is done:
+            del self._creating[key]
+
+    def _provision_failed(
+        self, request: Request, template: dict[str, Any], exc: TemplateCreateError
+    ) -> Decision:
+        name = template["metadata"]["name"]
+        logger.warning(
+            "template create failed",
+            extra={"uid": request.uid, "template": name, "error": str(exc)},
+        )
+        message = f"could not create ResourceClaimTemplate {name}: {exc}"
+        if self.pipeline.policy.failure.template_create == "open":
+            return Decision(
+                allowed=True, warnings=(f"{message}; admitted untranslated (fail open)",)
+            )
+        return Decision(
+            allowed=False,
+            code=500,
+            reason="InternalError",
+            message=f"{message}; denied (fail closed), retry later",
+            denied_by=("template-create",),
+        )
 
 
 def create_app(

@@ -6,14 +6,20 @@ import orjson
 import pytest
 
 from app.cluster.view import Kind
-from app.config import load_policy
+from app.config import Policy, load_policy
 from app.errors import PolicyError
-from app.pipeline import Decision, Endpoint, Pipeline, Registration
+from app.pipeline import REGISTRATIONS, Decision, Endpoint, Pipeline, Registration
 from app.policies.base import Context, Request, Result
 from app.transport.review import decode_review
 from tests.conftest import make_pipeline, make_view, policy_from, review
 
 LEGACY_POD = "pod-create-legacy-gpu"  # a pod asking for nvidia.com/gpu in gpu-e2e (dra-only)
+DRA_ONLY = tuple(reg for reg in REGISTRATIONS if reg.name == "dra-only")
+
+
+def dra_only_pipeline(policy: Policy | None = None) -> Pipeline:
+    """The pipeline with the dra-only check alone (other checks see pods too)."""
+    return Pipeline(policy or load_policy(), make_view(), "dra-webhook", DRA_ONLY)
 
 
 def decide(pipeline: Pipeline, name: str = LEGACY_POD) -> Decision:
@@ -22,14 +28,14 @@ def decide(pipeline: Pipeline, name: str = LEGACY_POD) -> Decision:
 
 
 def test_a_fresh_view_denies_the_legacy_pod_in_a_dra_only_namespace() -> None:
-    decision = decide(make_pipeline())
+    decision = decide(dra_only_pipeline())
     assert not decision.allowed
     assert decision.code == 403
 
 
 @pytest.mark.parametrize("stale", [Kind.NAMESPACE, Kind.DEVICE_CLASS])
 def test_a_stale_kind_the_check_reads_skips_it_with_a_warning_by_default(stale: Kind) -> None:
-    pipeline = make_pipeline()
+    pipeline = dra_only_pipeline()
     pipeline.view.mark_stale(stale)
     decision = decide(pipeline)
     assert decision.allowed
@@ -40,7 +46,7 @@ def test_a_stale_kind_the_check_reads_skips_it_with_a_warning_by_default(stale: 
 
 def test_a_check_configured_closed_denies_with_503_naming_the_stale_kinds() -> None:
     policy = policy_from("failure:\n  staleView:\n    checks:\n      dra-only: closed\n")
-    pipeline = make_pipeline(policy=policy)
+    pipeline = dra_only_pipeline(policy)
     pipeline.view.mark_stale(Kind.DEVICE_CLASS)
     pipeline.view.mark_stale(Kind.NAMESPACE)
     decision = decide(pipeline)
@@ -52,13 +58,13 @@ def test_a_check_configured_closed_denies_with_503_naming_the_stale_kinds() -> N
 
 
 def test_the_default_mode_closed_applies_to_every_check() -> None:
-    pipeline = make_pipeline(policy=policy_from("failure: {staleView: {default: closed}}"))
+    pipeline = dra_only_pipeline(policy_from("failure: {staleView: {default: closed}}"))
     pipeline.view.mark_stale(Kind.NAMESPACE)
     assert decide(pipeline).code == 503
 
 
 def test_a_stale_kind_the_check_does_not_read_changes_nothing() -> None:
-    pipeline = make_pipeline(policy=policy_from("failure: {staleView: {default: closed}}"))
+    pipeline = dra_only_pipeline(policy_from("failure: {staleView: {default: closed}}"))
     pipeline.view.mark_stale(Kind.RESOURCE_SLICE)
     pipeline.view.mark_stale(Kind.RESOURCE_QUOTA)
     decision = decide(pipeline)
@@ -97,3 +103,12 @@ def test_a_stale_view_policy_naming_an_unknown_check_fails_at_startup() -> None:
 def test_a_stale_view_mode_other_than_open_or_closed_is_refused_with_its_key() -> None:
     with pytest.raises(PolicyError, match=r"failure.staleView.checks.dra-only"):
         policy_from("failure: {staleView: {checks: {dra-only: sometimes}}}")
+
+
+def test_every_check_of_a_real_pipeline_says_it_was_skipped_on_a_stale_namespace_view() -> None:
+    pipeline = make_pipeline()
+    pipeline.view.mark_stale(Kind.NAMESPACE)
+    decision = decide(pipeline)
+    assert decision.allowed
+    assert len(decision.warnings) == len(decision.policies)
+    assert all("not checked, allowed (fail open)" in w for w in decision.warnings)

@@ -166,7 +166,7 @@ def test_one_denial_lists_every_offending_container_and_the_replacement() -> Non
 
 def test_plain_pods_and_pods_with_claims_are_allowed_untouched() -> None:
     plain = pod(containers=[container("web", limits={"cpu": "1", "memory": "1Gi"})])
-    assert decide(plain) == Decision(allowed=True, policies=("dra-only",))
+    assert decide(plain) == Decision(allowed=True, policies=("dra-only", "claim-quota"))
     claims = pod(
         containers=[{"name": "c", "resources": {"claims": [{"name": "gpu"}]}}],
         resourceClaims=[{"name": "gpu", "resourceClaimTemplateName": "t"}],

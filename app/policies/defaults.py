@@ -1,0 +1,375 @@
+"""DeviceClass defaults: fill what a claim's requests leave out, from the admin's policy.
+
+On CREATE of a ResourceClaim or ResourceClaimTemplate, for each device request (and each
+`firstAvailable` alternative):
+
+- `deviceClassName`, when missing, from the first `defaults.namespaceDeviceClasses` entry whose
+  selector matches the namespace (a request with neither `exactly` nor `firstAvailable` gets an
+  `exactly` with that class);
+- then, from `defaults.deviceClasses[<class>]`: `selectors` appended (those not already there),
+  `tolerations` when the request has none, `count` when it has neither `allocationMode` nor
+  `count`, and opaque `config` for a driver when the claim has no opaque config for that driver
+  that applies to the request.
+
+Nothing the user wrote is replaced or removed; every change is an `add` of a missing member or
+an append to a list, and a warning lists what was added.
+
+The API server defaults `allocationMode: ExactCount` and `count: 1` before any webhook sees the
+object, so the `count` default only takes effect for objects that reach it undefaulted:
+templates built by translation (`apply_to_template`) and files checked offline.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from app.cel.cache import CompileCache
+from app.cel.engine import SELECTOR, Engine
+from app.cel.errors import CelCompileError
+from app.config.policy import Defaults
+from app.errors import PolicyError
+from app.k8s import patch
+from app.k8s.labels import Selector
+from app.k8s.objects import object_name
+from app.k8s.patch import PatchOp
+from app.policies.base import ALLOW, Context, Obj, Request, Result
+
+
+@dataclass(frozen=True, slots=True)
+class _ClassDefaults:
+    selectors: tuple[str, ...]
+    config: tuple[tuple[str, Obj], ...]
+    """(driver, parameters)."""
+    tolerations: tuple[Obj, ...]
+    count: int | None
+
+
+class ClaimDefaults:
+    """The `defaults` section compiled once: per-class values as the JSON they are added as."""
+
+    def __init__(self, defaults: Defaults) -> None:
+        self.classes: Mapping[str, _ClassDefaults] = {
+            name: _ClassDefaults(
+                selectors=d.selectors,
+                config=tuple((c.driver, dict(c.parameters)) for c in d.config),
+                tolerations=tuple(
+                    t.model_dump(by_alias=True, exclude_none=True) for t in d.tolerations
+                ),
+                count=d.count,
+            )
+            for name, d in defaults.device_classes.items()
+        }
+        self.namespace_classes: tuple[tuple[Selector, str], ...] = tuple(
+            (
+                Selector.build(
+                    entry.namespace_selector.match_labels,
+                    (
+                        (r.key, r.operator, r.values)
+                        for r in entry.namespace_selector.match_expressions
+                    ),
+                ),
+                entry.device_class_name,
+            )
+            for entry in defaults.namespace_device_classes
+        )
+
+    def __bool__(self) -> bool:
+        return bool(self.classes or self.namespace_classes)
+
+    def default_class(self, labels: Mapping[str, str]) -> str | None:
+        for selector, device_class in self.namespace_classes:
+            if selector.matches(labels):
+                return device_class
+        return None
+
+
+def compile_selectors(defaults: Defaults, engine: Engine, cache: CompileCache) -> None:
+    """Compile every default selector at load (into the shared cache, so the selector check
+    later finds them compiled); a bad one raises PolicyError naming its class and position."""
+    for device_class, class_defaults in defaults.device_classes.items():
+        for index, expression in enumerate(class_defaults.selectors):
+            try:
+                cache.get(engine, expression, SELECTOR)
+            except CelCompileError as error:
+                where = f" at {error.line}:{error.column}" if error.line is not None else ""
+                raise PolicyError(
+                    f"policy: defaults.deviceClasses.{device_class}.selectors[{index}] does not "
+                    f"compile{where}: {error.message}: {expression!r}"
+                ) from None
+
+
+@dataclass
+class Planned:
+    """The patch that applies the defaults to one object, and what it adds in words."""
+
+    patch: list[PatchOp] = field(default_factory=list)
+    added: list[str] = field(default_factory=list)
+
+
+CLAIM_SPEC_POINTER = {"ResourceClaim": "/spec", "ResourceClaimTemplate": "/spec/spec"}
+
+
+def check(request: Request, ctx: Context) -> Result:
+    defaults = ctx.compiled.defaults
+    if not defaults or request.operation != "CREATE" or request.object is None:
+        return ALLOW
+    planned = plan(request.kind, request.object, defaults, ctx.namespace_labels)
+    if not planned.patch:
+        return ALLOW
+    name = object_name(request.object) or request.name
+    what = f"{request.kind} {name}".rstrip()
+    return Result(
+        patch=tuple(planned.patch),
+        warnings=tuple(f"{what}: dra-webhook added {item}" for item in planned.added),
+    )
+
+
+def plan(kind: str, obj: Obj, defaults: ClaimDefaults, labels: Mapping[str, str]) -> Planned:
+    """The JSONPatch adding the defaults to a ResourceClaim or ResourceClaimTemplate (pure)."""
+    planned = Planned()
+    base = CLAIM_SPEC_POINTER.get(kind)
+    if base is None or not defaults:
+        return planned
+    spec: Any = obj
+    for token in base.strip("/").split("/"):
+        spec = spec.get(token) if isinstance(spec, dict) else None
+    if not isinstance(spec, dict):
+        return planned
+    devices = spec.get("devices")
+    if not isinstance(devices, dict) or not isinstance(devices.get("requests"), list):
+        return planned
+    default_class = defaults.default_class(labels)
+    needs: list[tuple[str, Obj, str]] = []
+    """(driver, parameters, config target) of class config the requests should get."""
+
+    for index, request in enumerate(devices["requests"]):
+        if not isinstance(request, dict):
+            continue
+        raw_name = request.get("name")
+        name = raw_name if isinstance(raw_name, str) else str(index)
+        pointer = f"{base}/devices/requests/{index}"
+        exactly = request.get("exactly")
+        alternatives = request.get("firstAvailable")
+        if exactly is None and alternatives is None and "deviceClassName" not in request:
+            if default_class is None:
+                continue
+            filled: Obj = {"deviceClassName": default_class}
+            added = [f"deviceClassName {default_class} (namespace default)"]
+            added += _fill(filled, None, defaults, needs, name)
+            planned.patch.append(patch.add(f"{pointer}/exactly", filled))
+            planned.added.append(f"to request {name}: {', '.join(added)}")
+        elif isinstance(exactly, dict):
+            added = _fill(
+                exactly,
+                f"{pointer}/exactly",
+                defaults,
+                needs,
+                name,
+                default_class=default_class,
+                planned=planned,
+            )
+            if added:
+                planned.added.append(f"to request {name}: {', '.join(added)}")
+        elif isinstance(alternatives, list):
+            for sub_index, sub in enumerate(alternatives):
+                if not isinstance(sub, dict):
+                    continue
+                raw_sub = sub.get("name")
+                sub_name = raw_sub if isinstance(raw_sub, str) else str(sub_index)
+                target = f"{name}/{sub_name}"
+                added = _fill(
+                    sub,
+                    f"{pointer}/firstAvailable/{sub_index}",
+                    defaults,
+                    needs,
+                    target,
+                    default_class=default_class,
+                    planned=planned,
+                )
+                if added:
+                    planned.added.append(f"to request {target}: {', '.join(added)}")
+
+    _plan_config(devices, f"{base}/devices", needs, planned)
+    return planned
+
+
+def _fill(
+    request: Obj,
+    pointer: str | None,
+    defaults: ClaimDefaults,
+    needs: list[tuple[str, Obj, str]],
+    target: str,
+    *,
+    default_class: str | None = None,
+    planned: Planned | None = None,
+) -> list[str]:
+    """Add the defaults to one exact request or sub-request.
+
+    With `pointer` None, `request` is a new value being built and is filled in place; otherwise
+    the additions become patch ops in `planned` and `request` is left as it is.
+    """
+    added: list[str] = []
+
+    def put(key: str, value: Any) -> None:
+        if pointer is None:
+            request[key] = value
+        elif planned is not None:
+            planned.patch.append(patch.add(f"{pointer}/{patch.escape(key)}", value))
+
+    device_class = request.get("deviceClassName")
+    if not device_class and default_class is not None:
+        put("deviceClassName", default_class)
+        added.append(f"deviceClassName {default_class} (namespace default)")
+        device_class = default_class
+    class_defaults = defaults.classes.get(device_class) if isinstance(device_class, str) else None
+    if class_defaults is None:
+        return added
+
+    if class_defaults.selectors:
+        existing = request.get("selectors")
+        if existing is None or isinstance(existing, list):
+            have = {_expression(s) for s in existing or ()}
+            new = [e for e in class_defaults.selectors if e not in have]
+            if new:
+                values = [{"cel": {"expression": e}} for e in new]
+                if not existing:
+                    put("selectors", values)
+                elif pointer is None:
+                    request["selectors"] = [*existing, *values]
+                elif planned is not None:
+                    planned.patch.extend(patch.add(f"{pointer}/selectors/-", v) for v in values)
+                added.append(f"{len(new)} selector{'s' if len(new) > 1 else ''} of {device_class}")
+    if class_defaults.tolerations and request.get("tolerations") is None:
+        put("tolerations", [dict(t) for t in class_defaults.tolerations])
+        added.append(f"tolerations of {device_class}")
+    if (
+        class_defaults.count is not None
+        and request.get("allocationMode") is None
+        and request.get("count") is None
+    ):
+        put("count", class_defaults.count)
+        added.append(f"count {class_defaults.count}")
+    needs.extend((driver, parameters, target) for driver, parameters in class_defaults.config)
+    return added
+
+
+def _expression(selector: Any) -> str | None:
+    if isinstance(selector, dict):
+        cel = selector.get("cel")
+        if isinstance(cel, dict) and isinstance(cel.get("expression"), str):
+            expression: str = cel["expression"]
+            return expression
+    return None
+
+
+def _plan_config(
+    devices: Obj, pointer: str, needs: list[tuple[str, Obj, str]], planned: Planned
+) -> None:
+    """Opaque config for the drivers whose requests have none from the user."""
+    if not needs:
+        return
+    existing = devices.get("config")
+    if existing is not None and not isinstance(existing, list):
+        return
+    user = list(_user_opaque(existing or []))
+    grouped: dict[tuple[str, int], tuple[Obj, list[str]]] = {}
+    for driver, parameters, target in needs:
+        if any(driver == d and _applies(targets, target) for d, targets in user):
+            continue
+        key = (driver, id(parameters))
+        grouped.setdefault(key, (parameters, []))[1].append(target)
+    entries: list[Obj] = [
+        {
+            "requests": targets,
+            "opaque": {"driver": driver, "parameters": copy.deepcopy(parameters)},
+        }
+        for (driver, _), (parameters, targets) in grouped.items()
+    ]
+    if not entries:
+        return
+    if not existing:
+        planned.patch.append(patch.add(f"{pointer}/config", entries))
+    else:
+        planned.patch.extend(patch.add(f"{pointer}/config/-", entry) for entry in entries)
+    for entry in entries:
+        planned.added.append(
+            f"config for driver {entry['opaque']['driver']} "
+            f"(requests {', '.join(entry['requests'])})"
+        )
+
+
+def _user_opaque(config: list[Any]) -> Iterator[tuple[str, tuple[str, ...]]]:
+    """(driver, requests it applies to; () = all) of each opaque config the user wrote."""
+    for entry in config:
+        if not isinstance(entry, dict):
+            continue
+        opaque = entry.get("opaque")
+        if not isinstance(opaque, dict) or not isinstance(opaque.get("driver"), str):
+            continue
+        requests = entry.get("requests")
+        targets: tuple[str, ...] = ()
+        if isinstance(requests, list):
+            targets = tuple(r for r in requests if isinstance(r, str))
+        yield opaque["driver"], targets
+
+
+def _applies(targets: tuple[str, ...], target: str) -> bool:
+    """Whether a config entry for `targets` reaches request (or `request/sub`) `target`."""
+    return not targets or target in targets or target.split("/", 1)[0] in targets
+
+
+def apply_to_template(
+    template: Obj, defaults: ClaimDefaults, labels: Mapping[str, str]
+) -> tuple[Obj, tuple[str, ...]]:
+    """A copy of a ResourceClaimTemplate with the defaults applied, and what was added.
+
+    For templates the webhook builds itself (translation), which never pass through `/mutate`
+    before they are created from within a review.
+    """
+    planned = plan("ResourceClaimTemplate", template, defaults, labels)
+    if not planned.patch:
+        return template, ()
+    result = copy.deepcopy(template)
+    for op in planned.patch:
+        _apply_add(result, op["path"], copy.deepcopy(op["value"]))
+    return result, tuple(planned.added)
+
+
+def translation_hook(defaults: ClaimDefaults) -> Callable[[Obj, str], Obj]:
+    """A translation template hook (`TemplateHook`): the class defaults on a ResourceClaimSpec.
+
+    Translation names every class it asks for, so the namespace default class never applies and
+    the result depends only on the spec: translation memoizes it per shape and names the
+    template from the defaulted content.
+    """
+
+    def hook(spec: Obj, namespace: str) -> Obj:
+        planned = plan("ResourceClaim", {"spec": spec}, defaults, {})
+        if not planned.patch:
+            return spec
+        document: Obj = {"spec": copy.deepcopy(spec)}
+        for op in planned.patch:
+            _apply_add(document, op["path"], copy.deepcopy(op["value"]))
+        result: Obj = document["spec"]
+        return result
+
+    return hook
+
+
+def _apply_add(document: Obj, pointer: str, value: Any) -> None:
+    """Apply one `add` op of the kind `plan` makes (member add, or append with `-`)."""
+    tokens = [t.replace("~1", "/").replace("~0", "~") for t in pointer.lstrip("/").split("/")]
+    node: Any = document
+    for token in tokens[:-1]:
+        node = node[int(token)] if isinstance(node, list) else node[token]
+    last = tokens[-1]
+    if isinstance(node, list):
+        if last == "-":
+            node.append(value)
+        else:
+            node.insert(int(last), value)
+    else:
+        node[last] = value

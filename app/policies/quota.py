@@ -1,0 +1,623 @@
+"""Claim quotas: per-namespace limits on DRA devices, checked before anything is scheduled.
+
+Native ResourceQuota charges a ResourceClaim only when it is created, which for a Deployment is
+after its pods exist: the user learns from Pending pods. This policy checks, at admission:
+
+a. ResourceClaim CREATE: devices per request and per claim, devices and claims per namespace;
+b. ResourceClaimTemplate CREATE: devices per request and per claim (a template that can never be
+   admitted is refused now, not when its first pod is Pending);
+c. Pods and workloads whose pods will make claims (template references, or in translate-mode
+   namespaces the legacy requests translation turns into claims): pods x devices per pod against
+   the namespace limit minus current usage, and against native ResourceQuota `hard` values for
+   `<class>.deviceclass.resource.k8s.io/devices`. DaemonSets are counted per node, warn only.
+
+Limits come from the policy file's `quotas` entries whose namespace selector matches. Every
+matching entry applies; for each limit the strictest entry wins: the smallest exceeded `deny`
+limit denies, otherwise the smallest exceeded `warn` limit warns. The count is advisory under
+concurrency (two claims admitted at the same moment both see the old total); native
+ResourceQuota is the hard stop.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from app.cluster.usage import ClaimUsage, SliceNodes, TemplateCounts, claim_usage
+from app.cluster.view import ClusterView, Kind
+from app.config.policy import ANY_CLASS, Quota
+from app.errors import ObjectShapeError
+from app.k8s.claims import count_claim_spec, template_claim_spec
+from app.k8s.labels import Selector
+from app.k8s.objects import PodSpecRef, list_field, object_name, pod_spec
+from app.k8s.quantity import QuantityError, parse_quantity
+from app.policies import translate
+from app.policies.base import ALLOW, Context, Mode, Obj, Request, Result, Violation
+from app.policies.legacy import LegacyRequest
+
+RESOURCE_QUOTA_SUFFIX = ".deviceclass.resource.k8s.io/devices"
+"""ResourceQuota `hard` key of a DeviceClass's device count: `<class>` + this."""
+
+PER_REQUEST = "per_request"
+PER_CLAIM = "per_claim"
+PER_NAMESPACE = "per_namespace"
+
+_MEMO_LIMIT = 4096
+
+
+# -- the rules, compiled once from the policy file ------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Entry:
+    """One `quotas` entry with its selector compiled."""
+
+    name: str
+    selector: Selector
+    deny: bool
+    limits: Mapping[str, Mapping[str, int]]
+    """PER_REQUEST / PER_CLAIM / PER_NAMESPACE -> DeviceClass (or `*`) -> limit."""
+    max_claims: int | None
+    allow_all: bool
+
+    @classmethod
+    def build(cls, quota: Quota) -> Entry:
+        selector = quota.namespace_selector
+        return cls(
+            name=quota.name,
+            selector=Selector.build(
+                selector.match_labels,
+                ((r.key, r.operator, r.values) for r in selector.match_expressions),
+            ),
+            deny=quota.action == "deny",
+            limits={
+                PER_REQUEST: dict(quota.max_devices_per_request),
+                PER_CLAIM: dict(quota.max_devices_per_claim),
+                PER_NAMESPACE: dict(quota.max_devices_per_namespace),
+            },
+            max_claims=quota.max_claims_per_namespace,
+            allow_all=quota.allow_allocation_mode_all,
+        )
+
+    def limit(self, scope: str, device_class: str) -> int | None:
+        limits = self.limits[scope]
+        found = limits.get(device_class)
+        return found if found is not None else limits.get(ANY_CLASS)
+
+
+@dataclass(frozen=True, slots=True)
+class Breach:
+    """The strictest limit an amount exceeds, and whether it denies or only warns."""
+
+    limit: int
+    entry: str
+    deny: bool
+    all_mode: bool = False
+    """Exceeded because the request is allocationMode: All, which the entry does not allow."""
+
+
+class NamespaceQuota:
+    """The entries that select one namespace, with per-(scope, class) lookups memoized."""
+
+    def __init__(self, entries: tuple[Entry, ...]) -> None:
+        self.entries = entries
+        self._memo: dict[tuple[str, str], tuple[tuple[int, Entry], ...]] = {}
+
+    def __bool__(self) -> bool:
+        return bool(self.entries)
+
+    def limits(self, scope: str, device_class: str) -> tuple[tuple[int, Entry], ...]:
+        """(limit, entry) of every entry limiting the class in this scope, smallest first."""
+        key = (scope, device_class)
+        found = self._memo.get(key)
+        if found is None:
+            pairs = []
+            for entry in self.entries:
+                value = entry.limit(scope, device_class)
+                if value is not None:
+                    pairs.append((value, entry))
+            found = tuple(sorted(pairs, key=lambda pair: pair[0]))
+            if len(self._memo) < _MEMO_LIMIT:
+                self._memo[key] = found
+        return found
+
+    def breach(
+        self, scope: str, device_class: str, amount: int | None, used: int = 0
+    ) -> Breach | None:
+        """The strictest limit `used + amount` goes over (amount None: allocationMode All)."""
+        return _strictest(
+            (
+                Breach(limit, entry.name, entry.deny, amount is None)
+                for limit, entry in self.limits(scope, device_class)
+                if (amount is None and not entry.allow_all)
+                or (amount is not None and used + amount > limit)
+            )
+        )
+
+    def claims_breach(self, used: int, amount: int) -> Breach | None:
+        return _strictest(
+            Breach(entry.max_claims, entry.name, entry.deny)
+            for entry in self.entries
+            if entry.max_claims is not None and used + amount > entry.max_claims
+        )
+
+
+def _strictest(breaches: Iterable[Breach]) -> Breach | None:
+    """A deny beats a warn; among the same action the smallest limit wins."""
+    best: Breach | None = None
+    for breach in breaches:
+        if (
+            best is None
+            or (breach.deny and not best.deny)
+            or (breach.deny == best.deny and breach.limit < best.limit)
+        ):
+            best = breach
+    return best
+
+
+_NO_QUOTA = NamespaceQuota(())
+
+
+class QuotaRules:
+    """All `quotas` entries; resolves which apply to a namespace (memoized per namespace)."""
+
+    def __init__(self, quotas: Iterable[Quota], resource_quotas: str = "deny") -> None:
+        self.entries = tuple(Entry.build(q) for q in quotas)
+        self.resource_quotas = resource_quotas
+        self._memo: dict[str, tuple[int, NamespaceQuota]] = {}
+
+    def for_namespace(
+        self, namespace: str, labels: Mapping[str, str], view: ClusterView
+    ) -> NamespaceQuota:
+        if not self.entries:
+            return _NO_QUOTA
+        generation = view.generation(Kind.NAMESPACE)
+        memo = self._memo.get(namespace)
+        if memo is not None and memo[0] == generation:
+            return memo[1]
+        matching = tuple(e for e in self.entries if e.selector.matches(labels))
+        found = NamespaceQuota(matching) if matching else _NO_QUOTA
+        if len(self._memo) >= _MEMO_LIMIT:
+            self._memo.clear()
+        self._memo[namespace] = (generation, found)
+        return found
+
+
+# -- the check -------------------------------------------------------------------------------
+
+
+@dataclass
+class _Findings:
+    """Violations (deny) and warnings (warn) collected while checking one object."""
+
+    violations: list[Violation] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+
+    def add(self, path: str, message: str, breach: Breach) -> None:
+        text = f"{message} (quota {breach.entry})" if breach.entry else message
+        if breach.deny:
+            self.violations.append(Violation(path, text))
+        else:
+            self.warnings.append(f"{path}: {text}; allowed (warn only)" if path else text)
+
+    def result(self, what: str, namespace: str) -> Result:
+        if not self.violations and not self.warnings:
+            return ALLOW
+        return Result(
+            violations=tuple(self.violations),
+            warnings=tuple(self.warnings),
+            summary=f"{what} is over the DRA device quota of namespace {namespace}:",
+        )
+
+
+def check(request: Request, ctx: Context) -> Result:
+    obj = request.object
+    if obj is None or request.operation not in ("CREATE", "UPDATE"):
+        return ALLOW
+    rules = ctx.compiled.quotas
+    quota = rules.for_namespace(request.namespace, ctx.namespace_labels, ctx.view)
+    if request.kind in ("ResourceClaim", "ResourceClaimTemplate"):
+        if not quota or request.operation != "CREATE":
+            return ALLOW
+        return _check_claim(request, obj, quota, claim_usage(ctx.view))
+    if request.kind == "Pod" and request.operation != "CREATE":
+        return ALLOW  # a pod's claims cannot change after creation
+    native = _native_limits(ctx, request.namespace)
+    if not quota and not native:
+        return ALLOW
+    return _check_workload(request, obj, ctx, quota, native)
+
+
+def _check_claim(request: Request, obj: Obj, quota: NamespaceQuota, usage: ClaimUsage) -> Result:
+    template = request.kind == "ResourceClaimTemplate"
+    if template:
+        spec, path = template_claim_spec(obj)
+    else:
+        spec, path = obj.get("spec"), "spec"
+    counted = count_claim_spec(spec, path)
+    name = object_name(obj) or request.name
+    what = f"{request.kind} {name}".rstrip()
+    found = _Findings()
+
+    for req in counted.requests:
+        for device_class, amount in req.devices.items():
+            if breach := quota.breach(PER_REQUEST, device_class, amount):
+                found.add(
+                    req.path,
+                    f"request {req.name} asks for {_devices(amount, device_class)}; "
+                    f"at most {breach.limit} per request",
+                    breach,
+                )
+        for device_class in req.unbounded:
+            if breach := quota.breach(PER_REQUEST, device_class, None):
+                found.add(req.path, _all_message(req.name, device_class, breach, "request"), breach)
+
+    for device_class, amount in counted.devices.items():
+        if breach := quota.breach(PER_CLAIM, device_class, amount):
+            found.add(
+                f"{path}.devices.requests",
+                f"{what} asks for {_devices(amount, device_class)}; "
+                f"at most {breach.limit} per claim",
+                breach,
+            )
+    for device_class in counted.unbounded:
+        if breach := quota.breach(PER_CLAIM, device_class, None):
+            message = _all_message(what, device_class, breach, "claim")
+            found.add(f"{path}.devices.requests", message, breach)
+
+    if not template:
+        namespace = request.namespace
+        for device_class, amount in counted.devices.items():
+            used = usage.devices_of(namespace, device_class)
+            if breach := quota.breach(PER_NAMESPACE, device_class, amount, used):
+                found.add(
+                    f"{path}.devices",
+                    f"{what} needs {_devices(amount, device_class)}; namespace {namespace} "
+                    f"allows {breach.limit}, {used} in use",
+                    breach,
+                )
+        for device_class in counted.unbounded:
+            if breach := quota.breach(PER_NAMESPACE, device_class, None):
+                found.add(
+                    f"{path}.devices",
+                    _all_message(what, device_class, breach, f"namespace {namespace}"),
+                    breach,
+                )
+        used_claims = usage.claims(namespace)
+        if breach := quota.claims_breach(used_claims, 1):
+            found.add(
+                "metadata",
+                f"{what} would be one claim too many: namespace {namespace} allows "
+                f"{breach.limit} ResourceClaims, {used_claims} in use",
+                breach,
+            )
+    return found.result(what, request.namespace)
+
+
+def _all_message(what: str, device_class: str, breach: Breach, scope: str) -> str:
+    who = f"request {what}" if scope == "request" else what
+    where = f"per {scope}" if scope in ("request", "claim") else f"in {scope}"
+    return (
+        f"{who} asks for all devices of {device_class} (allocationMode: All), an unbounded "
+        f"count where {breach.limit} are allowed {where}; use ExactCount"
+    )
+
+
+# -- pods and workloads ----------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class _NativeLimit:
+    quota: str
+    hard: int
+    used: int
+
+
+_REPLICAS: Mapping[str, tuple[tuple[str, ...], str]] = {
+    "Deployment": (("spec", "replicas"), "replicas"),
+    "ReplicaSet": (("spec", "replicas"), "replicas"),
+    "StatefulSet": (("spec", "replicas"), "replicas"),
+    "ReplicationController": (("spec", "replicas"), "replicas"),
+    "Job": (("spec", "parallelism"), "parallel pods"),
+    "CronJob": (("spec", "jobTemplate", "spec", "parallelism"), "parallel pods"),
+}
+"""Where each workload says how many of its pods run at once, and what to call them."""
+
+_SINGULAR = {"replicas": "replica", "parallel pods": "parallel pod"}
+
+
+@dataclass(frozen=True, slots=True)
+class _PodDemand:
+    """What one pod of a workload will claim, by DeviceClass."""
+
+    devices: Mapping[str, int]
+    unbounded: frozenset[str]
+    claims: int
+
+    def __bool__(self) -> bool:
+        return bool(self.devices or self.unbounded or self.claims)
+
+
+def _check_workload(
+    request: Request,
+    obj: Obj,
+    ctx: Context,
+    quota: NamespaceQuota,
+    native: Mapping[str, list[_NativeLimit]],
+) -> Result:
+    spec = pod_spec(request.kind, obj)
+    if spec is None or request.kind == "PodTemplate":
+        return ALLOW
+    translated = _translated(spec, request.namespace, ctx)
+    demand = _pod_demand(spec, request.namespace, ctx, translated)
+    if not demand:
+        return ALLOW
+    pods, unit = _pods(request.kind, obj, ctx.view)
+    before, claims_before = _before(request, ctx)
+
+    namespace = request.namespace
+    usage = claim_usage(ctx.view)
+    name = object_name(obj) or request.name
+    found = _Findings()
+    warn_only = request.kind == "DaemonSet"
+    for device_class, per_pod in sorted(demand.devices.items()):
+        total = per_pod * pods
+        more = total - before.get(device_class, 0)
+        if more <= 0:
+            continue
+        needs = _arithmetic(
+            request.kind,
+            name,
+            pods=pods,
+            unit=unit,
+            per_pod=per_pod,
+            device_class=device_class,
+            total=total,
+        )
+        if device_class in before:
+            needs += f" ({before[device_class]} before this change)"
+        used = usage.devices_of(namespace, device_class)
+        if breach := quota.breach(PER_NAMESPACE, device_class, more, used):
+            if warn_only:
+                breach = Breach(breach.limit, breach.entry, deny=False)
+            found.add(
+                spec.path,
+                f"{needs}; namespace {namespace} allows {breach.limit}, {used} in use",
+                breach,
+            )
+        for limit in native.get(device_class, ()):
+            in_use = max(limit.used, used)
+            if in_use + more > limit.hard:
+                deny = ctx.compiled.quotas.resource_quotas == "deny" and not warn_only
+                found.add(
+                    spec.path,
+                    f"{needs}; ResourceQuota {limit.quota} allows {limit.hard} "
+                    f"({device_class}{RESOURCE_QUOTA_SUFFIX}), {in_use} in use",
+                    Breach(limit.hard, "", deny),  # the message names the ResourceQuota
+                )
+    for device_class in sorted(demand.unbounded):
+        if breach := quota.breach(PER_NAMESPACE, device_class, None):
+            if warn_only:
+                breach = Breach(breach.limit, breach.entry, deny=False)
+            found.add(
+                spec.path,
+                f"{request.kind} {name} claims all devices of {device_class} "
+                f"(allocationMode: All) in each pod; namespace {namespace} allows {breach.limit}",
+                breach,
+            )
+    more_claims = demand.claims * pods - claims_before
+    if more_claims > 0:
+        used_claims = usage.claims(namespace)
+        if breach := quota.claims_breach(used_claims, more_claims):
+            if warn_only:
+                breach = Breach(breach.limit, breach.entry, deny=False)
+            found.add(
+                spec.path,
+                f"{request.kind} {name} makes {pods} {unit} x {demand.claims} ResourceClaims = "
+                f"{demand.claims * pods}; namespace {namespace} allows {breach.limit}, "
+                f"{used_claims} in use",
+                breach,
+            )
+    _check_translated_requests(translated, quota, found)
+    return found.result(f"{request.kind} {name}".rstrip(), namespace)
+
+
+def _before(request: Request, ctx: Context) -> tuple[dict[str, int], int]:
+    """On UPDATE, the devices by class and the claims the old object already accounted for."""
+    if request.operation != "UPDATE" or request.old_object is None:
+        return {}, 0
+    old_spec = pod_spec(request.kind, request.old_object)
+    if old_spec is None:
+        return {}, 0
+    try:
+        old_demand = _pod_demand(
+            old_spec, request.namespace, ctx, _translated(old_spec, request.namespace, ctx)
+        )
+        old_pods, _ = _pods(request.kind, request.old_object, ctx.view)
+    except ObjectShapeError:
+        return {}, 0
+    return {c: n * old_pods for c, n in old_demand.devices.items()}, old_demand.claims * old_pods
+
+
+def _arithmetic(
+    kind: str, name: str, *, pods: int, unit: str, per_pod: int, device_class: str, total: int
+) -> str:
+    if kind == "Pod":
+        return f"Pod {name} needs {_devices(per_pod, device_class)}"
+    if kind == "DaemonSet":
+        return (
+            f"DaemonSet {name} needs {_devices(per_pod, device_class)} per node x {pods} "
+            f"{unit} = {total}"
+        )
+    return f"{kind} {name} needs {pods} {unit} x {_devices(per_pod, device_class)} = {total}"
+
+
+def _devices(amount: int, device_class: str) -> str:
+    return f"{amount} device{'' if amount == 1 else 's'} of {device_class or '(no class)'}"
+
+
+def _pods(kind: str, obj: Obj, view: ClusterView) -> tuple[int, str]:
+    """How many pods of the object run at once, and what to call them ("8 replicas")."""
+    if kind == "Pod":
+        return 1, "pod"
+    if kind == "DaemonSet":
+        nodes = max(view.derived(SliceNodes).count, 1)
+        return nodes, "node with devices" if nodes == 1 else "nodes with devices"
+    where, unit = _REPLICAS[kind]
+    node: Any = obj
+    for part in where[:-1]:
+        node = node.get(part) if isinstance(node, dict) else None
+    value = node.get(where[-1], 1) if isinstance(node, dict) else 1
+    if value is None:
+        value = 1
+    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+        raise ObjectShapeError(".".join(where), "must be a non-negative integer")
+    return value, unit if value != 1 else _SINGULAR[unit]
+
+
+@dataclass(frozen=True, slots=True)
+class _Translated:
+    """A legacy request translation will turn into a claim: its DeviceClass and count."""
+
+    request: LegacyRequest
+    device_class: str
+    amount: int
+
+
+def _translated(spec: PodSpecRef, namespace: str, ctx: Context) -> list[_Translated]:
+    """In translate-mode namespaces, the legacy requests translation will turn into claims
+    (those it can translate: it denies the others itself, with its own message)."""
+    if ctx.mode is not Mode.TRANSLATE:
+        return []
+    return [
+        _Translated(want.legacy, want.mapping.device_class_name, want.count)
+        for want in translate.analyse(spec, namespace, ctx).wants
+        if want.count > 0
+    ]
+
+
+def _translation_claims(translated: list[_Translated], share: bool) -> list[tuple[str, int]]:
+    """(DeviceClass, count) of each claim translation gives one pod, by its rule.
+
+    App containers and sidecars get a claim each. With `initContainers: share`, an init container
+    shares the claims of containers that do not run alongside it (regular containers, sidecars
+    started after it), and the pod gets one top-up claim per legacy name for the largest
+    shortfall; with `separate`, each init container gets a claim of its own.
+    """
+    claims: list[tuple[str, int]] = []
+    inits: dict[str, list[_Translated]] = {}
+    app_side: dict[str, list[_Translated]] = {}
+    for t in translated:
+        container = t.request.container
+        if share and not container.runs_with_app:
+            inits.setdefault(t.request.resource, []).append(t)
+            continue
+        claims.append((t.device_class, t.amount))
+        app_side.setdefault(t.request.resource, []).append(t)
+    for resource, group in inits.items():
+        shortfall = 0
+        for init in group:
+            ref = init.request.container
+            pool = sum(
+                a.amount
+                for a in app_side.get(resource, [])
+                if a.request.container.field == "containers"
+                or a.request.container.index > ref.index
+            )
+            shortfall = max(shortfall, init.amount - pool)
+        if shortfall > 0:
+            claims.append((group[0].device_class, shortfall))
+    return claims
+
+
+def _pod_demand(
+    spec: PodSpecRef, namespace: str, ctx: Context, translated: list[_Translated]
+) -> _PodDemand:
+    """Devices and claims one pod will hold: its template claims, plus the claims translation
+    will give it for its legacy requests."""
+    devices: dict[str, int] = {}
+    unbounded: set[str] = set()
+    claims = 0
+    templates = ctx.view.derived(TemplateCounts)
+    for index, entry in enumerate(list_field(spec.spec, "resourceClaims", spec.path)):
+        path = f"{spec.path}.resourceClaims[{index}]"
+        if not isinstance(entry, dict):
+            raise ObjectShapeError(path, "must be an object")
+        template_name = entry.get("resourceClaimTemplateName")
+        if not template_name:
+            continue  # a shared, existing claim: already counted in the namespace's usage
+        if not isinstance(template_name, str):
+            raise ObjectShapeError(f"{path}.resourceClaimTemplateName", "must be a string")
+        counted = templates.get(ctx.view, template_name, namespace)
+        if counted is None:
+            continue  # not known (yet): nothing to count
+        claims += 1
+        for device_class, amount in counted.devices.items():
+            devices[device_class] = devices.get(device_class, 0) + amount
+        unbounded |= counted.unbounded
+    if translated:
+        share = ctx.policy.translation.init_containers == "share"
+        for device_class, amount in _translation_claims(translated, share):
+            devices[device_class] = devices.get(device_class, 0) + amount
+            claims += 1
+    return _PodDemand(devices, frozenset(unbounded), claims)
+
+
+def _check_translated_requests(
+    translated: list[_Translated], quota: NamespaceQuota, found: _Findings
+) -> None:
+    """Per-request and per-claim limits for the claims translation will make."""
+    if not quota:
+        return
+    for t in translated:
+        for scope, word in ((PER_REQUEST, "request"), (PER_CLAIM, "claim")):
+            if breach := quota.breach(scope, t.device_class, t.amount):
+                legacy = t.request
+                found.add(
+                    legacy.path,
+                    f"container {legacy.container.name} asks for {legacy.resource}: "
+                    f"{legacy.amount}, which translation turns into a claim for "
+                    f"{_devices(t.amount, t.device_class)}; at most {breach.limit} per {word}",
+                    breach,
+                )
+                break
+
+
+def _native_limits(ctx: Context, namespace: str) -> Mapping[str, list[_NativeLimit]]:
+    """DeviceClass -> device limits of the namespace's ResourceQuotas."""
+    if ctx.compiled.quotas.resource_quotas == "ignore":
+        return {}
+    quotas = ctx.view.in_namespace(Kind.RESOURCE_QUOTA, namespace)
+    if not quotas:
+        return {}
+    found: dict[str, list[_NativeLimit]] = {}
+    for name, quota in quotas.items():
+        spec = quota.get("spec")
+        hard = spec.get("hard") if isinstance(spec, dict) else None
+        if not isinstance(hard, dict):
+            continue
+        status = quota.get("status")
+        used = status.get("used") if isinstance(status, dict) else None
+        for key, value in hard.items():
+            if not isinstance(key, str) or not key.endswith(RESOURCE_QUOTA_SUFFIX):
+                continue
+            limit = _whole(value)
+            if limit is None:
+                continue
+            in_use = _whole(used.get(key)) if isinstance(used, dict) else None
+            device_class = key.removesuffix(RESOURCE_QUOTA_SUFFIX)
+            found.setdefault(device_class, []).append(_NativeLimit(name, limit, in_use or 0))
+    return found
+
+
+def _whole(value: Any) -> int | None:
+    """A device count written as a quantity ("4", 4, "1k"); None when absent, unparsable or not
+    whole (devices are counted in whole numbers; the API server rejects the rest)."""
+    if value is None:
+        return None
+    try:
+        quantity = parse_quantity(value)
+    except QuantityError:
+        return None
+    return quantity.as_int() if quantity.is_integer() else None

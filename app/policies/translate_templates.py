@@ -1,0 +1,127 @@
+"""The ResourceClaimTemplates translation references: one per shape, named by its content.
+
+A shape is (namespace, DeviceClass, selectors, count). Its template is built once, run through
+the template hooks (DeviceClass defaults plug in here), and named from a hash of the finished
+claim spec, so the same shape always gives the same template, replicas of the webhook agree on
+it without talking to each other, and a changed default gives a new template instead of silently
+reusing a stale one.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from app.policies.legacy import DeviceMapping
+
+Obj = dict[str, Any]
+
+API_VERSION = "resource.k8s.io/v1"
+MANAGED_BY_LABEL = "app.kubernetes.io/managed-by"
+MANAGED_BY = "dra-webhook"
+MAX_NAME = 63
+HASH_CHARS = 10
+
+TemplateHook = Callable[[Obj, str], Obj]
+"""(ResourceClaimSpec, namespace) -> ResourceClaimSpec, run on each new shape before it is named.
+
+A hook returns a new dict (it must not change its argument) and depends only on its arguments
+and the policy it was built from: its result is memoized per shape.
+"""
+
+_NOT_DNS = re.compile(r"[^a-z0-9]+")
+_MEMO_LIMIT = 4096
+
+
+@dataclass(frozen=True, slots=True)
+class ClaimTemplate:
+    """A ResourceClaimTemplate translation needs, and what it asks for."""
+
+    name: str
+    device_class: str
+    count: int
+    template: Obj
+    """The whole object, ready to create. Shared between requests: never mutate it."""
+
+
+class TemplateBuilder:
+    """Builds, names and memoizes the template of each shape; compiled once per policy."""
+
+    def __init__(self, name_prefix: str, hooks: tuple[TemplateHook, ...] = ()) -> None:
+        self._prefix = name_prefix
+        self._hooks = hooks
+        self._memo: dict[tuple[str, str, tuple[str, ...], int], ClaimTemplate] = {}
+        self._own_name = re.compile(
+            rf"^{re.escape(name_prefix)}-[a-z0-9-]+-[0-9]+-[0-9a-f]{{{HASH_CHARS}}}$"
+        )
+
+    def is_own_name(self, name: str) -> bool:
+        """Whether `name` is shaped like the names this builder gives."""
+        return len(name) <= MAX_NAME and self._own_name.match(name) is not None
+
+    def get(self, namespace: str, mapping: DeviceMapping, count: int) -> ClaimTemplate:
+        key = (namespace, mapping.device_class_name, mapping.selectors, count)
+        found = self._memo.get(key)
+        if found is None:
+            found = self._build(namespace, mapping, count)
+            if len(self._memo) >= _MEMO_LIMIT:  # shapes come from users: bound the memo
+                self._memo.clear()
+            self._memo[key] = found
+        return found
+
+    def _build(self, namespace: str, mapping: DeviceMapping, count: int) -> ClaimTemplate:
+        spec = claim_spec(mapping, count)
+        for hook in self._hooks:
+            spec = hook(spec, namespace)
+        name = template_name(self._prefix, mapping.device_class_name, count, spec)
+        template: Obj = {
+            "apiVersion": API_VERSION,
+            "kind": "ResourceClaimTemplate",
+            "metadata": {
+                "name": name,
+                "namespace": namespace,
+                "labels": {MANAGED_BY_LABEL: MANAGED_BY},
+            },
+            "spec": {"spec": spec},
+        }
+        return ClaimTemplate(name, mapping.device_class_name, count, template)
+
+
+def claim_spec(mapping: DeviceMapping, count: int) -> Obj:
+    """The ResourceClaimSpec asking for `count` devices of the mapping's class and selectors."""
+    exactly: Obj = {
+        "deviceClassName": mapping.device_class_name,
+        "allocationMode": "ExactCount",
+        "count": count,
+    }
+    if mapping.selectors:
+        exactly["selectors"] = [{"cel": {"expression": e}} for e in mapping.selectors]
+    return {
+        "devices": {
+            "requests": [{"name": request_name(mapping.device_class_name), "exactly": exactly}]
+        }
+    }
+
+
+def request_name(device_class: str) -> str:
+    """The claim's request name: the class's first label (gpu for gpu.nvidia.com)."""
+    label = slug(device_class.split(".", 1)[0], MAX_NAME)
+    return label or "devices"
+
+
+def template_name(prefix: str, device_class: str, count: int, spec: Obj) -> str:
+    """<prefix>-<class slug>-<count>-<hash of the claim spec>: a DNS label of <= 63 characters."""
+    canonical = json.dumps(spec, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    digest = hashlib.sha256(canonical.encode()).hexdigest()[:HASH_CHARS]
+    room = MAX_NAME - len(prefix) - len(str(count)) - HASH_CHARS - 3
+    middle = slug(device_class, room) or "class"
+    return f"{prefix}-{middle}-{count}-{digest}"
+
+
+def slug(text: str, limit: int) -> str:
+    """Lower-case letters, digits and single dashes, at most `limit` characters, no edge dash."""
+    return _NOT_DNS.sub("-", text.lower()).strip("-")[: max(limit, 0)].rstrip("-")

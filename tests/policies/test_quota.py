@@ -1,0 +1,628 @@
+"""Claim quotas: claims (a), templates (b), pods and workloads (c), strictest-wins."""
+
+from __future__ import annotations
+
+import copy
+import re
+from typing import Any
+
+import jsonpatch
+import orjson
+import pytest
+
+from app.cluster.view import Kind
+from app.config import Policy
+from app.pipeline import Decision, Endpoint, Pipeline
+from app.transport.review import decode_review
+from tests.claim_objects import (
+    GPU,
+    claim,
+    cluster_objects,
+    exact,
+    first,
+    sub,
+    template,
+    workload,
+)
+from tests.conftest import make_pipeline, policy_from, wrap
+
+Obj = dict[str, Any]
+
+RESEARCH = """
+mappings:
+  - {resource: nvidia.com/gpu, deviceClassName: gpu.nvidia.com}
+quotas:
+  - name: research
+    namespaceSelector: {matchLabels: {team: research}}
+    action: ACTION
+    maxDevicesPerRequest: {"*": 8}
+    maxDevicesPerClaim: {gpu.nvidia.com: 8}
+    maxDevicesPerNamespace: {gpu.nvidia.com: 16}
+    maxClaimsPerNamespace: 10
+"""
+
+
+def research_policy(action: str = "deny", extra: str = "") -> Policy:
+    return policy_from(RESEARCH.replace("ACTION", action) + extra)
+
+
+def decide(
+    pipeline: Pipeline,
+    obj: Obj,
+    *,
+    operation: str = "CREATE",
+    old: Obj | None = None,
+    endpoint: Endpoint = Endpoint.VALIDATE,
+) -> Decision:
+    body = wrap(obj, operation=operation, old=old)
+    return pipeline.review(endpoint, decode_review(orjson.dumps(body)))
+
+
+@pytest.fixture
+def research() -> Pipeline:
+    return make_pipeline(cluster_objects(), research_policy())
+
+
+# -- the scenario of the issue: 12 devices in use, limit 16 --------------------------------
+
+
+def test_a_claim_for_4_fits_the_16_allowed_with_12_in_use(research: Pipeline) -> None:
+    decision = decide(research, claim("four", exact(count=4)))
+    assert decision.allowed, decision.message
+    assert decision.warnings == ()
+
+
+def test_a_claim_for_5_is_denied_with_the_arithmetic(research: Pipeline) -> None:
+    decision = decide(research, claim("five", exact(count=5)))
+    assert not decision.allowed
+    assert decision.code == 403
+    assert decision.reason == "Forbidden"
+    assert decision.denied_by == ("claim-quota",)
+    assert (
+        "spec.devices: ResourceClaim five needs 5 devices of gpu.nvidia.com; namespace "
+        "ml-research allows 16, 12 in use (quota research)" in decision.message
+    )
+
+
+def test_a_deployment_of_8_replicas_x_4_devices_is_denied_with_the_arithmetic(
+    research: Pipeline,
+) -> None:
+    decision = decide(research, workload("Deployment", "trainer", 8, templates=("four-gpus",)))
+    assert not decision.allowed
+    assert (
+        "Deployment trainer needs 8 replicas x 4 devices of gpu.nvidia.com = 32; namespace "
+        "ml-research allows 16, 12 in use (quota research)" in decision.message
+    )
+
+
+def test_the_same_deployment_under_a_warn_entry_is_allowed_with_the_warning() -> None:
+    pipeline = make_pipeline(cluster_objects(), research_policy("warn"))
+    decision = decide(pipeline, workload("Deployment", "trainer", 8, templates=("four-gpus",)))
+    assert decision.allowed
+    assert any(
+        "Deployment trainer needs 8 replicas x 4 devices of gpu.nvidia.com = 32; namespace "
+        "ml-research allows 16, 12 in use (quota research); allowed (warn only)" in w
+        for w in decision.warnings
+    ), decision.warnings
+
+
+def test_deleting_a_claim_frees_its_devices_for_the_next_one(research: Pipeline) -> None:
+    assert not decide(research, claim("five", exact(count=5))).allowed
+    research.view.remove(
+        Kind.RESOURCE_CLAIM, {"metadata": {"name": "train-b", "namespace": "ml-research"}}
+    )
+    assert decide(research, claim("five", exact(count=5))).allowed
+
+
+# -- a. ResourceClaim CREATE ----------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("requests", "allowed", "expected"),
+    [
+        pytest.param([exact(count=4)], True, "", id="within-every-limit"),
+        pytest.param(
+            [exact(device_class="gpu.example.com", count=9)],
+            False,
+            "spec.devices.requests[0]: request gpu asks for 9 devices of gpu.example.com; "
+            "at most 8 per request (quota research)",
+            id="per-request-star",
+        ),
+        pytest.param(
+            [exact("a", count=2), exact("b", count=2)],
+            True,
+            "",
+            id="two-requests-within",
+        ),
+        pytest.param(
+            [exact("a", count=1), first("b", sub("x", count=3), sub("y", count=1))],
+            True,
+            "",
+            id="first-available-largest-fits",
+        ),
+        pytest.param(
+            [first("b", sub("x", count=5), sub("y", count=1))],
+            False,
+            "ResourceClaim c needs 5 devices of gpu.nvidia.com; namespace ml-research allows 16, "
+            "12 in use",
+            id="first-available-largest-counts",
+        ),
+        pytest.param(
+            [exact(mode="All")],
+            False,
+            "spec.devices.requests[0]: request gpu asks for all devices of gpu.nvidia.com "
+            "(allocationMode: All), an unbounded count where 8 are allowed per request",
+            id="all-denied-where-a-limit-applies",
+        ),
+        pytest.param(
+            [exact(count=2, adminAccess=True), exact("b", count=3)],
+            False,
+            "ResourceClaim c needs 5 devices of gpu.nvidia.com",
+            id="admin-access-counts",
+        ),
+    ],
+)
+def test_claim_create_limits(
+    research: Pipeline, requests: list[Obj], allowed: bool, expected: str
+) -> None:
+    decision = decide(research, claim("c", *requests))
+    assert decision.allowed is allowed, decision.message
+    assert expected in decision.message
+
+
+def test_a_claim_over_the_per_claim_limit_is_denied_in_an_empty_namespace() -> None:
+    objects = [o for o in cluster_objects() if o["kind"] != "ResourceClaim"]
+    pipeline = make_pipeline(objects, research_policy())
+    decision = decide(pipeline, claim("big", exact("a", count=5), exact("b", count=4)))
+    assert not decision.allowed
+    assert (
+        "spec.devices.requests: ResourceClaim big asks for 9 devices of gpu.nvidia.com; "
+        "at most 8 per claim (quota research)" in decision.message
+    )
+    assert "namespace ml-research allows 16" not in decision.message
+
+
+def test_all_is_allowed_where_the_entry_allows_it() -> None:
+    policy = policy_from(RESEARCH.replace("ACTION", "deny") + "    allowAllocationModeAll: true\n")
+    pipeline = make_pipeline(cluster_objects(), policy)
+    assert decide(pipeline, claim("all", exact(mode="All"))).allowed
+
+
+def test_the_claim_count_limit_is_enforced() -> None:
+    policy = policy_from(
+        RESEARCH.replace("ACTION", "deny").replace("Namespace: 10", "Namespace: 3")
+    )
+    pipeline = make_pipeline(cluster_objects(), policy)
+    decision = decide(pipeline, claim("one-more", exact()))
+    assert not decision.allowed
+    assert (
+        "metadata: ResourceClaim one-more would be one claim too many: namespace ml-research "
+        "allows 3 ResourceClaims, 3 in use (quota research)" in decision.message
+    )
+
+
+def test_a_namespace_no_entry_selects_is_not_limited(research: Pipeline) -> None:
+    decision = decide(research, claim("huge", exact(count=64), namespace="open-lab"))
+    assert decision.allowed
+    assert not any("quota" in w for w in decision.warnings)  # (the CEL check may warn: 4 GPUs)
+
+
+def test_a_claim_update_is_not_counted_again(research: Pipeline) -> None:
+    old = claim("train-b", exact(count=4))
+    assert decide(research, old, operation="UPDATE", old=old).allowed
+
+
+# -- b. ResourceClaimTemplate CREATE ---------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("requests", "expected"),
+    [
+        pytest.param([exact(count=4)], "", id="within"),
+        pytest.param(
+            [exact(count=9)],
+            "spec.spec.devices.requests[0]: request gpu asks for 9 devices of gpu.nvidia.com; "
+            "at most 8 per request (quota research)",
+            id="per-request",
+        ),
+        pytest.param(
+            [exact("a", count=6), exact("b", count=6)],
+            "spec.spec.devices.requests: ResourceClaimTemplate t asks for 12 devices of "
+            "gpu.nvidia.com; at most 8 per claim (quota research)",
+            id="per-claim",
+        ),
+        pytest.param(
+            [exact(mode="All")],
+            "request gpu asks for all devices of gpu.nvidia.com (allocationMode: All)",
+            id="all",
+        ),
+    ],
+)
+def test_template_create_limits(research: Pipeline, requests: list[Obj], expected: str) -> None:
+    decision = decide(research, template("t", *requests))
+    assert decision.allowed is (not expected), decision.message
+    assert expected in decision.message
+
+
+def test_a_template_is_not_charged_to_the_namespace_until_pods_use_it(research: Pipeline) -> None:
+    # 8 per claim fits; 12 in use + 8 would not, but a template holds no devices by itself.
+    assert decide(research, template("t", exact(count=8))).allowed
+
+
+# -- c. Pods and workloads -------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("obj", "expected"),
+    [
+        pytest.param(workload("Pod", "p", templates=("four-gpus",)), "", id="pod-4-fits"),
+        pytest.param(
+            workload("Pod", "p", templates=("four-gpus", "one-gpu")),
+            "Pod p needs 5 devices of gpu.nvidia.com; namespace ml-research allows 16, 12 in use",
+            id="pod-5",
+        ),
+        pytest.param(
+            workload("StatefulSet", "db", 2, templates=("four-gpus",)),
+            "StatefulSet db needs 2 replicas x 4 devices of gpu.nvidia.com = 8; namespace "
+            "ml-research allows 16, 12 in use",
+            id="statefulset",
+        ),
+        pytest.param(
+            workload("ReplicaSet", "rs", 5, templates=("one-gpu",)),
+            "ReplicaSet rs needs 5 replicas x 1 device of gpu.nvidia.com = 5",
+            id="replicaset",
+        ),
+        pytest.param(workload("Deployment", "d", 4, templates=("one-gpu",)), "", id="deploy-fits"),
+        pytest.param(
+            workload("Deployment", "d", 0, templates=("four-gpus",)), "", id="scaled-to-0"
+        ),
+        pytest.param(
+            workload("Deployment", "d", None, templates=("four-gpus", "four-gpus")),
+            "Deployment d needs 1 replica x 8 devices of gpu.nvidia.com = 8",
+            id="replicas-default-1",
+        ),
+        pytest.param(
+            workload("Job", "j", 3, templates=("four-gpus",)),
+            "Job j needs 3 parallel pods x 4 devices of gpu.nvidia.com = 12",
+            id="job-parallelism",
+        ),
+        pytest.param(
+            workload("CronJob", "cj", 2, templates=("four-gpus",)),
+            "CronJob cj needs 2 parallel pods x 4 devices of gpu.nvidia.com = 8",
+            id="cronjob-job-template",
+        ),
+        pytest.param(
+            workload("Deployment", "shared", 8, claims=("train-a",)), "", id="shared-claim-no-new"
+        ),
+        pytest.param(
+            workload("Deployment", "unknown", 8, templates=("missing",)), "", id="unknown-template"
+        ),
+        pytest.param(
+            workload("Deployment", "legacy", 2, legacy={"nvidia.com/gpu": "4"}),
+            "Deployment legacy needs 2 replicas x 4 devices of gpu.nvidia.com = 8; namespace "
+            "ml-research allows 16, 12 in use",
+            id="translate-legacy-workload",
+        ),
+        pytest.param(
+            workload("Pod", "legacy", legacy={"nvidia.com/gpu": 9}),
+            "spec.containers[0].resources.limits[nvidia.com/gpu]: container main asks for "
+            "nvidia.com/gpu: 9, which translation turns into a claim for 9 devices of "
+            "gpu.nvidia.com; at most 8 per request",
+            id="translate-legacy-per-request",
+        ),
+    ],
+)
+def test_pods_and_workloads_are_checked_against_the_namespace_limit(
+    research: Pipeline, obj: Obj, expected: str
+) -> None:
+    decision = decide(research, obj)
+    assert decision.allowed is (not expected), decision.message
+    assert expected in decision.message
+
+
+def test_a_daemonset_is_counted_per_node_and_only_warned(research: Pipeline) -> None:
+    decision = decide(research, workload("DaemonSet", "agent", templates=("four-gpus",)))
+    assert decision.allowed
+    assert any(
+        "DaemonSet agent needs 4 devices of gpu.nvidia.com per node x 2 nodes with devices = 8; "
+        "namespace ml-research allows 16, 12 in use (quota research); allowed (warn only)" in w
+        for w in decision.warnings
+    ), decision.warnings
+
+
+def test_a_scale_up_is_charged_only_for_the_pods_it_adds(research: Pipeline) -> None:
+    old = workload("Deployment", "d", 2, templates=("one-gpu",))
+    ok = decide(
+        research,
+        workload("Deployment", "d", 6, templates=("one-gpu",)),
+        operation="UPDATE",
+        old=old,
+    )
+    assert ok.allowed, ok.message
+    over = decide(
+        research,
+        workload("Deployment", "d", 7, templates=("one-gpu",)),
+        operation="UPDATE",
+        old=old,
+    )
+    assert not over.allowed
+    assert "= 7 (2 before this change)" in over.message
+    down = decide(
+        research,
+        old,
+        operation="UPDATE",
+        old=workload("Deployment", "d", 9, templates=("one-gpu",)),
+    )
+    assert down.allowed
+
+
+def test_workload_claims_count_against_the_claim_limit() -> None:
+    policy = policy_from(
+        RESEARCH.replace("ACTION", "deny").replace("Namespace: 10", "Namespace: 5")
+    )
+    pipeline = make_pipeline(cluster_objects(), policy)
+    decision = decide(pipeline, workload("Deployment", "d", 3, templates=("one-gpu",)))
+    assert not decision.allowed
+    assert (
+        "Deployment d makes 3 replicas x 1 ResourceClaims = 3; namespace ml-research allows 5, "
+        "3 in use" in decision.message
+    )
+
+
+@pytest.mark.parametrize(
+    ("setting", "allowed", "warned"),
+    [("deny", False, False), ("warn", True, True), ("ignore", True, False)],
+)
+def test_native_resource_quota_hard_values_are_checked_for_workloads(
+    setting: str, allowed: bool, warned: bool
+) -> None:
+    pipeline = make_pipeline(cluster_objects(), policy_from(f"resourceQuotas: {setting}\n"))
+    decision = decide(
+        pipeline, workload("Deployment", "d", 4, templates=("two-gpus",), namespace="ml-quota")
+    )
+    text = (
+        "Deployment d needs 4 replicas x 2 devices of gpu.nvidia.com = 8; ResourceQuota gpus "
+        "allows 8 (gpu.nvidia.com.deviceclass.resource.k8s.io/devices), 2 in use"
+    )
+    assert decision.allowed is allowed
+    assert (text in decision.message) is (not allowed)
+    assert any(text in w for w in decision.warnings) is warned
+    fits = decide(
+        pipeline, workload("Deployment", "d", 3, templates=("two-gpus",), namespace="ml-quota")
+    )
+    assert fits.allowed and fits.warnings == ()
+
+
+def test_resource_quota_used_is_the_larger_of_its_status_and_the_webhooks_count() -> None:
+    objects = cluster_objects()
+    quota = next(o for o in objects if o["kind"] == "ResourceQuota")
+    quota["status"]["used"]["gpu.nvidia.com.deviceclass.resource.k8s.io/devices"] = "6"
+    decision = decide(
+        make_pipeline(objects),
+        workload("Pod", "p", templates=("two-gpus", "two-gpus"), namespace="ml-quota"),
+    )
+    assert (
+        "allows 8 (gpu.nvidia.com.deviceclass.resource.k8s.io/devices), 6 in use"
+        in decision.message
+    )
+
+
+def test_a_pod_update_is_not_recounted(research: Pipeline) -> None:
+    pod = workload("Pod", "p", templates=("four-gpus", "four-gpus"))
+    assert decide(research, pod, operation="UPDATE", old=pod).allowed
+
+
+@pytest.mark.parametrize(
+    ("obj", "path"),
+    [
+        (workload("Deployment", "d", "3", templates=("one-gpu",)), "spec.replicas: must be"),  # type: ignore[arg-type]
+        (
+            {**workload("Pod", "p"), "spec": {"containers": [], "resourceClaims": [7]}},
+            "spec.resourceClaims[0]: must be an object",
+        ),
+        (
+            claim("c", {"name": "gpu", "exactly": {"deviceClassName": GPU, "count": "2"}}),
+            "spec.devices.requests[0].exactly.count",
+        ),
+    ],
+)
+def test_a_malformed_object_is_denied_with_the_field_path(
+    research: Pipeline, obj: Obj, path: str
+) -> None:
+    decision = decide(research, obj)
+    assert not decision.allowed
+    assert decision.code == 422
+    assert path in decision.message
+
+
+# -- strictest wins --------------------------------------------------------------------------
+
+
+def _two_entries(wide: str, research_only: str) -> Policy:
+    """Two entries selecting ml-research, their limits given as flow-mapping bodies."""
+    return policy_from(
+        "quotas:\n"
+        "  - {name: wide, namespaceSelector: {matchExpressions: [{key: team, operator: Exists}]}, "
+        f"{wide}}}\n"
+        "  - {name: research-only, namespaceSelector: {matchLabels: {team: research}}, "
+        f"{research_only}}}\n"
+    )
+
+
+@pytest.mark.parametrize(
+    ("first_", "second", "count", "allowed", "expected"),
+    [
+        pytest.param(
+            "maxDevicesPerNamespace: {gpu.nvidia.com: 16}",
+            "maxDevicesPerNamespace: {'*': 14}",
+            3,
+            False,
+            "allows 14, 12 in use (quota research-only)",
+            id="smaller-star-beats-larger-class-limit",
+        ),
+        pytest.param(
+            "maxDevicesPerNamespace: {gpu.nvidia.com: 14}",
+            "maxDevicesPerNamespace: {'*': 16}",
+            3,
+            False,
+            "allows 14, 12 in use (quota wide)",
+            id="smaller-class-limit-beats-star",
+        ),
+        pytest.param(
+            "maxDevicesPerNamespace: {gpu.nvidia.com: 16}",
+            "action: warn, maxDevicesPerNamespace: {gpu.nvidia.com: 13}",
+            3,
+            True,
+            "allows 13, 12 in use (quota research-only); allowed (warn only)",
+            id="warn-below-deny-warns",
+        ),
+        pytest.param(
+            "maxDevicesPerNamespace: {gpu.nvidia.com: 16}",
+            "action: warn",
+            5,
+            False,
+            "allows 16, 12 in use (quota wide)",
+            id="deny-beats-warn",
+        ),
+        pytest.param(
+            "maxDevicesPerRequest: {'*': 4}",
+            "maxDevicesPerRequest: {gpu.nvidia.com: 2}",
+            3,
+            False,
+            "at most 2 per request (quota research-only)",
+            id="per-request-strictest",
+        ),
+        pytest.param(
+            "maxDevicesPerRequest: {'*': 8}, allowAllocationModeAll: true",
+            "maxDevicesPerClaim: {'*': 8}",
+            None,
+            False,
+            "where 8 are allowed per claim; use ExactCount (quota research-only)",
+            id="all-denied-by-the-entry-that-forbids-it",
+        ),
+    ],
+)
+def test_the_strictest_limit_wins_when_entries_overlap(
+    first_: str, second: str, count: int | None, allowed: bool, expected: str
+) -> None:
+    policy = _two_entries(first_, second)
+    pipeline = make_pipeline(cluster_objects(), policy)
+    request = exact(count=count) if count is not None else exact(mode="All")
+    decision = decide(pipeline, claim("c", request))
+    assert decision.allowed is allowed, decision.message
+    assert expected in (decision.message + "\n".join(decision.warnings))
+
+
+def test_one_breach_is_reported_per_limit_even_when_several_entries_are_exceeded() -> None:
+    policy = _two_entries(
+        "maxDevicesPerNamespace: {gpu.nvidia.com: 16}",
+        "maxDevicesPerNamespace: {gpu.nvidia.com: 14}",
+    )
+    decision = decide(make_pipeline(cluster_objects(), policy), claim("c", exact(count=5)))
+    assert decision.message.count("needs 5 devices") == 1
+    assert "(quota research-only)" in decision.message
+
+
+def test_the_check_is_deterministic_and_leaves_the_object_alone(research: Pipeline) -> None:
+    obj = workload("Deployment", "trainer", 8, templates=("four-gpus",))
+    before = copy.deepcopy(obj)
+    first_decision = decide(research, obj)
+    assert decide(research, obj) == first_decision
+    assert obj == before
+
+
+@pytest.mark.parametrize(
+    ("hard", "allowed"),
+    [("8", False), (8, False), ("1k", True), ("7.5", True), ("lots", True), ("10", True)],
+)
+def test_resource_quota_hard_values_are_read_as_quantities(hard: Any, allowed: bool) -> None:
+    objects = cluster_objects()
+    quota = next(o for o in objects if o["kind"] == "ResourceQuota")
+    quota["spec"]["hard"]["gpu.nvidia.com.deviceclass.resource.k8s.io/devices"] = hard
+    deployment = workload("Deployment", "d", 4, templates=("two-gpus",), namespace="ml-quota")
+    assert decide(make_pipeline(objects), deployment).allowed is allowed
+
+
+def test_a_daemonset_in_a_cluster_without_device_nodes_is_counted_for_one_node() -> None:
+    objects = [o for o in cluster_objects() if o["kind"] != "ResourceSlice"]
+    pipeline = make_pipeline(objects, research_policy())
+    decision = decide(pipeline, workload("DaemonSet", "agent", templates=("four-gpus", "one-gpu")))
+    assert decision.allowed
+    assert "per node x 1 node with devices = 5;" in decision.warnings[0]
+
+
+# -- the forecast for translate-mode pods matches what translation does ---------------------
+
+ZERO = """
+quotas:
+  - name: zero
+    namespaceSelector: {matchLabels: {team: research}}
+    maxDevicesPerNamespace: {"*": 0}
+    maxClaimsPerNamespace: 0
+"""
+
+
+def _gpu(name: str, count: int, *, sidecar: bool = False) -> Obj:
+    container: Obj = {
+        "name": name,
+        "image": "registry.example.com/cuda:12",
+        "resources": {"limits": {"nvidia.com/gpu": str(count)}},
+    }
+    if sidecar:
+        container["restartPolicy"] = "Always"
+    return container
+
+
+def _legacy_pod(init: list[Obj], app: list[Obj]) -> Obj:
+    spec: Obj = {"containers": app or [{"name": "main", "image": "registry.example.com/x:1"}]}
+    if init:
+        spec["initContainers"] = init
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "p", "namespace": "ml-research"},
+        "spec": spec,
+    }
+
+
+def _forecast(decision: Decision) -> tuple[int, int]:
+    devices = re.search(r"Pod p needs (\d+) devices? of gpu\.nvidia\.com", decision.message)
+    claims = re.search(r"x (\d+) ResourceClaims", decision.message)
+    assert devices and claims, decision.message
+    return int(devices.group(1)), int(claims.group(1))
+
+
+@pytest.mark.parametrize("init_mode", ["share", "separate"])
+@pytest.mark.parametrize(
+    ("init", "app"),
+    [
+        pytest.param([_gpu("warm", 1)], [_gpu("cuda", 1)], id="warm1-cuda1"),
+        pytest.param([_gpu("warm", 1)], [_gpu("cuda", 2)], id="warm1-cuda2"),
+        pytest.param([_gpu("warm", 1)], [_gpu("big", 2), _gpu("small", 1)], id="warm1-big2-small1"),
+        pytest.param([_gpu("warm", 2)], [_gpu("cuda", 1)], id="warm2-cuda1-top-up"),
+        pytest.param([_gpu("one", 1), _gpu("two", 2)], [], id="two-inits-no-app"),
+        pytest.param([_gpu("proxy", 1, sidecar=True), _gpu("warm", 2)], [], id="sidecar-then-init"),
+        pytest.param([_gpu("warm", 1), _gpu("proxy", 1, sidecar=True)], [], id="init-then-sidecar"),
+    ],
+)
+def test_the_quota_forecast_for_a_legacy_pod_matches_the_claims_translation_makes(
+    init: list[Obj], app: list[Obj], init_mode: str
+) -> None:
+    policy = policy_from(ZERO + f"translation: {{initContainers: {init_mode}}}\n")
+    pipeline = make_pipeline(cluster_objects(), policy)
+    pod = _legacy_pod(init, app)
+    forecast = _forecast(decide(pipeline, pod))
+
+    mutated = decide(pipeline, pod, endpoint=Endpoint.MUTATE)
+    assert mutated.allowed and mutated.patch, mutated.message
+    for made in mutated.templates:  # as the transport creates them before answering
+        pipeline.view.apply(Kind.RESOURCE_CLAIM_TEMPLATE, made)
+    translated = jsonpatch.apply_patch(pod, list(mutated.patch))
+    counts = {t["metadata"]["name"]: t["spec"]["spec"] for t in mutated.templates}
+    entries = translated["spec"]["resourceClaims"]
+    made_devices = sum(
+        counts[e["resourceClaimTemplateName"]]["devices"]["requests"][0]["exactly"]["count"]
+        for e in entries
+    )
+    assert forecast == (made_devices, len(entries))
+    assert _forecast(decide(pipeline, translated)) == forecast

@@ -1,0 +1,230 @@
+"""Translation through the real ASGI app: templates exist before the answer, once per shape.
+
+The cluster source stands in for the API server: a StaticSource records creates in the view, as
+the live source does after its create; `SlowSource` adds the latency of a real API call and counts
+the calls, so concurrent admissions of a new shape can be seen to share one create.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import httpx
+import orjson
+import pytest
+from fastapi.testclient import TestClient
+
+from app.cluster.static import StaticSource
+from app.cluster.view import ClusterView, Kind
+from app.config import Settings, load_policy
+from app.errors import TemplateCreateError
+from app.metrics import Metrics
+from app.transport.app import create_app
+from tests.conftest import (
+    DEMO_NAMESPACES,
+    AppHarness,
+    namespace,
+    policy_from,
+    review,
+    wrap,
+    write_cluster_file,
+)
+from tests.policies.translate_support import apply, assert_valid
+
+Obj = dict[str, Any]
+NS = "ml-research"
+LEGACY = "pod-create-legacy-gpu"
+TRANSLATED_E2E = [*(n for n in DEMO_NAMESPACES if n["metadata"]["name"] != "gpu-e2e")]
+TRANSLATED_E2E.append(namespace("gpu-e2e", "translate"))
+
+
+class SlowSource(StaticSource):
+    """Creates take `delay` seconds, as an API call does; counts calls; may fail."""
+
+    def __init__(self, objects: list[Obj], delay: float = 0.02, error: str = "") -> None:
+        super().__init__(ClusterView(), objects=objects)
+        self.delay = delay
+        self.error = error
+        self.calls: list[str] = []
+
+    async def create_claim_template(self, template: dict[str, Any]) -> None:
+        self.calls.append(template["metadata"]["name"])
+        await asyncio.sleep(self.delay)
+        if self.error:
+            raise TemplateCreateError(self.error)
+        await super().create_claim_template(template)
+
+
+def patch_of(response: Obj) -> list[Obj]:
+    assert response["patchType"] == "JSONPatch"
+    ops: list[Obj] = orjson.loads(base64.b64decode(response["patch"]))
+    return ops
+
+
+def gpu_pod(name: str, count: int = 1) -> Obj:
+    limits = {"nvidia.com/gpu": str(count)}
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "namespace": NS},
+        "spec": {
+            "containers": [
+                {
+                    "name": "cuda",
+                    "image": "cuda:12",
+                    "resources": {"limits": limits, "requests": dict(limits)},
+                }
+            ]
+        },
+    }
+
+
+def test_the_captured_pod_in_a_translate_namespace_is_patched_and_its_template_created(
+    tmp_path: Path,
+) -> None:
+    cluster = write_cluster_file(tmp_path / "cluster.yaml", TRANSLATED_E2E)
+    metrics = Metrics()
+    app = create_app(Settings(cluster_file=cluster), metrics=metrics)
+    with TestClient(app) as client:
+        body = review(LEGACY)
+        http = client.post(
+            "/mutate", content=orjson.dumps(body), headers={"content-type": "application/json"}
+        )
+        assert http.status_code == 200
+        response = http.json()["response"]
+        assert response["uid"] == body["request"]["uid"]
+        assert response["allowed"] is True
+        result = apply(body["request"]["object"], patch_of(response))
+        assert_valid(result)
+        (entry,) = result["spec"]["resourceClaims"]
+        view = app.state.webhook.source.view
+        template = view.get(
+            Kind.RESOURCE_CLAIM_TEMPLATE, entry["resourceClaimTemplateName"], "gpu-e2e"
+        )
+        assert template is not None
+        assert template["metadata"]["labels"] == {"app.kubernetes.io/managed-by": "dra-webhook"}
+        assert template["spec"]["spec"]["devices"]["requests"][0]["exactly"]["count"] == 2
+        assert response["warnings"][0].startswith(
+            "container cuda: nvidia.com/gpu: 2 -> claim gpu-cuda"
+        )
+        assert "dra_webhook_templates_created_total 1.0" in metrics.render().decode()
+
+
+def test_a_dry_run_is_answered_with_the_patch_but_creates_no_template(
+    make_app: Callable[..., AppHarness],
+) -> None:
+    harness = make_app(TRANSLATED_E2E)
+    response = harness.answer("mutate", review("pod-create-legacy-gpu-dryrun"))
+    assert response["allowed"] is True
+    assert patch_of(response)
+    assert harness.source.created_templates == []
+    assert harness.source.view.in_namespace(Kind.RESOURCE_CLAIM_TEMPLATE, "gpu-e2e") == {}
+
+
+def test_a_hundred_admissions_of_one_shape_create_one_template(
+    make_app: Callable[..., AppHarness],
+) -> None:
+    harness = make_app()
+    for number in range(100):
+        response = harness.answer("mutate", wrap(gpu_pod(f"p{number}"), uid=f"u{number}"))
+        assert response["allowed"] is True
+    assert len(harness.source.created_templates) == 1
+    harness.answer("mutate", wrap(gpu_pod("bigger", 2), uid="other-shape"))
+    assert len(harness.source.created_templates) == 2
+
+
+def test_a_template_the_cluster_already_has_costs_no_api_call(
+    make_app: Callable[..., AppHarness],
+) -> None:
+    probe = make_app()
+    probe.answer("mutate", wrap(gpu_pod("probe")))
+    (existing,) = probe.source.created_templates
+    harness = make_app([*DEMO_NAMESPACES, existing])
+    response = harness.answer("mutate", wrap(gpu_pod("p")))
+    assert response["allowed"] is True
+    assert harness.source.created_templates == []
+
+
+async def _admit_concurrently(
+    source: SlowSource, bodies: list[Obj], policy: Any = None
+) -> list[Obj]:
+    app = create_app(Settings(), policy=policy or load_policy(), source=source, metrics=Metrics())
+    await source.start()
+    transport = httpx.ASGITransport(app=app)
+    async with httpx.AsyncClient(transport=transport, base_url="http://webhook") as client:
+        replies = await asyncio.gather(
+            *(
+                client.post(
+                    "/mutate", content=orjson.dumps(b), headers={"content-type": "application/json"}
+                )
+                for b in bodies
+            )
+        )
+    assert all(r.status_code == 200 for r in replies)
+    return [r.json()["response"] for r in replies]
+
+
+def test_concurrent_admissions_of_a_new_shape_share_one_create() -> None:
+    source = SlowSource(DEMO_NAMESPACES)
+    bodies = [wrap(gpu_pod(f"p{n}", 1 + n % 2), uid=f"u{n}") for n in range(100)]
+    responses = asyncio.run(_admit_concurrently(source, bodies))
+    assert all(r["allowed"] for r in responses)
+    assert len(source.calls) == 2, source.calls  # two shapes: 1 GPU and 2 GPUs
+    assert len(set(source.calls)) == 2
+    templates = source.view.in_namespace(Kind.RESOURCE_CLAIM_TEMPLATE, NS)
+    assert set(templates) == set(source.calls)
+
+
+@pytest.mark.parametrize("failure", ["closed", "open"])
+def test_a_failed_create_is_answered_per_the_failure_policy_with_the_api_error(
+    failure: str,
+) -> None:
+    error = 'resourceclaimtemplates.resource.k8s.io is forbidden: User "system:serviceaccount:dra-webhook:dra-webhook" cannot create resource'
+    source = SlowSource(DEMO_NAMESPACES, error=error)
+    policy = policy_from(f"failure: {{templateCreate: {failure}}}")
+    bodies = [wrap(gpu_pod(f"p{n}"), uid=f"u{n}") for n in range(5)]
+    responses = asyncio.run(_admit_concurrently(source, bodies, policy))
+    assert len(source.calls) == 1, "concurrent waiters share the one failed create"
+    for response in responses:
+        if failure == "closed":
+            assert response["allowed"] is False
+            assert response["status"]["code"] == 500
+            assert error in response["status"]["message"]
+            assert "denied (fail closed)" in response["status"]["message"]
+        else:
+            assert response["allowed"] is True
+            assert "patch" not in response
+            assert error in response["warnings"][0]
+            assert "admitted untranslated (fail open)" in response["warnings"][0]
+    # the failure is not remembered: the next admission tries again
+    source.error = ""
+    (again,) = asyncio.run(_admit_concurrently(source, [wrap(gpu_pod("later"))], policy))
+    assert again["allowed"] is True
+    assert len(source.calls) == 2
+
+
+def test_a_translated_pod_passes_the_validating_webhook(
+    make_app: Callable[..., AppHarness],
+) -> None:
+    harness = make_app()
+    obj = gpu_pod("p", 2)
+    mutated = harness.answer("mutate", wrap(obj))
+    validated = harness.answer("validate", wrap(apply(obj, patch_of(mutated))))
+    assert validated["allowed"] is True
+
+
+class BrokenSource(SlowSource):
+    async def create_claim_template(self, template: dict[str, Any]) -> None:
+        raise RuntimeError("a bug, not an API error")
+
+
+def test_a_bug_while_creating_a_template_is_answered_per_the_internal_error_policy() -> None:
+    source = BrokenSource(DEMO_NAMESPACES)
+    (response,) = asyncio.run(_admit_concurrently(source, [wrap(gpu_pod("p"))]))
+    assert response["allowed"] is True  # failure.internalError: open (the default)
+    assert "patch" not in response
+    assert "internal error" in response["warnings"][0]
