@@ -84,6 +84,7 @@ class _Watch:
     expire: bool = False
     drop: bool = False
     pending_bookmarks: int = 0
+    garble: bool = False
 
 
 @dataclass
@@ -213,6 +214,12 @@ class FakeApiServer:
             watch.drop = True
             watch.wake.set()
 
+    def garble_watches(self) -> None:
+        """Send every open watch a line that is not JSON (a broken proxy), then end it."""
+        for watch in self._watches:
+            watch.garble = True
+            watch.wake.set()
+
     def bookmark(self) -> None:
         """Send a BOOKMARK with the current resourceVersion to watches that allow them."""
         for watch in self._watches:
@@ -331,6 +338,9 @@ class FakeApiServer:
                 if watch.drop:
                     if request.transport is not None:
                         request.transport.close()  # cut, not ended: the client sees a reset
+                    break
+                if watch.garble:
+                    await response.write(b"<html>502 Bad Gateway</html>\n")
                     break
                 if watch.expire:
                     message = f"too old resource version: {position} ({self.version})"

@@ -130,6 +130,19 @@ async def test_a_silent_watch_is_reopened_from_where_it_was_without_counting_an_
         await source.stop()
 
 
+async def test_a_garbled_watch_stream_is_reopened_from_the_last_version_without_a_relist(
+    live: LiveSource, apiserver: FakeApiServer
+) -> None:
+    await eventually(lambda: apiserver.watching(Kind.RESOURCE_SLICE) == 1, "the slice watch")
+    apiserver.garble_watches()
+    apiserver.put(objects.resource_slice("node-9", 1))
+    await eventually(lambda: "node-9-gpu.nvidia.com-0" in live.view.resource_slices(), "resumed")
+    stats = live.stats.kinds[Kind.RESOURCE_SLICE]
+    assert stats.errors >= 1
+    assert "JSONDecodeError" in stats.last_error
+    assert stats.lists == 1
+
+
 @pytest.mark.parametrize("as_http", [False, True], ids=["error-event", "http-status"])
 async def test_410_gone_relists_and_objects_deleted_in_the_gap_disappear(
     live: LiveSource, apiserver: FakeApiServer, as_http: bool

@@ -133,3 +133,38 @@ async def test_metrics_show_sync_state_events_relists_and_errors_per_kind(
     ):
         assert line in text, line
     assert 'dra_webhook_cluster_watch_errors_total{kind="ResourceClaim"} ' in text
+
+
+async def test_a_translated_pod_gets_its_template_created_on_the_api_server_before_the_answer(
+    apiserver: FakeApiServer, client: httpx.AsyncClient
+) -> None:
+    await wait_ready(client, True)
+    apiserver.hold(Kind.RESOURCE_CLAIM_TEMPLATE)  # its watch event comes only after the answer
+    body = review("pod-create-legacy-gpu", namespace="ml-research")  # translate namespace
+    answer = (await client.post("/mutate", json=body)).json()["response"]
+    assert answer["allowed"] is True
+    assert answer["patchType"] == "JSONPatch"
+
+    posts = [path for method, path, _ in apiserver.requests if method == "POST"]
+    assert posts == ["/apis/resource.k8s.io/v1/namespaces/ml-research/resourceclaimtemplates"]
+    (created,) = [
+        obj
+        for (namespace, name), obj in apiserver.store[Kind.RESOURCE_CLAIM_TEMPLATE].items()
+        if namespace == "ml-research" and name != "one-gpu"
+    ]
+    # the same pod again: the template is in the view already, no second create
+    again = (await client.post("/mutate", json=body)).json()["response"]
+    assert again["patch"] == answer["patch"]
+    assert [m for m, _, _ in apiserver.requests].count("POST") == 1
+    assert created["metadata"]["labels"]
+    apiserver.release(Kind.RESOURCE_CLAIM_TEMPLATE)
+
+
+async def test_a_dry_run_creates_nothing_on_the_api_server(
+    apiserver: FakeApiServer, client: httpx.AsyncClient
+) -> None:
+    await wait_ready(client, True)
+    body = review("pod-create-legacy-gpu-dryrun", namespace="ml-research")
+    answer = (await client.post("/mutate", json=body)).json()["response"]
+    assert answer["allowed"] is True
+    assert "POST" not in [method for method, _, _ in apiserver.requests]
