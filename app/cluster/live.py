@@ -10,8 +10,9 @@ then watches from the list's resourceVersion with bookmarks, applying every even
   jittered exponential backoff (`Backoff`), then resume the watch from the last resourceVersion
   seen, or list again if no list has completed yet. The view keeps the last good state.
 - A kind out of sync for longer than `stale_after_seconds` is marked stale in the view (so
-  /readyz turns false and checks apply failure.staleView); it is fresh again once a list or a
-  watch request succeeds. Kinds are stale from the start until their first list.
+  /readyz turns false and checks apply failure.staleView); it is fresh again once a list
+  succeeds, or a watch delivers an event or stays up for a second. Kinds are stale from the
+  start until their first list.
 
 Objects stay raw dicts from the wire (orjson), slimmed to what policies read: the client's model
 classes drop fields a newer API server sends. That is also why this is not built on
@@ -304,8 +305,14 @@ class _KindWatcher:
                     self._version = await self._list()
                 await self._watch(self._version)
             except _GoneError as exc:
-                self._lost(f"410 Gone: {exc}")
+                self._lost(str(exc))
                 self._stats.relists += 1
+                logger.info(
+                    "cluster %s: %s; relisting",
+                    self.kind.value,
+                    exc,
+                    extra={"kind": self.kind.value},
+                )
                 self._version = None
                 delay = self._backoff.next_delay()
                 if self._backoff.failures > 1:  # gone again before any progress: slow down
@@ -406,17 +413,24 @@ class _KindWatcher:
             timeout=timeout + self._settings.api_timeout_seconds,
         )
         progressed = False
+        confirm: asyncio.TimerHandle | None = None
         try:
             if response.status != 200:
                 raise _error_for(response.status, await response.read())
-            self._in_sync()
+            # In sync once the stream proves itself: an event, or a second without failing.
+            # Not at the 200 itself: a server that accepts watches and breaks them at once would
+            # otherwise keep resetting the stale clock.
+            confirm = loop.call_later(SHORT_WATCH_SECONDS, self._in_sync)
             while line := await self._next_line(response):
                 if line.strip():
                     self._handle(orjson.loads(line))
                     if not progressed:
                         progressed = True
                         self._backoff.reset()
+                        self._in_sync()
         finally:
+            if confirm is not None:
+                confirm.cancel()
             response.close()
         if not progressed and loop.time() - started < SHORT_WATCH_SECONDS:
             await asyncio.sleep(self._backoff.next_delay())

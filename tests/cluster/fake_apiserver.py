@@ -105,6 +105,8 @@ class FakeApiServer:
         self.held: set[Kind] = set()
         self.gone_as_http = False
         self.expire_continue = False
+        self.broken_watches = False
+        """Every new watch is answered 200 and then a line that is not JSON (a broken proxy)."""
         self.list_gate = asyncio.Event()
         self.list_gate.set()
         self.refuse: dict[Kind, tuple[int, str]] = {}
@@ -328,6 +330,7 @@ class FakeApiServer:
             await _send(response, {"type": "ERROR", "object": too_old})
             return response
         watch = _Watch(kind, request.query.get("allowWatchBookmarks") == "true")
+        watch.garble = self.broken_watches
         self._watches.add(watch)
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout

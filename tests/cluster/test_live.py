@@ -143,6 +143,17 @@ async def test_a_garbled_watch_stream_is_reopened_from_the_last_version_without_
     assert stats.lists == 1
 
 
+async def test_watches_that_break_as_soon_as_they_open_still_make_the_kind_stale(
+    live: LiveSource, apiserver: FakeApiServer
+) -> None:
+    apiserver.broken_watches = True
+    apiserver.drop_watches()
+    await eventually(lambda: live.view.stale_kinds == frozenset(Kind), "stale despite the 200s")
+    assert live.stats.kinds[Kind.NAMESPACE].errors >= 2
+    apiserver.broken_watches = False
+    await eventually(lambda: not live.view.stale_kinds, "fresh once a watch holds", timeout=10)
+
+
 @pytest.mark.parametrize("as_http", [False, True], ids=["error-event", "http-status"])
 async def test_410_gone_relists_and_objects_deleted_in_the_gap_disappear(
     live: LiveSource, apiserver: FakeApiServer, as_http: bool
