@@ -286,3 +286,15 @@ def tls_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TlsServer]:
 
 def clone(obj: Obj) -> Obj:
     return copy.deepcopy(obj)
+
+
+def json_paths(node: Any, prefix: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+    """Every path (keys and indexes) into a JSON value, the root included: for fuzzing subtrees."""
+    found = [prefix]
+    if isinstance(node, dict):
+        for key, value in node.items():
+            found += json_paths(value, (*prefix, key))
+    elif isinstance(node, list):
+        for index, value in enumerate(node):
+            found += json_paths(value, (*prefix, index))
+    return found

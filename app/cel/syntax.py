@@ -111,6 +111,17 @@ def position(text: str, offset: int) -> tuple[int, int]:
     return line, column
 
 
+def offset(text: str, line: int, column: int) -> int:
+    """The 0-based offset of a 1-based line and column (the inverse of `position`)."""
+    start = 0
+    for _ in range(line - 1):
+        newline = text.find("\n", start)
+        if newline < 0:
+            break
+        start = newline + 1
+    return min(start + column - 1, len(text))
+
+
 def _literal_key(token: Token) -> str | None:
     match = _SIMPLE_STRING.match(token.text)
     if not match:

@@ -14,7 +14,7 @@ from app.config import load_policy
 from app.pipeline import Endpoint, Pipeline
 from app.transport.review import decode_review
 from tests.claim_objects import claim, cluster_objects, exact, first, sub, template, workload
-from tests.conftest import make_pipeline, wrap
+from tests.conftest import json_paths, make_pipeline, wrap
 from tests.transport.test_claims_http import POLICY_FILE
 
 values = st.recursive(
@@ -34,17 +34,6 @@ SEEDS = [
 ]
 
 
-def _paths(node: Any, prefix: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
-    found = [prefix]
-    if isinstance(node, dict):
-        for key, value in node.items():
-            found += _paths(value, (*prefix, key))
-    elif isinstance(node, list):
-        for index, value in enumerate(node):
-            found += _paths(value, (*prefix, index))
-    return found
-
-
 @pytest.fixture(scope="module")
 def pipeline() -> Pipeline:
     return make_pipeline(cluster_objects(), load_policy(POLICY_FILE))
@@ -55,7 +44,7 @@ def test_any_value_anywhere_is_answered_without_an_internal_error(
     pipeline: Pipeline, seed: int, data: st.DataObject, value: Any
 ) -> None:
     obj = copy.deepcopy(SEEDS[seed])
-    paths = [p for p in _paths(obj) if p and p[0] in ("spec",)]
+    paths = [p for p in json_paths(obj) if p and p[0] in ("spec",)]
     where = data.draw(st.sampled_from(paths))
     node = obj
     for key in where[:-1]:

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tests.conftest import FIXTURE_NAMES, AppHarness, build_app, load_fixture
+from tests.conftest import FIXTURE_NAMES, AppHarness, build_app, json_paths, load_fixture
 
 
 @pytest.fixture(scope="module")
@@ -36,18 +36,7 @@ json_values = st.recursive(
 FIXTURES = {name: load_fixture(name) for name in FIXTURE_NAMES}
 
 
-def _paths(node: Any, prefix: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
-    found = [prefix]
-    if isinstance(node, dict):
-        for key, value in node.items():
-            found += _paths(value, (*prefix, key))
-    elif isinstance(node, list):
-        for index, value in enumerate(node):
-            found += _paths(value, (*prefix, index))
-    return found
-
-
-PATHS = {name: [p for p in _paths(body) if p] for name, body in FIXTURES.items()}
+PATHS = {name: [p for p in json_paths(body) if p] for name, body in FIXTURES.items()}
 
 
 def _replace(body: Any, path: tuple[Any, ...], value: Any) -> Any:

@@ -459,18 +459,8 @@ def _compile_error(expression: str, message: str) -> CelCompileError:
         text = message.removeprefix("INVALID_ARGUMENT: ").split(" [", 1)[0].strip()
         return CelCompileError(expression, text)
     line, column = int(match.group(1)), int(match.group(2))
-    offset = _offset(expression, line, column)
+    offset = syntax.offset(expression, line, column)
     line, column = syntax.position(expression, offset)
     return CelCompileError(
         expression, match.group(3).strip(), line=line, column=column, offset=offset
     )
-
-
-def _offset(text: str, line: int, column: int) -> int:
-    start = 0
-    for _ in range(line - 1):
-        newline = text.find("\n", start)
-        if newline < 0:
-            break
-        start = newline + 1
-    return min(start + column - 1, len(text))

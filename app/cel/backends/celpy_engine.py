@@ -203,7 +203,7 @@ class CelPyEngine(Engine):
             column = getattr(error, "column", None)
             offset = None
             if line is not None and column is not None:
-                offset = _offset(expression, line, column)
+                offset = syntax.offset(expression, line, column)
             message = "Syntax error: unexpected input"
             raise CelCompileError(
                 expression, message, line=line, column=column, offset=offset
@@ -260,13 +260,3 @@ class CelPyEngine(Engine):
             }
         )
         return {"device": value}
-
-
-def _offset(text: str, line: int, column: int) -> int:
-    start = 0
-    for _ in range(line - 1):
-        newline = text.find("\n", start)
-        if newline < 0:
-            break
-        start = newline + 1
-    return min(start + column - 1, len(text))
