@@ -9,21 +9,30 @@ multiprocess mode) and `/metrics`, whichever worker serves it, merges the files 
 - the folder is emptied at start (`prepare_multiprocess_dir`): files left by an earlier run would
   otherwise be added to this run's counters;
 - counters and histograms are summed over every process that ever wrote them (a worker restarted
-  by the supervisor keeps its predecessor's counts); the sync gauge keeps the lowest value among
-  the live workers (`livemin`), and a worker drops its gauge file when it stops.
+  by the supervisor keeps its predecessor's counts); of the cluster-view gauges, `synced` keeps
+  the lowest value among the live workers and `stale`/`objects` the highest (each worker has its
+  own view, updated in the gauges at its start and at every scrape it serves), and a worker drops
+  its gauge files when it stops;
+- the live source's list/watch counters are read from the process at scrape time, so with
+  several workers a scrape shows those of the worker that served it (each worker watches the
+  cluster on its own).
 """
 
 from __future__ import annotations
 
 import os
 import tempfile
-from collections.abc import Iterable
+from collections.abc import Iterator
 from pathlib import Path
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client import values as prometheus_values
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.multiprocess import MultiProcessCollector, mark_process_dead
+from prometheus_client.registry import Collector
 
+from app.cluster.stats import SourceStats
+from app.cluster.view import ClusterView, Kind
 from app.errors import ConfigError
 
 LATENCY_BUCKETS = (0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.5, 1.0)
@@ -104,11 +113,36 @@ class Metrics:
             multiprocess_mode="livemin",
         )
 
-    def set_synced(self, kinds: Iterable[str], synced: Iterable[str]) -> None:
-        """Record which kinds of the cluster view have synced."""
-        done = set(synced)
-        for kind in kinds:
-            self.cluster_synced.labels(kind).set(1 if kind in done else 0)
+        self.cluster_stale = Gauge(
+            "dra_webhook_cluster_stale",
+            "1 while the view of a kind is stale (not listed yet, or out of sync longer than the "
+            "bound): checks reading it answer per failure.staleView.",
+            ("kind",),
+            registry=self.registry,
+            multiprocess_mode="livemax",
+        )
+        self.cluster_objects = Gauge(
+            "dra_webhook_cluster_objects",
+            "Objects of each kind held in the cluster view.",
+            ("kind",),
+            registry=self.registry,
+            multiprocess_mode="livemax",
+        )
+        self._collectors: list[Collector] = []
+
+    def watch_source(self, stats: SourceStats) -> None:
+        """Expose a live source's counters, read from `stats` at every scrape."""
+        collector = _SourceCollector(stats)
+        self._collectors.append(collector)
+        self.registry.register(collector)
+
+    def observe_view(self, view: ClusterView) -> None:
+        """Copy the cluster view's sync state and sizes into the gauges."""
+        synced, stale = view.synced_kinds(), view.stale_kinds
+        for kind in Kind:
+            self.cluster_synced.labels(kind.value).set(1 if kind in synced else 0)
+            self.cluster_stale.labels(kind.value).set(1 if kind in stale else 0)
+            self.cluster_objects.labels(kind.value).set(len(view.objects(kind)))
 
     def render(self) -> bytes:
         """The exposition text: this process's registry, or every worker's files merged."""
@@ -116,9 +150,66 @@ class Metrics:
             return generate_latest(self.registry)
         merged = CollectorRegistry()
         MultiProcessCollector(merged, path=str(self.multiprocess_dir))  # type: ignore[no-untyped-call]
+        for collector in self._collectors:
+            merged.register(collector)
         return generate_latest(merged)
 
     def close(self) -> None:
-        """On worker exit: drop this process's live-gauge file so it stops counting as live."""
+        """On worker exit: drop this process's live-gauge files so it stops counting as live."""
         if self.multiprocess_dir is not None:
             mark_process_dead(os.getpid(), str(self.multiprocess_dir))  # type: ignore[no-untyped-call]
+
+
+class _SourceCollector(Collector):
+    """Turns the live source's plain counters into Prometheus families when scraped."""
+
+    def __init__(self, stats: SourceStats) -> None:
+        self._stats = stats
+
+    def collect(self) -> Iterator[Metric]:
+        kinds = self._stats.kinds
+        in_sync = GaugeMetricFamily(
+            "dra_webhook_cluster_watch_in_sync",
+            "1 when the last list or watch request of a kind succeeded, 0 while retrying.",
+            labels=("kind",),
+        )
+        lists = CounterMetricFamily(
+            "dra_webhook_cluster_lists", "Completed lists, by kind.", labels=("kind",)
+        )
+        relists = CounterMetricFamily(
+            "dra_webhook_cluster_relists",
+            "Lists forced by 410 Gone (watch history compacted), by kind.",
+            labels=("kind",),
+        )
+        errors = CounterMetricFamily(
+            "dra_webhook_cluster_watch_errors",
+            "Failed list/watch requests, broken streams and unreadable objects, by kind.",
+            labels=("kind",),
+        )
+        idle = CounterMetricFamily(
+            "dra_webhook_cluster_watch_idle_reconnects",
+            "Watches reopened after a silence longer than the idle bound, by kind.",
+            labels=("kind",),
+        )
+        events = CounterMetricFamily(
+            "dra_webhook_cluster_watch_events",
+            "Watch events received, by kind and type.",
+            labels=("kind", "type"),
+        )
+        for kind, stats in kinds.items():
+            in_sync.add_metric((kind.value,), 1 if stats.in_sync else 0)
+            lists.add_metric((kind.value,), stats.lists)
+            relists.add_metric((kind.value,), stats.relists)
+            errors.add_metric((kind.value,), stats.errors)
+            idle.add_metric((kind.value,), stats.idle_reconnects)
+            for event_type, count in sorted(stats.events.items()):
+                events.add_metric((kind.value, event_type), count)
+        templates = CounterMetricFamily(
+            "dra_webhook_template_creates",
+            "ResourceClaimTemplate create requests, by result (created, exists, error).",
+            labels=("result",),
+        )
+        templates.add_metric(("created",), self._stats.templates_created)
+        templates.add_metric(("exists",), self._stats.templates_existing)
+        templates.add_metric(("error",), self._stats.template_errors)
+        yield from (in_sync, lists, relists, errors, idle, events, templates)

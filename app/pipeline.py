@@ -13,13 +13,14 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 
 from app.cluster.usage import SliceNodes, TemplateCounts, claim_usage
-from app.cluster.view import ClusterView
+from app.cluster.view import ClusterView, Kind
 from app.config import Policy
-from app.errors import ObjectShapeError
+from app.config.policy import StaleView as StaleViewPolicy
+from app.errors import ObjectShapeError, PolicyError
 from app.k8s.objects import POD_SPEC_PATHS
 from app.k8s.patch import PatchOp
 from app.policies import defaults, dra_only, quota, rules, selectors, translate
-from app.policies.base import Context, Mode, Obj, Request, Result
+from app.policies.base import Context, Mode, Obj, Request, Result, Violation
 from app.policies.compiled import Compiled
 
 logger = logging.getLogger(__name__)
@@ -74,7 +75,15 @@ class Registration:
     kinds: frozenset[GroupKind]
     operations: frozenset[str]
     check: Check
+    reads: frozenset[Kind] = frozenset(Kind)
+    """Kinds of the cluster view the check consults (Namespace always, for the mode): while one
+    of them is stale the check answers per the policy's failure.staleView."""
 
+
+_TRANSLATE_READS = frozenset(
+    {Kind.NAMESPACE, Kind.DEVICE_CLASS, Kind.RESOURCE_CLAIM, Kind.RESOURCE_CLAIM_TEMPLATE}
+)
+"""Extended-resource mappings, and the claims and templates a pod already references."""
 
 REGISTRATIONS: tuple[Registration, ...] = (
     Registration(
@@ -83,6 +92,7 @@ REGISTRATIONS: tuple[Registration, ...] = (
         POD_BEARING,
         frozenset({"CREATE", "UPDATE"}),
         dra_only.check,
+        reads=frozenset({Kind.NAMESPACE, Kind.DEVICE_CLASS}),
     ),
     Registration(
         "translate",
@@ -90,6 +100,7 @@ REGISTRATIONS: tuple[Registration, ...] = (
         frozenset({("", "Pod")}),
         frozenset({"CREATE"}),
         translate.check_pod,
+        reads=_TRANSLATE_READS,
     ),
     Registration(
         "translate-workloads",
@@ -97,6 +108,7 @@ REGISTRATIONS: tuple[Registration, ...] = (
         WORKLOADS,
         frozenset({"CREATE", "UPDATE"}),
         translate.check_workload,
+        reads=_TRANSLATE_READS,
     ),
     Registration(
         "translate-validate",
@@ -104,6 +116,7 @@ REGISTRATIONS: tuple[Registration, ...] = (
         WORKLOADS,
         frozenset({"CREATE", "UPDATE"}),
         translate.validate,
+        reads=_TRANSLATE_READS,
     ),
     Registration(
         "cel-selectors",
@@ -111,6 +124,7 @@ REGISTRATIONS: tuple[Registration, ...] = (
         CLAIM_KINDS | DEVICE_CLASS,
         frozenset({"CREATE", "UPDATE"}),
         selectors.check,
+        reads=frozenset({Kind.DEVICE_CLASS, Kind.RESOURCE_SLICE}),
     ),
     Registration(
         "claim-defaults",
@@ -118,6 +132,7 @@ REGISTRATIONS: tuple[Registration, ...] = (
         CLAIM_KINDS,
         frozenset({"CREATE"}),
         defaults.check,
+        reads=frozenset({Kind.NAMESPACE}),
     ),
     Registration(
         "claim-quota",
@@ -196,12 +211,14 @@ class Pipeline:
             modes.translate: Mode.TRANSLATE,
             modes.audit: Mode.AUDIT,
         }
+        registrations = (*registrations, *rule_registrations(policy))
         routes: dict[tuple[Endpoint, str, str, str], list[Registration]] = {}
-        for reg in (*registrations, *rule_registrations(policy)):
+        for reg in registrations:
             for group, kind in reg.kinds:
                 for operation in reg.operations:
                     routes.setdefault((reg.endpoint, group, kind, operation), []).append(reg)
         self._routes = {key: tuple(regs) for key, regs in routes.items()}
+        self._stale_view = _checked_stale_view(policy, registrations)
 
     def is_exempt(self, namespace: str) -> bool:
         return namespace in self._exempt
@@ -256,8 +273,33 @@ class Pipeline:
             mode=self._modes.get(mode_value) if mode_value is not None else None,
             namespace_labels=labels,
         )
-        results = [(reg.name, reg.check(request, ctx)) for reg in registrations]
+        stale = self.view.stale_kinds
+        if stale:
+            results = [
+                (reg.name, self._stale_result(reg, stale) or reg.check(request, ctx))
+                for reg in registrations
+            ]
+        else:
+            results = [(reg.name, reg.check(request, ctx)) for reg in registrations]
         return merge(results)
+
+    def _stale_result(self, reg: Registration, stale: frozenset[Kind]) -> Result | None:
+        """The answer of a check that reads a stale kind (per failure.staleView), else None."""
+        kinds = stale & (reg.reads | {Kind.NAMESPACE})
+        if not kinds:
+            return None
+        names = ", ".join(sorted(kind.value for kind in kinds))
+        text = (
+            f"{reg.name}: dra-webhook's cluster view of {names} is out of date "
+            "(not in sync with the API server)"
+        )
+        if self._stale_view.mode(reg.name) == "open":
+            return Result(warnings=(f"{text}; not checked, allowed (fail open)",))
+        return Result(
+            violations=(Violation("", f"{text}; denied (fail closed), retry later"),),
+            reason="ServiceUnavailable",
+            code=503,
+        )
 
     def _failure(self, mode: str, label: str, message: str) -> Decision:
         if mode == "open":
@@ -269,6 +311,19 @@ class Pipeline:
             message=f"{message}; denied (fail closed)",
             denied_by=(label,),
         )
+
+
+def _checked_stale_view(policy: Policy, registrations: Iterable[Registration]) -> StaleViewPolicy:
+    """failure.staleView, after checking that every check it names exists."""
+    stale_view = policy.failure.stale_view
+    known = {reg.name for reg in registrations}
+    for name in stale_view.checks:
+        if name not in known:
+            raise PolicyError(
+                f"failure.staleView.checks.{name}: no such check; checks are "
+                + ", ".join(sorted(known))
+            )
+    return stale_view
 
 
 def merge(results: list[tuple[str, Result]]) -> Decision:

@@ -47,6 +47,18 @@ def _reviews_counted(server: TlsServer) -> float:
     )
 
 
+def _samples(server: TlsServer, name: str) -> dict[str, float]:
+    """The samples of one metric family, by their `kind` label."""
+    with server.client() as client:
+        text = client.get("/metrics").text
+    return {
+        sample.labels.get("kind", ""): sample.value
+        for family in text_string_to_metric_families(text)
+        if family.name == name
+        for sample in family.samples
+    }
+
+
 def _counts_by_worker(metrics_dir: Path) -> dict[str, float]:
     """Reviews recorded in each worker's own histogram file."""
     counts: dict[str, float] = {}
@@ -86,6 +98,8 @@ def test_metrics_count_every_review_whichever_worker_answered(tmp_path: Path, wo
                     break
 
         assert _reviews_counted(server) == sent
+        synced = _samples(server, "dra_webhook_cluster_synced")
+        assert synced and set(synced.values()) == {1.0}  # every kind, every live worker
     finally:
         stop_server(server)
 
@@ -94,6 +108,7 @@ def test_metrics_count_every_review_whichever_worker_answered(tmp_path: Path, wo
         assert list(metrics_dir.iterdir()) == [stale]
     else:
         assert not stale.exists()
+        assert list(metrics_dir.glob("gauge_live*.db")) == []  # workers left the live set
         assert len([n for n in by_worker.values() if n > 0]) == 2, by_worker
         assert sum(by_worker.values()) == sent
 

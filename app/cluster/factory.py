@@ -7,14 +7,17 @@ from app.cluster.static import StaticSource
 from app.cluster.view import ClusterView
 from app.config.settings import ClusterSource as SourceKind
 from app.config.settings import Settings
-from app.errors import ConfigError
 
 
 def build_source(settings: Settings, view: ClusterView) -> ClusterSource:
-    """The source the settings ask for, filling `view`."""
+    """The source the settings ask for, filling `view`.
+
+    The live source's credentials are read here already (raising ConfigError), so that a bad
+    kubeconfig fails `serve` before it binds its port; it connects when started.
+    """
     if settings.cluster_source is SourceKind.STATIC:
         return StaticSource(view, settings.cluster_file)
-    raise ConfigError(
-        f"cluster source {settings.cluster_source.value!r} (--kubeconfig / --in-cluster) is not "
-        "available in this version: use --cluster-file with a YAML dump of the cluster"
-    )
+    from app.cluster.live import LiveSource, check_config  # kubernetes.aio: only when used
+
+    check_config(settings)
+    return LiveSource(view, settings)

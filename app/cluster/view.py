@@ -16,6 +16,8 @@ from enum import StrEnum
 from types import MappingProxyType
 from typing import Any, Protocol, TypeVar, cast
 
+from app.cluster.slim import SharedValues, slim
+
 Obj = dict[str, Any]
 Key = tuple[str, str]
 """(namespace, name); namespace is "" for cluster-scoped kinds."""
@@ -64,15 +66,6 @@ def object_key(obj: Obj) -> Key:
     return namespace, meta["name"]
 
 
-def slim(obj: Obj) -> Obj:
-    """Drop what no policy reads and what can be large: managedFields and annotations."""
-    meta = obj.get("metadata")
-    if isinstance(meta, dict) and ("managedFields" in meta or "annotations" in meta):
-        meta = {k: v for k, v in meta.items() if k not in ("managedFields", "annotations")}
-        obj = {**obj, "metadata": meta}
-    return obj
-
-
 class ClusterView:
     """Objects by kind and key, with the indexes the policies need."""
 
@@ -88,7 +81,9 @@ class ClusterView:
         self._class_by_extended_resource: dict[str, str] = {}
         self._generation: dict[Kind, int] = dict.fromkeys(Kind, 0)
         self._synced: set[Kind] = set()
+        self._stale: frozenset[Kind] = frozenset()
         self._listeners: list[Listener] = []
+        self._shared_values = SharedValues()
         self._derived: dict[type[Any], DerivedIndex] = {}
 
     # -- reads -----------------------------------------------------------------------------
@@ -100,6 +95,16 @@ class ClusterView:
 
     def synced_kinds(self) -> frozenset[Kind]:
         return frozenset(self._synced)
+
+    @property
+    def stale_kinds(self) -> frozenset[Kind]:
+        """Kinds whose source cannot vouch for them now: not listed yet, or out of sync with the
+        API server for longer than the configured bound. Always empty for a static view.
+
+        The pipeline reads this on every review (one attribute read), to apply each check's
+        staleView failure mode; /readyz is false while it is not empty.
+        """
+        return self._stale
 
     def generation(self, kind: Kind) -> int:
         """A number that changes whenever any object of `kind` changes (for memoization)."""
@@ -157,9 +162,11 @@ class ClusterView:
 
     def apply(self, kind: Kind, obj: Obj) -> None:
         """Add or replace one object (watch ADDED/MODIFIED, or our own create)."""
-        obj = slim(obj)
+        obj = slim(kind, obj, self._shared_values)
         key = object_key(obj)
         old = self._objects[kind].get(key)
+        if old is not None and _same_version(old, obj):
+            return  # e.g. the watch event of a template we created and applied already
         self._objects[kind][key] = obj
         self._index(kind, key, old, obj)
 
@@ -173,22 +180,35 @@ class ClusterView:
     def replace(self, kind: Kind, objs: Iterable[Obj]) -> None:
         """Make the view of `kind` exactly `objs` (a list or relist), and mark it synced."""
         fresh: dict[Key, Obj] = {}
+        current = self._objects[kind]
         for raw in objs:
-            obj = slim(raw)
-            fresh[object_key(obj)] = obj
+            key = object_key(raw)
+            previous = current.get(key)
+            if previous is not None and _same_version(previous, raw):
+                fresh[key] = previous  # unchanged since we last saw it: keep, do not re-slim
+            else:
+                fresh[key] = slim(kind, raw, self._shared_values)
         for key, old in list(self._objects[kind].items()):
             if key not in fresh:
                 del self._objects[kind][key]
                 self._index(kind, key, old, None)
         for key, obj in fresh.items():
             previous = self._objects[kind].get(key)
-            if previous is not obj:
+            if previous is None or not _same_version(previous, obj):
                 self._objects[kind][key] = obj
                 self._index(kind, key, previous, obj)
         self._synced.add(kind)
 
     def mark_unsynced(self, kind: Kind) -> None:
         self._synced.discard(kind)
+
+    def mark_stale(self, kind: Kind) -> None:
+        """The source lost track of `kind`; the objects stay (the last good state)."""
+        self._stale = self._stale | {kind}
+
+    def mark_fresh(self, kind: Kind) -> None:
+        """The source is in sync with the API server for `kind` again."""
+        self._stale = self._stale - {kind}
 
     def _index(self, kind: Kind, key: Key, old: Obj | None, new: Obj | None) -> None:
         namespace, name = key
@@ -224,6 +244,20 @@ class ClusterView:
                 self._class_by_extended_resource[resource] = name
         for listener in self._listeners:
             listener(kind, old, new)
+
+
+def _same_version(old: Obj, new: Obj) -> bool:
+    """Both are the same stored version of one object (a relist or a repeated event).
+
+    Objects without a resourceVersion (static files) are never the same: they are re-indexed.
+    """
+    old_meta, new_meta = old.get("metadata") or {}, new.get("metadata") or {}
+    version = new_meta.get("resourceVersion")
+    return (
+        bool(version)
+        and old_meta.get("resourceVersion") == version
+        and old_meta.get("uid") == new_meta.get("uid")
+    )
 
 
 def _extended_resource_name(device_class: Obj) -> str | None:

@@ -132,6 +132,23 @@ class Translation(_Model):
 FailureMode = Literal["open", "closed"]
 
 
+class StaleView(_Model):
+    """What a check does once the cluster view of a kind it reads is stale.
+
+    Stale: the live source has been out of sync with the API server for that kind longer than
+    the configured bound (or has not listed it yet). Until then checks run on the last good state.
+    open: the check is skipped and the response says so in a warning; closed: the request is
+    denied (503) with a message naming the stale kinds.
+    """
+
+    default: FailureMode = "open"
+    checks: dict[str, FailureMode] = Field(default_factory=dict)
+    """Per check name (as the pipeline registers it, e.g. `dra-only`), overriding `default`."""
+
+    def mode(self, check: str) -> FailureMode:
+        return self.checks.get(check, self.default)
+
+
 class Failure(_Model):
     """What a check does when it cannot decide (namespace unknown, cluster view stale, a bug)."""
 
@@ -139,6 +156,7 @@ class Failure(_Model):
     internal_error: FailureMode = Field(default="open", alias="internalError")
     template_create: FailureMode = Field(default="closed", alias="templateCreate")
     """open: admit the pod untranslated with a warning; closed: deny it (the controller retries)."""
+    stale_view: StaleView = Field(default_factory=StaleView, alias="staleView")
 
 
 CheckAction = Literal["off", "warn", "deny"]

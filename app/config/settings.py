@@ -46,3 +46,24 @@ class Settings(BaseSettings):
     metrics_dir: Path | None = None
     """With workers > 1: the folder for each worker's metric files, emptied at start (None: a
     fresh temporary folder). Unused with one worker."""
+
+    # The live cluster source (--kubeconfig / --in-cluster).
+    stale_after_seconds: float = Field(default=60.0, gt=0)
+    """A kind out of sync with the API server for longer than this is stale: /readyz turns false
+    and the checks that read it answer per the policy's failure.staleView."""
+    watch_timeout_seconds: float = Field(default=300.0, gt=0)
+    """Each watch asks the API server to end it after a random time in [t, 2t], as client-go
+    does, so that replicas do not reconnect in lockstep."""
+    watch_idle_seconds: float = Field(default=150.0, gt=0)
+    """A watch silent this long (kube-apiserver sends a bookmark about every minute) is taken
+    for a connection dropped without notice (an idle-timeout in a load balancer) and reopened."""
+    backoff_initial_seconds: float = Field(default=0.5, gt=0)
+    """First delay before retrying a failed list or watch; doubles per failure, with jitter."""
+    backoff_max_seconds: float = Field(default=30.0, gt=0)
+    list_page_size: int = Field(default=500, ge=1)
+    """Objects per list page: bounds the memory of one response on a large cluster."""
+    list_timeout_seconds: float = Field(default=60.0, gt=0)
+    """Timeout of one list page (up to `list_page_size` objects)."""
+    api_timeout_seconds: float = Field(default=5.0, gt=0)
+    """Timeout of a template create or read. The create runs while the API server waits for the
+    webhook (its timeoutSeconds, 10 s by default): keep it below that."""

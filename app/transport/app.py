@@ -11,7 +11,7 @@ import asyncio
 import logging
 import time
 from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from contextlib import asynccontextmanager, suppress
 from dataclasses import replace
 from typing import Any
 
@@ -23,6 +23,7 @@ from starlette.requests import ClientDisconnect
 
 from app.cluster.factory import build_source
 from app.cluster.source import ClusterSource
+from app.cluster.stats import SourceStats
 from app.cluster.view import ClusterView, Kind
 from app.config import Policy, Settings, load_policy
 from app.errors import ReviewError, TemplateCreateError
@@ -35,7 +36,6 @@ from app.transport.review import decode_review
 logger = logging.getLogger(__name__)
 
 JSON = "application/json"
-_KIND_NAMES = tuple(kind.value for kind in Kind)
 
 
 class _Webhook:
@@ -204,15 +204,28 @@ def create_app(
         workers_share = settings.metrics_dir if settings.workers > 1 else None
         metrics = Metrics(multiprocess_dir=workers_share)
     pipeline = Pipeline(policy, source.view, settings.namespace)
+    if isinstance(stats := getattr(source, "stats", None), SourceStats):
+        metrics.watch_source(stats)  # a live source's list/watch counters
     webhook = _Webhook(settings, pipeline, source, metrics)
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
         await source.start()
-        metrics.set_synced(_KIND_NAMES, (k.value for k in source.view.synced_kinds()))
+        metrics.observe_view(source.view)
+        # With several workers a scrape reads every worker's gauge files, so each worker keeps
+        # its own view's gauges current, not only when it happens to serve the scrape.
+        refresher = (
+            asyncio.create_task(_refresh_view_gauges(metrics, source))
+            if metrics.multiprocess_dir is not None
+            else None
+        )
         try:
             yield
         finally:
+            if refresher is not None:
+                refresher.cancel()
+                with suppress(asyncio.CancelledError):
+                    await refresher
             await source.stop()
             metrics.close()
 
@@ -235,20 +248,33 @@ def create_app(
 
     @app.get("/readyz")
     async def readyz() -> Response:
+        """Ready once every kind is listed, and while none is stale (out of sync too long)."""
         view = source.view
-        if view.synced:
+        stale = view.stale_kinds
+        if view.synced and not stale:
             return Response(b'{"ready":true}', media_type=JSON)
         missing = sorted(k.value for k in Kind if k not in view.synced_kinds())
         return Response(
-            orjson.dumps({"ready": False, "unsynced": missing}), status_code=503, media_type=JSON
+            orjson.dumps({"ready": False, "unsynced": missing, "stale": sorted(stale)}),
+            status_code=503,
+            media_type=JSON,
         )
 
     @app.get("/metrics")
     async def metrics_endpoint() -> Response:
-        metrics.set_synced(_KIND_NAMES, (k.value for k in source.view.synced_kinds()))
+        metrics.observe_view(source.view)
         return Response(metrics.render(), media_type="text/plain; version=0.0.4; charset=utf-8")
 
     return app
+
+
+VIEW_GAUGE_INTERVAL_SECONDS = 5.0
+
+
+async def _refresh_view_gauges(metrics: Metrics, source: ClusterSource) -> None:
+    while True:
+        await asyncio.sleep(VIEW_GAUGE_INTERVAL_SECONDS)
+        metrics.observe_view(source.view)
 
 
 def create_app_from_env() -> FastAPI:

@@ -1,0 +1,150 @@
+"""What the cluster view keeps of each object: only the fields some policy reads.
+
+A ResourceClaim as the API server sends it carries managedFields, annotations, the pods that
+reserve it (`status.reservedFor`, up to 256 entries) and per-device status; none of that is read by
+a policy, and on a large cluster it is most of the memory. Kept, per kind:
+
+| kind | kept besides the common metadata |
+| --- | --- |
+| Namespace | nothing (the mode label is in `metadata.labels`) |
+| DeviceClass, ResourceSlice, ResourceClaimTemplate | `spec` |
+| ResourceClaim | `spec`; `status.allocation.devices.results[]` as {request, driver, pool, device} |
+| ResourceQuota | `spec`, `status.used` |
+
+Common metadata: name, namespace, labels, uid, resourceVersion, generation, deletionTimestamp.
+`spec` is shared with the decoded object, not copied: slimming costs two small dicts per object.
+Slimming a slimmed object gives an equal object, so sources may slim early (per list page, to
+bound peak memory) and the view slims again on `apply`/`replace`.
+
+ResourceSlice devices are most of a large cluster's view, and most of a device is its attribute
+values: one small dict each (`{"string": "Hopper"}`, 184 bytes), equal across every GPU of a
+model. With a `SharedValues` table the view keeps one dict per distinct value instead (measured
+in docs/benchmarks.md, "Cluster view memory"). The view's objects are read-only for everyone:
+shared values make that a hard rule.
+
+The functions take the kind as its string value so that `app.cluster.view` can import this module.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+Obj = dict[str, Any]
+
+KEPT_METADATA = (
+    "name",
+    "namespace",
+    "labels",
+    "uid",
+    "resourceVersion",
+    "generation",
+    "deletionTimestamp",
+)
+_KEEPS_SPEC = frozenset(
+    {"DeviceClass", "ResourceSlice", "ResourceClaim", "ResourceClaimTemplate", "ResourceQuota"}
+)
+_ALLOCATION_RESULT_FIELDS = ("request", "driver", "pool", "device")
+_SCALARS = (str, int, bool)
+
+
+class SharedValues:
+    """One dict object per distinct scalar attribute or capacity value of ResourceSlice devices.
+
+    Bounded: past `limit` distinct values new ones are kept as they come (unshared), so a
+    cluster whose devices all carry unique values (serial numbers) costs at most `limit` slots.
+    """
+
+    def __init__(self, limit: int = 1 << 16) -> None:
+        self.limit = limit
+        self._values: dict[tuple[str, object], Obj] = {}
+
+    def __len__(self) -> int:
+        return len(self._values)
+
+    def values(self, values: Obj) -> Obj:
+        """`values` (a device's attributes or capacity) with each scalar value shared."""
+        table = self._values
+        out: Obj = {}
+        for name, value in values.items():
+            kept = value
+            if type(value) is dict and len(value) == 1:
+                slot = next(iter(value.items()))  # e.g. ("string", "Hopper")
+                if type(slot[1]) in _SCALARS:
+                    # DRA types every value by its key (bool, int, string, version), so equal
+                    # slots are equal values: ("int", 1) and ("bool", True) never meet.
+                    kept = table.get(slot)
+                    if kept is None:
+                        if len(table) < self.limit:
+                            table[slot] = value
+                        kept = value
+            out[name] = kept
+        return out
+
+    def device(self, device: Any) -> Any:
+        """The device with its attribute and capacity values shared."""
+        if type(device) is not dict:
+            return device
+        out = dict(device)
+        for field in ("attributes", "capacity"):
+            values = device.get(field)
+            if type(values) is dict:
+                out[field] = self.values(values)
+        return out
+
+
+def slim(kind: str, obj: Obj, shared: SharedValues | None = None) -> Obj:
+    """A new object holding only what policies read of `obj` (a raw object of `kind`).
+
+    With `shared`, the attribute and capacity values of ResourceSlice devices are shared with
+    equal ones seen before (the spec is then rebuilt rather than shared with `obj`).
+    Never raises: fields of an unexpected type are dropped, except metadata, which is kept as it
+    is so that the view's key check reports the problem.
+    """
+    out: Obj = {"kind": sys.intern(str(kind))}
+    api_version = obj.get("apiVersion")
+    if isinstance(api_version, str):
+        out["apiVersion"] = api_version
+    meta = obj.get("metadata")
+    if isinstance(meta, dict):
+        out["metadata"] = {key: meta[key] for key in KEPT_METADATA if key in meta}
+    elif meta is not None:
+        out["metadata"] = meta
+    if kind in _KEEPS_SPEC and isinstance(spec := obj.get("spec"), dict):
+        devices = spec.get("devices")
+        if shared is not None and kind == "ResourceSlice" and type(devices) is list:
+            spec = {**spec, "devices": [shared.device(d) for d in devices]}
+        out["spec"] = spec
+    status = obj.get("status")
+    if isinstance(status, dict):
+        if kind == "ResourceClaim":
+            kept = _claim_status(status)
+        elif kind == "ResourceQuota":
+            kept = {"used": status["used"]} if isinstance(status.get("used"), dict) else None
+        else:
+            kept = None
+        if kept:
+            out["status"] = kept
+    return out
+
+
+def _claim_status(status: Obj) -> Obj | None:
+    """Which devices a claim was allocated, without node selectors, configs or device status."""
+    allocation = status.get("allocation")
+    if not isinstance(allocation, dict):
+        return None
+    devices = allocation.get("devices")
+    results = devices.get("results") if isinstance(devices, dict) else None
+    if not isinstance(results, list):
+        return {"allocation": {}}
+    return {
+        "allocation": {
+            "devices": {
+                "results": [
+                    {k: r[k] for k in _ALLOCATION_RESULT_FIELDS if k in r}
+                    for r in results
+                    if isinstance(r, dict)
+                ]
+            }
+        }
+    }

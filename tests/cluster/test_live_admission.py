@@ -1,0 +1,103 @@
+"""Admission over the live source: what the API server's objects and events change in answers."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from app.cluster.live import LiveSource
+from app.cluster.view import ClusterView, Kind
+from app.config import Settings, load_policy
+from app.metrics import Metrics
+from app.transport.app import create_app
+from tests.claim_objects import claim, cluster_objects, exact
+from tests.cluster.conftest import eventually, live_settings
+from tests.cluster.fake_apiserver import FakeApiServer
+from tests.conftest import review, wrap
+from tests.transport.test_claims_http import POLICY_FILE
+
+pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture
+async def quota_apiserver() -> AsyncIterator[FakeApiServer]:
+    """The quota scenario's cluster (ml-research: 12 of 16 devices in use) on the API server."""
+    server = FakeApiServer()
+    for obj in cluster_objects():
+        server.put(obj)
+    await server.start()
+    yield server
+    await server.stop()
+
+
+@pytest.fixture
+async def client(
+    quota_apiserver: FakeApiServer, tmp_path: Path
+) -> AsyncIterator[httpx.AsyncClient]:
+    settings: Settings = live_settings(quota_apiserver.write_kubeconfig(tmp_path / "kubeconfig"))
+    app = create_app(
+        settings,
+        policy=load_policy(POLICY_FILE),
+        source=LiveSource(ClusterView(), settings),
+        metrics=Metrics(),
+    )
+    async with app.router.lifespan_context(app):
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://webhook") as http:
+            await eventually(lambda: _ready(http), "the live view to sync", timeout=10)
+            yield http
+
+
+async def _ready(http: httpx.AsyncClient) -> bool:
+    return (await http.get("/readyz")).status_code == 200
+
+
+async def _answer(http: httpx.AsyncClient, endpoint: str, body: dict[str, Any]) -> Any:
+    response = await http.post(f"/{endpoint}", json=body)
+    assert response.status_code == 200
+    return response.json()["response"]
+
+
+async def test_deleting_a_claim_on_the_api_server_frees_its_devices_for_the_next_claim(
+    quota_apiserver: FakeApiServer, client: httpx.AsyncClient
+) -> None:
+    five = wrap(claim("five", exact(count=5)))
+    denied = await _answer(client, "validate", five)
+    assert denied["allowed"] is False
+    assert "allows 16, 12 in use" in denied["status"]["message"]
+
+    quota_apiserver.delete(Kind.RESOURCE_CLAIM, "train-a", "ml-research")  # 4 devices
+
+    async def admitted() -> bool:
+        return bool((await _answer(client, "validate", five))["allowed"])
+
+    await eventually(admitted, "the watch DELETED event to free 4 devices")
+
+
+async def test_a_hundred_concurrent_admissions_of_one_pod_shape_create_one_template(
+    quota_apiserver: FakeApiServer, client: httpx.AsyncClient
+) -> None:
+    # Hold the template watch: the view learns of the template only through our own create.
+    quota_apiserver.hold(Kind.RESOURCE_CLAIM_TEMPLATE)
+    one_gpu = review("pod-create-legacy-gpu", namespace="ml-research")
+    two_gpus = review("pod-create-legacy-gpu", namespace="ml-research", uid="other-shape")
+    for side in ("limits", "requests"):
+        two_gpus["request"]["object"]["spec"]["containers"][0]["resources"][side] = {
+            "nvidia.com/gpu": "3"
+        }
+    bodies = [one_gpu] * 100 + [two_gpus] * 20
+    answers = await asyncio.gather(*(_answer(client, "mutate", body) for body in bodies))
+    assert all(a["allowed"] and a["patchType"] == "JSONPatch" for a in answers)
+    assert len({a["patch"] for a in answers[:100]}) == 1
+    posts = [path for method, path, _ in quota_apiserver.requests if method == "POST"]
+    assert posts == ["/apis/resource.k8s.io/v1/namespaces/ml-research/resourceclaimtemplates"] * 2
+    # and sequentially afterwards: the view knows both, no further create
+    for body in (one_gpu, two_gpus):
+        await _answer(client, "mutate", body)
+    assert [m for m, _, _ in quota_apiserver.requests].count("POST") == 2
+    quota_apiserver.release(Kind.RESOURCE_CLAIM_TEMPLATE)

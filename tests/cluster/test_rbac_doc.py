@@ -1,0 +1,80 @@
+"""docs/rbac.md grants exactly what the live source uses: every request it makes is allowed,
+and nothing beyond get/list/watch on the six kinds and create on resourceclaimtemplates."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+import yaml
+
+from app.cluster.live import LiveSource
+from app.cluster.view import ClusterView
+from app.config import Settings
+from tests.cluster import objects
+from tests.cluster.conftest import eventually
+from tests.cluster.fake_apiserver import FakeApiServer
+
+RBAC_DOC = Path(__file__).resolve().parents[2] / "docs" / "rbac.md"
+VIEW_KINDS = {
+    ("", "namespaces"),
+    ("", "resourcequotas"),
+    ("resource.k8s.io", "deviceclasses"),
+    ("resource.k8s.io", "resourceslices"),
+    ("resource.k8s.io", "resourceclaims"),
+    ("resource.k8s.io", "resourceclaimtemplates"),
+}
+Grant = tuple[str, str, str]  # (apiGroup, resource, verb)
+
+
+def documented_grants() -> set[Grant]:
+    blocks = re.findall(r"```yaml\n(.*?)```", RBAC_DOC.read_text(), re.DOTALL)
+    documents = [doc for block in blocks for doc in yaml.safe_load_all(block)]
+    (role,) = [doc for doc in documents if doc.get("kind") == "ClusterRole"]
+    return {
+        (group, resource, verb)
+        for rule in role["rules"]
+        for group in rule["apiGroups"]
+        for resource in rule["resources"]
+        for verb in rule["verbs"]
+    }
+
+
+def needed(method: str, path: str, query: dict[str, str]) -> Grant:
+    """The RBAC verb and resource a request to the API needs."""
+    parts = path.strip("/").split("/")
+    group = "" if parts[0] == "api" else parts[1]
+    rest = parts[2:] if parts[0] == "api" else parts[3:]
+    if rest[0] == "namespaces" and len(rest) >= 3:
+        rest = rest[2:]  # /namespaces/{ns}/<resource>[/<name>]
+    resource = rest[0]
+    if method == "POST":
+        return group, resource, "create"
+    if len(rest) == 2:
+        return group, resource, "get"
+    return group, resource, "watch" if query.get("watch") == "true" else "list"
+
+
+def test_the_documented_role_grants_read_on_six_kinds_and_create_on_templates_only() -> None:
+    expected = {(g, r, v) for g, r in VIEW_KINDS for v in ("get", "list", "watch")}
+    expected.add(("resource.k8s.io", "resourceclaimtemplates", "create"))
+    assert documented_grants() == expected
+
+
+@pytest.mark.anyio
+async def test_every_request_the_live_source_makes_is_allowed_by_the_documented_role(
+    apiserver: FakeApiServer, settings: Settings
+) -> None:
+    source = LiveSource(ClusterView(), settings)
+    await source.start()
+    try:
+        await eventually(lambda: source.view.synced, "sync")
+        await eventually(lambda: len({p for _, p, q in apiserver.requests if "watch" in q}) == 6)
+        await source.create_claim_template(objects.claim_template("new", "ml-research"))
+        await source.create_claim_template(objects.claim_template("one-gpu", "ml-research"))
+    finally:
+        await source.stop()
+    used = {needed(method, path, query) for method, path, query in apiserver.requests}
+    assert used <= documented_grants()
+    assert {verb for _, _, verb in used} == {"list", "watch", "create", "get"}
