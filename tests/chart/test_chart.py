@@ -318,6 +318,14 @@ def test_the_cluster_role_grants_only_what_the_server_uses() -> None:
     ]
 
 
+def test_the_cluster_role_is_the_one_docs_rbac_md_checks_against_the_live_source() -> None:
+    text = (REPO / "docs" / "rbac.md").read_text()
+    block = text.split("```yaml\n", 1)[1].split("```", 1)[0]
+    (documented,) = [d for d in yaml.safe_load_all(block) if d["kind"] == "ClusterRole"]
+    rendered = _one(_render(CHART / "ci" / "default-values.yaml"), "ClusterRole")
+    assert rendered["rules"] == documented["rules"]
+
+
 @by_values_file
 def test_the_policy_configmap_is_a_policy_the_server_accepts(values: Path) -> None:
     config = _one(_render(values), "ConfigMap")
