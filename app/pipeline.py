@@ -25,6 +25,9 @@ from app.policies.compiled import Compiled
 
 logger = logging.getLogger(__name__)
 
+INTERNAL_ERROR = "internal-error"
+"""Denial label of a failure; a check's own failure is labelled `internal-error:<check>`."""
+
 MAX_LISTED_VIOLATIONS = 50
 MAX_WARNINGS = 20
 MAX_WARNING_CHARS = 256
@@ -174,6 +177,8 @@ class Decision:
     findings: int = 0
     policies: tuple[str, ...] = field(default=())
     """Names of the policies that ran."""
+    failed_checks: tuple[str, ...] = ()
+    """Checks that raised an internal error (answered per failure.internalError, each alone)."""
 
     @property
     def label(self) -> str:
@@ -251,7 +256,7 @@ class Pipeline:
         """The answer when a bug stops a review: per the policy's failure.internalError."""
         return self._failure(
             self.policy.failure.internal_error,
-            "internal-error",
+            INTERNAL_ERROR,
             "dra-webhook failed to check this object (internal error, see its logs)",
         )
 
@@ -274,14 +279,44 @@ class Pipeline:
             namespace_labels=labels,
         )
         stale = self.view.stale_kinds
-        if stale:
-            results = [
-                (reg.name, self._stale_result(reg, stale) or reg.check(request, ctx))
-                for reg in registrations
-            ]
-        else:
-            results = [(reg.name, reg.check(request, ctx)) for reg in registrations]
-        return merge(results)
+        results: list[tuple[str, Result]] = []
+        failed: list[str] = []
+        for reg in registrations:
+            result = self._stale_result(reg, stale) if stale else None
+            if result is None:
+                try:
+                    result = reg.check(request, ctx)
+                except ObjectShapeError:
+                    raise  # the object is bad, not the check: a denial with the path
+                except Exception:
+                    logger.exception(
+                        "internal error in check %s",
+                        reg.name,
+                        extra={
+                            "uid": request.uid,
+                            "check": reg.name,
+                            "kind": request.kind,
+                            "namespace": request.namespace,
+                        },
+                    )
+                    failed.append(reg.name)
+                    result = self._check_failure(reg.name)
+            results.append((reg.name, result))
+        return merge(results, failed)
+
+    def _check_failure(self, name: str) -> Result:
+        """One check's own answer when it raised: per failure.internalError, for it alone.
+
+        The other checks' results are merged with it, so their denials still stand.
+        """
+        text = f"{name}: dra-webhook failed to run this check (internal error, see its logs)"
+        if self.policy.failure.internal_error == "open":
+            return Result(warnings=(f"{text}; not checked, allowed (fail open)",))
+        return Result(
+            violations=(Violation("", f"{text}; denied (fail closed)"),),
+            reason="InternalError",
+            code=500,
+        )
 
     def _stale_result(self, reg: Registration, stale: frozenset[Kind]) -> Result | None:
         """The answer of a check that reads a stale kind (per failure.staleView), else None."""
@@ -326,9 +361,18 @@ def _checked_stale_view(policy: Policy, registrations: Iterable[Registration]) -
     return stale_view
 
 
-def merge(results: list[tuple[str, Result]]) -> Decision:
-    """One decision from every policy's result: denied if any denies, all messages kept."""
-    denials = [(name, r) for name, r in results if r.denied]
+def merge(results: list[tuple[str, Result]], failed: Iterable[str] = ()) -> Decision:
+    """One decision from every policy's result: denied if any denies, all messages kept.
+
+    `failed` names the checks that raised (their result is the failure policy's answer): their
+    denials are labelled `internal-error:<check>`.
+    """
+    failed_checks = tuple(failed)
+    denials = [
+        (f"{INTERNAL_ERROR}:{name}" if name in failed_checks else name, r)
+        for name, r in results
+        if r.denied
+    ]
     warnings = _bounded_warnings(w for _, r in results for w in r.warnings)
     findings = sum(r.findings for _, r in results)
     names = tuple(name for name, _ in results)
@@ -343,6 +387,7 @@ def merge(results: list[tuple[str, Result]]) -> Decision:
             denied_by=tuple(name for name, _ in denials),
             findings=findings,
             policies=names,
+            failed_checks=failed_checks,
         )
     return Decision(
         allowed=True,
@@ -351,6 +396,7 @@ def merge(results: list[tuple[str, Result]]) -> Decision:
         templates=tuple(t for _, r in results for t in r.templates),
         findings=findings,
         policies=names,
+        failed_checks=failed_checks,
     )
 
 

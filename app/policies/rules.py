@@ -131,7 +131,7 @@ def _message(rule: CompiledRule, activation: Any) -> str:
     if rule.message_program is not None:
         try:
             text = rule.message_program.evaluate(activation)
-        except CelEvalError:
+        except Exception:  # the rule failed either way: only its wording is lost
             text = None
         if isinstance(text, str) and text.strip():
             return text.strip()

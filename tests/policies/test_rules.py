@@ -9,6 +9,7 @@ import pytest
 from app.config.policy import LabelSelector
 from app.errors import PolicyError
 from app.pipeline import Pipeline
+from app.policies import rules
 from app.policies.rules import selector_matches
 from tests.conftest import make_view, policy_from, wrap
 
@@ -149,3 +150,29 @@ def test_namespace_selector_follows_label_selector_semantics(
     selector: dict[str, Any], labels: dict[str, str], expected: bool
 ) -> None:
     assert selector_matches(LabelSelector.model_validate(selector), labels) is expected
+
+
+class _BrokenMessage:
+    """A message program whose backend fails with something other than CelEvalError."""
+
+    def evaluate(self, activation: Any) -> Any:
+        raise ValueError("invalid literal for int() with base 10: 'oops'")
+
+
+def test_a_message_expression_that_fails_in_any_way_falls_back_to_the_static_message() -> None:
+    policy = policy_from(
+        "cel:\n  rules:\n    - name: r\n      match: {kinds: [Pod]}\n"
+        "      expression: 'false'\n      messageExpression: '\"dynamic\"'\n"
+        "      message: static text\n"
+    )
+    pipeline = Pipeline(policy, make_view(), own_namespace="dra-webhook")
+    (compiled,) = pipeline.compiled.rules
+    broken = rules.CompiledRule(
+        compiled.rule,
+        compiled.kinds,
+        compiled.operations,
+        compiled.program,
+        _BrokenMessage(),  # type: ignore[arg-type]
+    )
+    assert rules._message(compiled, None) == "dynamic"
+    assert rules._message(broken, None) == "static text"

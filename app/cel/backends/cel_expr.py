@@ -19,6 +19,7 @@ error and here it compares text; either way the device does not match).
 from __future__ import annotations
 
 import re
+import secrets
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from fractions import Fraction
@@ -49,9 +50,15 @@ from app.k8s.quantity import Quantity
 
 __all__ = ["CelExprEngine"]
 
-_QUANTITY_TAG: Final = "\x01k8s.q\x02"
-_SEMVER_TAG: Final = "\x01k8s.v\x02"
+# A tag holds a random key drawn per process: a string that came from outside (an object, a
+# device attribute, a literal in an expression) cannot be taken for a tagged value, since it
+# cannot know the key. Error texts and string results never show it (see `_scrub`).
+_TAG_KEY: Final = secrets.token_hex(8)
+_QUANTITY_TAG: Final = f"\x01k8s.q.{_TAG_KEY}\x02"
+_SEMVER_TAG: Final = f"\x01k8s.v.{_TAG_KEY}\x02"
 _TAG_LENGTH: Final = len(_QUANTITY_TAG)
+_QUANTITY_BODY_RE: Final = re.compile(r"(-?[0-9]+)/([1-9][0-9]*)")
+_NOT_A_STRING: Final = "no such overload: a quantity or semver used as a string"
 
 # Extensions Kubernetes enables in its base environment that cel-cpp ships.
 _CONFIG_YAML: Final = """
@@ -149,14 +156,26 @@ def _decode_tagged(text: str) -> Quantity | Semver:
     body = text[_TAG_LENGTH:]
     result: Quantity | Semver
     if text.startswith(_QUANTITY_TAG):
-        numerator, _, denominator = body.partition("/")
-        result = Quantity(Fraction(int(numerator), int(denominator)))
+        match = _QUANTITY_BODY_RE.fullmatch(body)
+        if match is None:
+            raise ValueError(_NOT_A_STRING)
+        result = Quantity(Fraction(int(match.group(1)), int(match.group(2))))
     else:
-        result = parse_semver(body)
+        try:
+            result = parse_semver(body)
+        except ValueError:
+            raise ValueError(_NOT_A_STRING) from None
     if len(_decoded) >= _DECODED_LIMIT:
         _decoded.clear()
     _decoded[text] = result
     return result
+
+
+def _scrub(text: str) -> str:
+    """`text` without the tags' key (an error or a string result may carry a tagged value)."""
+    if _TAG_KEY not in text:
+        return text
+    return text.replace(_QUANTITY_TAG, "quantity:").replace(_SEMVER_TAG, "semver:")
 
 
 def _decode(value: Any) -> Any:
@@ -312,13 +331,20 @@ class _CelExprProgram(Program):
         try:
             result = self._expression.eval(activation)
         except RuntimeError as error:
-            raise CelEvalError(str(error)) from None
+            raise CelEvalError(_scrub(str(error))) from None
         value = result.value()
         if value is True or value is False:
             return value
         if result.type() == cel.Type.ERROR:
-            raise CelEvalError(str(value))
-        value = _decode(value if isinstance(value, int | float | str) else result.plain_value())
+            raise CelEvalError(_scrub(str(value)))
+        try:
+            value = _decode(value if isinstance(value, int | float | str) else result.plain_value())
+        except ValueError as error:
+            raise CelEvalError(_scrub(str(error))) from None
+        if isinstance(value, str) and _TAG_KEY in value:
+            # A quantity or semver joined into a string (`dyn(quantity("1")) + "x"`): Kubernetes
+            # has no such overload.
+            raise CelEvalError(_NOT_A_STRING)
         wanted = self.environment.result
         if wanted is not None and type(value) is not _RESULT_TYPES[wanted]:
             raise CelEvalError(f"must evaluate to {wanted}, not {type(value).__name__}")
