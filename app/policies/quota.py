@@ -10,6 +10,11 @@ c. Pods and workloads whose pods will make claims (template references, or in tr
    namespaces the legacy requests translation turns into claims): pods x devices per pod against
    the namespace limit minus current usage, and against native ResourceQuota `hard` values for
    `<class>.deviceclass.resource.k8s.io/devices`. DaemonSets are counted per node, warn only.
+   An object made by a controller this webhook already charged (a ReplicaSet of a Deployment, a
+   Job of a CronJob, a Pod of a ReplicaSet/StatefulSet/DaemonSet/Job/ReplicationController) is
+   not charged again: its owner's admission did the namespace arithmetic, and charging the
+   controller's own writes would stall rollouts (the new ReplicaSet of a rolling update needs
+   devices the old one still holds). Per-request and per-claim limits still apply to it.
 
 Limits come from the policy file's `quotas` entries whose namespace selector matches. Every
 matching entry applies; for each limit the strictest entry wins: the smallest exceeded `deny`
@@ -350,6 +355,12 @@ def _check_workload(
     if spec is None or request.kind == "PodTemplate":
         return ALLOW
     translated = _translated(spec, request.namespace, ctx)
+    if _charged_at_owner(request.kind, obj):
+        found = _Findings()
+        _check_translated_requests(translated, quota, found)
+        return found.result(
+            f"{request.kind} {object_name(obj) or request.name}".rstrip(), request.namespace
+        )
     demand = _pod_demand(spec, request.namespace, ctx, translated)
     if not demand:
         return ALLOW
@@ -421,6 +432,45 @@ def _check_workload(
             )
     _check_translated_requests(translated, quota, found)
     return found.result(f"{request.kind} {name}".rstrip(), namespace)
+
+
+_CHARGED_AT_OWNER: Mapping[str, frozenset[tuple[str, str]]] = {
+    "ReplicaSet": frozenset({("apps", "Deployment")}),
+    "Job": frozenset({("batch", "CronJob")}),
+    "Pod": frozenset(
+        {
+            ("apps", "ReplicaSet"),
+            ("apps", "StatefulSet"),
+            ("apps", "DaemonSet"),
+            ("batch", "Job"),
+            ("", "ReplicationController"),
+        }
+    ),
+}
+"""Kind -> the (group, kind) of controllers whose own admission charged that kind's pods."""
+
+
+def _charged_at_owner(kind: str, obj: Obj) -> bool:
+    """Whether the object's controller (ownerReferences, controller: true) is of a kind whose
+    admission already did the namespace arithmetic for it.
+
+    The API server validated the references before this webhook sees them; anything else is
+    read as "no controller", which leaves the object charged as usual.
+    """
+    owners = _CHARGED_AT_OWNER.get(kind)
+    if owners is None:
+        return False
+    meta = obj.get("metadata")
+    refs = meta.get("ownerReferences") if isinstance(meta, dict) else None
+    if not isinstance(refs, list):
+        return False
+    for ref in refs:
+        if not isinstance(ref, dict) or ref.get("controller") is not True:
+            continue
+        api_version, owner_kind = ref.get("apiVersion"), ref.get("kind")
+        if isinstance(api_version, str) and isinstance(owner_kind, str):
+            return (api_version.rpartition("/")[0], owner_kind) in owners
+    return False
 
 
 def _before(request: Request, ctx: Context) -> tuple[dict[str, int], int]:

@@ -412,6 +412,125 @@ def test_a_pod_update_is_not_recounted(research: Pipeline) -> None:
     assert decide(research, pod, operation="UPDATE", old=pod).allowed
 
 
+# -- objects made by a controller whose own admission charged them ---------------------------
+
+
+def owned(obj: Obj, api_version: str, kind: str, *, controller: bool = True) -> Obj:
+    """`obj` with a controller ownerReference, as the controller that made it writes it."""
+    ref = {"apiVersion": api_version, "kind": kind, "name": "web", "uid": "u-1"}
+    ref["controller"] = controller
+    obj["metadata"]["ownerReferences"] = [ref]
+    return obj
+
+
+@pytest.fixture
+def full_quota() -> Pipeline:
+    """ml-quota at its ResourceQuota: 8 of 8 devices used (the running claim and Deployment web,
+    3 replicas x 2 devices)."""
+    objects = cluster_objects()
+    resource_quota = next(o for o in objects if o["kind"] == "ResourceQuota")
+    resource_quota["status"]["used"]["gpu.nvidia.com.deviceclass.resource.k8s.io/devices"] = "8"
+    return make_pipeline(objects)
+
+
+def quota_workload(kind: str, count: int, image: str = "v2") -> Obj:
+    obj = workload(kind, "web", count, templates=("two-gpus",), namespace="ml-quota")
+    spec = obj["spec"]["jobTemplate"]["spec"] if kind == "CronJob" else obj["spec"]
+    pod = spec if kind == "Pod" else spec["template"]["spec"]
+    pod["containers"][0]["image"] = image
+    return obj
+
+
+def test_a_rolling_update_at_the_resource_quota_is_not_stalled(full_quota: Pipeline) -> None:
+    deployment_v1 = quota_workload("Deployment", 3, "v1")
+    deployment_v2 = quota_workload("Deployment", 3, "v2")
+    bump = decide(full_quota, deployment_v2, operation="UPDATE", old=deployment_v1)
+    assert bump.allowed, bump.message
+
+    # The deployment controller creates the new ReplicaSet (maxSurge 1), then scales it up
+    # while it scales the old one down.
+    new_rs = owned(quota_workload("ReplicaSet", 1), "apps/v1", "Deployment")
+    created = decide(full_quota, new_rs)
+    assert created.allowed, created.message
+    assert created.warnings == ()
+    scaled = owned(quota_workload("ReplicaSet", 3), "apps/v1", "Deployment")
+    up = decide(full_quota, scaled, operation="UPDATE", old=new_rs)
+    assert up.allowed, up.message
+    old_rs = owned(quota_workload("ReplicaSet", 3, "v1"), "apps/v1", "Deployment")
+    down = owned(quota_workload("ReplicaSet", 1, "v1"), "apps/v1", "Deployment")
+    assert decide(full_quota, down, operation="UPDATE", old=old_rs).allowed
+
+    # ...and the ReplicaSet controller creates the pods.
+    pod = owned(quota_workload("Pod", 1), "apps/v1", "ReplicaSet")
+    assert decide(full_quota, pod).allowed
+
+    # Scaling the Deployment itself past the quota is still denied, at the Deployment.
+    more = decide(
+        full_quota, quota_workload("Deployment", 4), operation="UPDATE", old=deployment_v2
+    )
+    assert not more.allowed
+    assert "ResourceQuota gpus allows 8" in more.message
+
+
+@pytest.mark.parametrize(
+    ("kind", "owner_api", "owner_kind"),
+    [
+        ("ReplicaSet", "apps/v1", "Deployment"),
+        ("Job", "batch/v1", "CronJob"),
+        ("Pod", "apps/v1", "ReplicaSet"),
+        ("Pod", "apps/v1", "StatefulSet"),
+        ("Pod", "apps/v1", "DaemonSet"),
+        ("Pod", "batch/v1", "Job"),
+        ("Pod", "v1", "ReplicationController"),
+    ],
+)
+def test_an_object_made_by_a_checked_controller_is_not_charged_again(
+    full_quota: Pipeline, kind: str, owner_api: str, owner_kind: str
+) -> None:
+    unowned = decide(full_quota, quota_workload(kind, 1))
+    assert not unowned.allowed
+    assert "ResourceQuota gpus allows 8" in unowned.message
+    decision = decide(full_quota, owned(quota_workload(kind, 1), owner_api, owner_kind))
+    assert decision.allowed, decision.message
+    assert decision.warnings == ()
+
+
+@pytest.mark.parametrize(
+    ("kind", "owner_api", "owner_kind", "controller"),
+    [
+        pytest.param("ReplicaSet", "apps/v1", "Deployment", False, id="not-the-controller"),
+        pytest.param("ReplicaSet", "example.com/v1", "Deployment", True, id="other-group"),
+        pytest.param("Job", "batch/v1", "Job", True, id="kind-not-an-owner-of-jobs"),
+        pytest.param(
+            "Pod", "leaderworkerset.x-k8s.io/v1", "LeaderWorkerSet", True, id="unchecked-kind"
+        ),
+        pytest.param("Deployment", "apps/v1", "Deployment", True, id="deployments-always"),
+    ],
+)
+def test_an_object_whose_controller_this_webhook_does_not_charge_is_charged(
+    full_quota: Pipeline, kind: str, owner_api: str, owner_kind: str, controller: bool
+) -> None:
+    obj = owned(quota_workload(kind, 1), owner_api, owner_kind, controller=controller)
+    decision = decide(full_quota, obj)
+    assert not decision.allowed
+    assert "ResourceQuota gpus allows 8" in decision.message
+
+
+def test_per_request_limits_still_apply_to_an_object_made_by_a_controller(
+    research: Pipeline,
+) -> None:
+    rs = owned(
+        workload("ReplicaSet", "rs", 1, legacy={"nvidia.com/gpu": 9}), "apps/v1", "Deployment"
+    )
+    decision = decide(research, rs)
+    assert not decision.allowed
+    assert (
+        "which translation turns into a claim for 9 devices of gpu.nvidia.com; at most 8 per request"
+        in decision.message
+    )
+    assert "allows 16" not in decision.message
+
+
 @pytest.mark.parametrize(
     ("obj", "path"),
     [
