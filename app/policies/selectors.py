@@ -5,11 +5,19 @@ Two checks, both on the validating endpoint:
 1. Every selector compiles (``spec.devices.requests[i].exactly.selectors[j].cel.expression``, the
    same under ``firstAvailable[k]``, ``spec.spec...`` in a template, ``spec.selectors[j]`` in a
    DeviceClass); one that does not is denied with its expression, line, column and message.
+   Except where the error is a gap of this webhook's CEL engine, not of the expression
+   (:func:`engine_gap`: a function Kubernetes' DRA environment declares and the engine lacks,
+   such as ``cidr()`` or ``isIP()``, or nesting deeper than cel-cpp's parser allows): such a
+   selector is allowed with a warning that it was not checked, and the API server, which
+   compiles every selector itself, has the last word on it.
 2. Satisfiability: a request whose DeviceClass + selectors match no device in the cluster's
    ResourceSlices, or fewer than its ``count``, is warned about or denied (``cel.selectors`` in
    the policy, per namespace mode), with the nearest miss where it can be told ("largest
    gpu.nvidia.com/memory among the 4 devices of class gpu.nvidia.com is 80Gi"). A
    ``firstAvailable`` request is fine when any of its alternatives is.
+
+A request whose selectors (or whose DeviceClass's selectors) hit such a gap is not checked for
+satisfiability either: it is taken as satisfiable, with the same warning.
 
 The scheduler would otherwise leave the pod Pending with no message. Devices come from the cluster
 view through :class:`~app.cel.index.DeviceIndex`, so a repeated claim shape costs a lookup.
@@ -17,6 +25,7 @@ view through :class:`~app.cel.index.DeviceIndex`, so a repeated claim shape cost
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -64,51 +73,195 @@ def check(request: Request, ctx: Context) -> Result:
         return ALLOW
     runtime: CelRuntime = ctx.compiled.cel
     if request.kind == "DeviceClass":
-        violations = compile_violations(runtime, device_class_selectors(obj))
+        violations, not_checked = compile_check(runtime, device_class_selectors(obj))
         if violations:
-            return Result(violations=violations, summary=_summary(request, "do not compile"))
-        return ALLOW
+            return Result(
+                violations=violations,
+                warnings=not_checked,
+                summary=_summary(request, "do not compile"),
+            )
+        return Result(warnings=not_checked) if not_checked else ALLOW
 
     prefix = "spec.spec" if request.kind == "ResourceClaimTemplate" else "spec"
     requests = device_requests(obj, prefix)
     expressions = [s for r in requests for a in r.alternatives for s in a.selectors]
-    violations = compile_violations(runtime, expressions)
+    violations, not_checked = compile_check(runtime, expressions)
     if violations:
-        return Result(violations=violations, summary=_summary(request, "do not compile"))
+        return Result(
+            violations=violations, warnings=not_checked, summary=_summary(request, "do not compile")
+        )
 
     action = _action(ctx)
     if action == "off" or not requests or Kind.RESOURCE_SLICE not in ctx.view.synced_kinds():
-        return ALLOW
+        return Result(warnings=not_checked) if not_checked else ALLOW
     runtime.index.sync(ctx.view.resource_slices(), ctx.view.generation(Kind.RESOURCE_SLICE))
+    notes: list[str] = []
     problems = [
-        (r.path, problem) for r in requests if (problem := unsatisfiable(r, ctx, runtime.index))
+        (r.path, problem)
+        for r in requests
+        if (problem := unsatisfiable(r, ctx, runtime.index, notes))
     ]
+    warnings = (*not_checked, *notes)
     if not problems:
-        return ALLOW
+        return Result(warnings=warnings) if warnings else ALLOW
     if action == "deny":
         return Result(
             violations=tuple(Violation(path, problem) for path, problem in problems),
+            warnings=warnings,
             summary=f"no device in the cluster can satisfy {request.kind} {request.name}".strip(),
             details="Its pods would stay Pending: change the selectors or the count, or add "
             "devices first.",
         )
-    return Result(warnings=tuple(f"{path}: {problem}" for path, problem in problems))
+    return Result(warnings=(*warnings, *(f"{path}: {problem}" for path, problem in problems)))
 
 
-def compile_violations(
+def compile_check(
     runtime: CelRuntime, selectors: Sequence[tuple[str, str]]
-) -> tuple[Violation, ...]:
-    """One violation per selector that does not compile, with position and message."""
-    out = []
+) -> tuple[tuple[Violation, ...], tuple[str, ...]]:
+    """A violation per selector that does not compile, with position and message; a warning
+    per selector this webhook's engine cannot check (:func:`engine_gap`)."""
+    violations = []
+    not_checked = []
     for path, expression in selectors:
         try:
             runtime.cache.get(runtime.engine, expression, SELECTOR)
         except CelCompileError as error:
+            gap = engine_gap(error)
+            if gap is not None:
+                not_checked.append(f"{path}: {_not_checked(gap)}")
+                continue
             where = f" at {error.line}:{error.column}" if error.line is not None else ""
-            out.append(
+            violations.append(
                 Violation(path, f"CEL does not compile{where}: {error.message}: {expression!r}")
             )
-    return tuple(out)
+    return tuple(violations), tuple(not_checked)
+
+
+# -- what Kubernetes' DRA CEL has and this webhook's engine does not ------------------------------
+
+_GAP_FUNCTIONS = frozenset({"ip", "isIP", "cidr", "isCIDR", "url", "isURL"})
+"""Global functions of Kubernetes' IP, CIDR and URL libraries."""
+
+_GAP_NAMESPACES = frozenset(
+    {"format", "ip", "math", "base64", "lists", "jsonpatch", "strings", "sets"}
+)
+"""Namespaced functions (``format.dns1123Label()``, ``ip.isCanonical()``, ``math.greatest()``):
+Kubernetes' format and JSONPatch libraries and the cel-go extensions its environment registers.
+cel-expr-python has ``strings.*`` and ``sets.*``; cel-python does not."""
+
+_GAP_MEMBERS = frozenset(
+    {
+        # IP and CIDR values
+        "family",
+        "isUnspecified",
+        "isLoopback",
+        "isLinkLocalMulticast",
+        "isLinkLocalUnicast",
+        "isGlobalUnicast",
+        "containsIP",
+        "containsCIDR",
+        "masked",
+        "prefixLength",
+        # URL values
+        "getScheme",
+        "getHost",
+        "getHostname",
+        "getPort",
+        "getEscapedPath",
+        "getQuery",
+        # format values, optional values (cel-python has no optionals)
+        "validate",
+        "hasValue",
+        "orValue",
+        "value",
+        "optMap",
+        "optFlatMap",
+        # cel-go's lists and strings extensions
+        "distinct",
+        "flatten",
+        "slice",
+        "sort",
+        "sortBy",
+        "first",
+        "last",
+        "format",
+    }
+)
+"""Member functions of those libraries' values and extensions."""
+
+_UNDECLARED_RE = re.compile(r"undeclared reference to '([A-Za-z_][A-Za-z0-9_]*)'")
+
+
+def engine_gap(error: CelCompileError) -> str | None:
+    """What Kubernetes' DRA CEL declares that made this engine refuse the expression, or None
+    when the error is the expression's own (syntax, unknown device field, an unknown function,
+    a type mismatch on a function both have).
+
+    The backends report the first error only: an expression with a gap *and* a real error
+    further on is taken as a gap here, and left to the API server.
+    """
+    message = error.message
+    if "recursion limit exceeded" in message.lower():
+        return "nesting this deep"
+    match = _UNDECLARED_RE.search(message)
+    if match is None:
+        return _optional_syntax(error)
+    name = match.group(1)
+    for form in sorted(_call_forms(error.expression, name)):
+        if form == "." and name in _GAP_MEMBERS:
+            return f".{name}()"
+        if form == "" and name in _GAP_FUNCTIONS:
+            return f"{name}()"
+        if form in _GAP_NAMESPACES:
+            return f"{form}.{name}()"
+        if form == "namespace" and name in _GAP_NAMESPACES:
+            return f"{name}.*"
+    return None
+
+
+def _call_forms(expression: str, name: str) -> set[str]:
+    """How ``name`` is used in the expression: "" (global call), "." (member call), the
+    identifier before it (``format.named(`` -> "format"), or "namespace" (``math.greatest``)."""
+    tokens = syntax.tokenize(expression)
+    forms = set()
+    for i, token in enumerate(tokens):
+        if token.kind != "ident" or token.text != name:
+            continue
+        after = tokens[i + 1].text if i + 1 < len(tokens) else ""
+        before = tokens[i - 1].text if i >= 1 else ""
+        if after == "." and before != ".":
+            forms.add("namespace")
+        if after != "(":
+            continue
+        if before != ".":
+            forms.add("")
+            continue
+        forms.add(".")
+        qualifier = tokens[i - 2] if i >= 2 else None
+        if (
+            qualifier is not None
+            and qualifier.kind == "ident"
+            and (i < 3 or tokens[i - 3].text != ".")
+        ):
+            forms.add(qualifier.text)
+    return forms
+
+
+def _optional_syntax(error: CelCompileError) -> str | None:
+    """cel-python cannot parse optional selection (``.?field``, ``[?key]``)."""
+    offset = error.offset
+    text = error.expression
+    if offset is None or not error.message.startswith("Syntax error"):
+        return None
+    at = text[max(offset - 1, 0) : offset + 1]
+    return "optional selection (.? and [?)" if at in (".?", "[?") else None
+
+
+def _not_checked(gap: str) -> str:
+    return (
+        f"not checked: {gap} is not supported by this webhook's CEL engine "
+        "(the API server still compiles it)"
+    )
 
 
 def _summary(request: Request, what: str) -> str:
@@ -210,11 +363,14 @@ def device_requests(obj: Mapping[str, Any], prefix: str) -> list[DeviceRequest]:
 # -- satisfiability ----------------------------------------------------------------------------
 
 
-def unsatisfiable(request: DeviceRequest, ctx: Context, index: DeviceIndex) -> str | None:
-    """Why no device set in the cluster can satisfy ``request``; None when one can."""
+def unsatisfiable(
+    request: DeviceRequest, ctx: Context, index: DeviceIndex, notes: list[str] | None = None
+) -> str | None:
+    """Why no device set in the cluster can satisfy ``request``; None when one can, or when an
+    alternative cannot be checked by this engine (then a warning saying so goes to ``notes``)."""
     problems = []
     for alternative in request.alternatives:
-        problem = _alternative_problem(alternative, ctx, index)
+        problem = _alternative_problem(alternative, ctx, index, notes)
         if problem is None:
             return None
         problems.append((alternative, problem))
@@ -224,7 +380,9 @@ def unsatisfiable(request: DeviceRequest, ctx: Context, index: DeviceIndex) -> s
     return f"none of its {len(problems)} firstAvailable alternatives can be satisfied: {listed}"
 
 
-def _alternative_problem(alt: Alternative, ctx: Context, index: DeviceIndex) -> str | None:
+def _alternative_problem(
+    alt: Alternative, ctx: Context, index: DeviceIndex, notes: list[str] | None = None
+) -> str | None:
     if not alt.device_class:
         return None
     device_class = ctx.view.device_class(alt.device_class)
@@ -235,7 +393,16 @@ def _alternative_problem(alt: Alternative, ctx: Context, index: DeviceIndex) -> 
     try:
         match = index.matching(alt.device_class, class_expressions, expressions)
     except CelCompileError as error:
-        return f"DeviceClass {alt.device_class} has a selector that does not compile: {error}"
+        gap = engine_gap(error)
+        if gap is None:
+            return f"DeviceClass {alt.device_class} has a selector that does not compile: {error}"
+        if notes is not None and error.expression in class_expressions:
+            # (a request selector's gap was already reported by the compile check)
+            notes.append(
+                f"{alt.path}: satisfiability {_not_checked(gap)} "
+                f"in a selector of DeviceClass {alt.device_class}"
+            )
+        return None
     if match.count >= alt.needed:
         return None
     return _nearest_miss(alt, class_expressions, index, match.count)

@@ -216,3 +216,155 @@ def test_both_backends_give_the_same_answers_through_the_app(make_app: Any, back
     assert "largest gpu.nvidia.com/memory is 80Gi" in warned["warnings"][0]
     denied = answer(harness, claim(request(exactly=exactly("device.driver =="))))
     assert denied["allowed"] is False
+
+
+# -- Kubernetes' DRA CEL has libraries this webhook's engine lacks: warn, do not deny ----------
+
+NET = 'device.attributes["dra.net"]'
+DEEP = "(" * 40 + 'device.driver == "gpu.nvidia.com"' + ")" * 40
+BACKENDS = ["cel-expr-python", "cel-python"]
+
+
+def on(backend: str, extra: str = "") -> Policy:
+    return policy_from(f"cel:\n  backend: {backend}\n{extra}")
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize(
+    ("expression", "gap"),
+    [
+        (f'cidr("10.0.0.0/8").containsIP({NET}.ip)', "cidr()"),
+        (f"isIP({NET}.ip)", "isIP()"),
+        (f"isCIDR({NET}.net)", "isCIDR()"),
+        (f"ip({NET}.ip).family() == 4", "ip()"),
+        (f"{NET}.ip.family() == 4", ".family()"),
+        (f'url({NET}.endpoint).getHost() == "x"', "url()"),
+        (f"isURL({NET}.endpoint)", "isURL()"),
+        (f"ip.isCanonical({NET}.ip)", "ip."),
+        (f"format.dns1123Label().validate({NET}.name).hasValue()", "format."),
+        ('math.greatest(1, 2) == 2 && device.driver == "dra.net"', "math."),
+    ],
+)
+def test_a_selector_using_a_kubernetes_library_this_engine_lacks_is_allowed_unchecked(
+    make_app: Any, backend: str, expression: str, gap: str
+) -> None:
+    harness = make_app(policy=on(backend))
+    response = answer(harness, device_class("net.example.com", expression))
+    assert response["allowed"] is True, response
+    (warning,) = response["warnings"]
+    assert warning.startswith("spec.selectors[0].cel.expression: not checked: ")
+    assert gap in warning
+    assert "is not supported by this webhook's CEL engine" in warning
+
+    in_dra_only = claim(request(exactly=exactly(expression)), namespace="gpu-e2e")
+    response = answer(harness, in_dra_only)
+    assert response["allowed"] is True, response
+    assert any(
+        w.startswith("spec.devices.requests[0].exactly.selectors[0].cel.expression: not checked")
+        for w in response["warnings"]
+    )
+
+
+def test_nesting_deeper_than_cel_cpp_parses_is_allowed_unchecked(make_app: Any) -> None:
+    response = answer(make_app(policy=on("cel-expr-python")), device_class(expression=DEEP))
+    assert response["allowed"] is True
+    (warning,) = response["warnings"]
+    assert "not checked: nesting this deep is not supported by this webhook's CEL engine" in warning
+    assert answer(make_app(policy=on("cel-python")), device_class(expression=DEEP)) == {
+        "uid": "test-uid",
+        "allowed": True,
+    }
+
+
+def test_optional_selection_cel_python_cannot_parse_is_allowed_unchecked(make_app: Any) -> None:
+    expression = f'{NET}.?ip.orValue("") != ""'
+    response = answer(make_app(policy=on("cel-python")), device_class(expression=expression))
+    assert response["allowed"] is True
+    (warning,) = response["warnings"]
+    assert "not checked: optional selection (.? and [?) is not supported" in warning
+    assert answer(make_app(policy=on("cel-expr-python")), device_class(expression=expression)) == {
+        "uid": "test-uid",
+        "allowed": True,
+    }
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize(
+    ("expression", "error"),
+    [
+        ("device.driver ==", "Syntax error"),
+        (f'cidr("10.0.0.0/8").containsIP({NET}.ip) && (', "Syntax error"),
+        ("device.drver == 'x'", "undefined field 'drver'"),
+        ('cidr("10.0.0.0/8").containsIP(device.nosuch)', "undefined field 'nosuch'"),
+        ("nosuch(1)", "undeclared reference to 'nosuch'"),
+        (f"family({NET}.ip) == 4", "undeclared reference to 'family'"),
+        (f"{NET}.ip.nosuch()", "undeclared reference to 'nosuch'"),
+        (f"device.notANamespace.greatest({NET}.x)", "undefined field 'notANamespace'"),
+    ],
+)
+def test_an_expression_with_its_own_error_is_still_denied(
+    make_app: Any, backend: str, expression: str, error: str
+) -> None:
+    response = answer(make_app(policy=on(backend)), device_class(expression=expression))
+    assert response["allowed"] is False, response
+    assert error in response["status"]["message"]
+    assert "not checked" not in str(response)
+
+
+@pytest.mark.parametrize(
+    "expression",
+    [
+        'device.capacity["gpu.nvidia.com"].memory >= quantity("40Gi")',
+        'quantity(1) == quantity("1")',
+        f"{NET}.version.isGreaterThan(1)",
+    ],
+)
+def test_a_type_mismatch_on_a_function_both_have_is_still_denied(
+    make_app: Any, expression: str
+) -> None:
+    response = answer(make_app(policy=on("cel-expr-python")), device_class(expression=expression))
+    assert response["allowed"] is False
+    assert "found no matching overload" in response["status"]["message"]
+
+
+NET_CLASS = device_class(
+    "net.example.com",
+    f'device.driver == "gpu.nvidia.com" && cidr("10.0.0.0/8").containsIP({NET}.ip)',
+)
+DENY_IN_DRA_ONLY = "  selectors:\n    unsatisfiableByMode: {dra-only: deny}\n"
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_satisfiability_is_skipped_with_a_warning_for_a_class_this_engine_cannot_check(
+    make_app: Any, backend: str
+) -> None:
+    cluster = [*EIGHTY_GI_CLUSTER, NET_CLASS]
+    harness = make_app(cluster, policy=on(backend, DENY_IN_DRA_ONLY))
+    wanted = claim(
+        request(exactly=exactly(H100, count=64, device_class_name="net.example.com")),
+        namespace="gpu-e2e",
+    )
+    response = answer(harness, wanted)
+    assert response["allowed"] is True, response
+    (warning,) = response["warnings"]
+    assert warning.startswith("spec.devices.requests[0].exactly: satisfiability not checked: ")
+    assert "cidr() is not supported by this webhook's CEL engine" in warning
+    assert "in a selector of DeviceClass net.example.com" in warning
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_satisfiability_is_skipped_for_a_request_selector_this_engine_cannot_check(
+    make_app: Any, backend: str
+) -> None:
+    harness = make_app(EIGHTY_GI_CLUSTER, policy=on(backend, DENY_IN_DRA_ONLY))
+    unchecked = f"isIP({NET}.ip)"
+    response = answer(
+        harness, claim(request(exactly=exactly(unchecked, count=64)), namespace="gpu-e2e")
+    )
+    assert response["allowed"] is True, response
+    (warning,) = response["warnings"]
+    assert "not checked: isIP() is not supported" in warning
+    # The same count without the unchecked selector is still found unsatisfiable.
+    denied = answer(harness, claim(request(exactly=exactly(H100, count=64)), namespace="gpu-e2e"))
+    assert denied["allowed"] is False
+    assert "asks for 64 devices, 4 can match" in denied["status"]["message"]
