@@ -119,6 +119,7 @@ def test_the_chart_lints_cleanly_in_strict_mode(values: Path) -> None:
     [
         ("replicas=3", "additional properties 'replicas' not allowed"),
         ("webhook.mutating.failurePolicy=fail", "value must be one of 'Fail', 'Ignore'"),
+        ("webhook.deviceClassFailurePolicy=fail", "value must be one of 'Fail', 'Ignore'"),
         ("webhook.validating.timeoutSeconds=31", "maximum"),
         ("certificates.mode=vault", "value must be one of"),
         ("service.extra=1", "additional properties 'extra' not allowed"),
@@ -405,7 +406,10 @@ def test_every_webhook_speaks_v1_with_equivalent_matching_and_values_for_failure
         side = settings["mutating" if kind.startswith("Mutating") else "validating"]
         assert webhook["admissionReviewVersions"] == ["v1"]
         assert webhook["matchPolicy"] == "Equivalent"
-        assert webhook["failurePolicy"] == side["failurePolicy"]
+        if webhook["name"].startswith("deviceclasses."):
+            assert webhook["failurePolicy"] == settings["deviceClassFailurePolicy"]
+        else:
+            assert webhook["failurePolicy"] == side["failurePolicy"]
         assert webhook["timeoutSeconds"] == side["timeoutSeconds"]
         service = webhook["clientConfig"]["service"]
         assert (service["namespace"], service["port"]) == (NAMESPACE, 443)
@@ -559,8 +563,24 @@ def test_cluster_scoped_device_classes_have_their_own_entry_without_a_namespace_
     (entry,) = [w for _, w in _webhooks(docs) if w["name"].startswith("deviceclasses.")]
     assert "namespaceSelector" not in entry
     assert entry["rules"][0]["scope"] == "Cluster"
+    # An outage never blocks DeviceClass writes (a driver installing into kube-system), while
+    # the other validating entries keep failing closed.
+    assert entry["failurePolicy"] == "Ignore"
+    others = [w for _, w in _webhooks(docs) if not w["name"].startswith("deviceclasses.")]
+    assert {w["failurePolicy"] for w in others} == {"Fail"}
     docs = _render(CHART / "ci" / "self-signed-values.yaml")  # webhook.deviceClasses: false
     assert not [w for _, w in _webhooks(docs) if w["name"].startswith("deviceclasses.")]
+
+
+def test_the_device_class_failure_policy_is_set_apart_from_the_validating_one() -> None:
+    values = CHART / "ci" / "policy-wide-values.yaml"  # validating Ignore, DeviceClasses Fail
+    settings = _values(values)["webhook"]
+    assert (settings["validating"]["failurePolicy"], settings["deviceClassFailurePolicy"]) == (
+        "Ignore",
+        "Fail",
+    )
+    (entry,) = [w for _, w in _webhooks(_render(values)) if w["name"].startswith("deviceclasses.")]
+    assert entry["failurePolicy"] == "Fail"
 
 
 # -- matchConditions as CEL -----------------------------------------------------------------
