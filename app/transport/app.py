@@ -50,6 +50,8 @@ class _Webhook:
         self.metrics = metrics
         self._creating: dict[tuple[str, str], asyncio.Future[None]] = {}
         """Template creates in flight, by (namespace, name): shared by concurrent admissions."""
+        self._namespace_lookups: dict[str, asyncio.Task[dict[str, Any] | None]] = {}
+        """Namespace lookups in flight (cache misses), by name."""
 
     async def handle(self, http: HttpRequest, endpoint: Endpoint) -> Response:
         started = time.perf_counter()
@@ -63,6 +65,8 @@ class _Webhook:
         except ClientDisconnect:
             return Response(status_code=400)
 
+        if self.pipeline.needs_namespace(endpoint, request):
+            await self._lookup_namespace(request.namespace)
         try:
             decision = self.pipeline.review(endpoint, request)
             if decision.templates and decision.allowed:
@@ -98,6 +102,18 @@ class _Webhook:
                 },
             )
         return response
+
+    async def _lookup_namespace(self, name: str) -> None:
+        """Cache miss: ask the source once per namespace, however many reviews wait for it."""
+        lookup = self._namespace_lookups.get(name)
+        if lookup is None:
+            lookup = asyncio.create_task(self.source.lookup_namespace(name))
+            self._namespace_lookups[name] = lookup
+            lookup.add_done_callback(lambda _: self._namespace_lookups.pop(name, None))
+        try:
+            await asyncio.shield(lookup)
+        except Exception:  # a bug in a source: the pipeline answers per failure.unknownNamespace
+            logger.exception("namespace lookup raised", extra={"ns": name})
 
     async def _read_body(self, http: HttpRequest) -> bytes:
         content_type = http.headers.get("content-type", "")
