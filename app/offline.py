@@ -200,4 +200,3 @@ def _count(
             entry.resources.add(item.resource)
             if compiled.mappings.resolve(item.resource, view) is None:
                 entry.unmapped.add(item.resource)
-
