@@ -96,6 +96,12 @@ class Metrics:
             "Requests answered with HTTP 400 (not a usable AdmissionReview).",
             registry=self.registry,
         )
+        self.check_errors = Counter(
+            "dra_webhook_check_errors_total",
+            "Checks that raised (a bug) and were answered per failure.internalError, by check.",
+            ("endpoint", "check"),
+            registry=self.registry,
+        )
         self.audit_findings = Counter(
             "dra_webhook_audit_findings_total",
             "Legacy extended-resource requests allowed with a warning in audit namespaces.",

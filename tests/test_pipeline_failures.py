@@ -104,6 +104,8 @@ def test_a_crashing_check_does_not_cancel_another_checks_denial(
     assert denials(harness, "dra-only") == 1
     assert denials(harness, "internal-error:cel-rules") == (0 if allowed_by_the_failed_check else 1)
     assert denials(harness, "internal-error") == 0  # the review as a whole did not fail
+    errors = harness.metrics.check_errors.labels("validate", "cel-rules")._value.get()
+    assert errors == 1  # counted whether the failure allowed or denied
 
     (record,) = [r for r in caplog.records if r.name == "app.pipeline"]
     assert record.uid == "uid-42"  # type: ignore[attr-defined]

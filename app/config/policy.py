@@ -169,7 +169,8 @@ CheckAction = Literal["off", "warn", "deny"]
 class SelectorChecks(_Model):
     """Checks of the CEL selectors in ResourceClaims, ResourceClaimTemplates and DeviceClasses.
 
-    A selector that does not compile is always denied. `unsatisfiable` is what happens to a
+    A selector that does not compile is denied (one that only needs a library this engine lacks
+    is warned about instead). `unsatisfiable` is what happens to a
     request no device in the cluster's ResourceSlices can satisfy (the scheduler would leave the
     pod Pending without a word); `unsatisfiableByMode` overrides it per namespace mode (the mode
     label's meaning: `dra-only`, `translate`, `audit`).

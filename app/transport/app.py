@@ -83,6 +83,8 @@ class _Webhook:
         )
         for reason in decision.denied_by:
             self.metrics.denials.labels(endpoint.value, reason).inc()
+        for check in decision.failed_checks:
+            self.metrics.check_errors.labels(endpoint.value, check).inc()
         if decision.findings:
             self.metrics.audit_findings.inc(decision.findings)
         if not decision.allowed or logger.isEnabledFor(logging.DEBUG):
