@@ -44,7 +44,7 @@ from app.k8s.objects import (
 from app.k8s.patch import PatchOp
 from app.k8s.quantity import QuantityError, parse_quantity
 from app.policies.base import ALLOW, Context, Mode, Obj, Request, Result, Violation
-from app.policies.legacy import DeviceMapping, LegacyRequest, legacy_requests
+from app.policies.legacy import DeviceMapping, LegacyRequest, is_resource_name, legacy_requests
 from app.policies.translate_templates import (
     MANAGED_BY,
     MANAGED_BY_LABEL,
@@ -154,11 +154,14 @@ def analyse(
     if not found:
         return analysis
     if replace_own:
-        analysis.stale = _own_entries(spec, namespace, ctx)
+        _own_entries(spec, namespace, ctx, analysis)
     for legacy in found:
         if legacy.container.field == "ephemeralContainers":
             continue  # may not have resources at all: the API server rejects it, not us
         key = _key(legacy)
+        if not is_resource_name(legacy.resource):
+            analysis.problems.append(Problem(key, _bad_name(legacy)))
+            continue
         count, bad = _count(legacy)
         if bad is not None:
             analysis.problems.append(Problem(key, bad))
@@ -483,10 +486,14 @@ def _denial(
 # -- DRA already in the pod ----------------------------------------------------------------
 
 
-def _own_entries(spec: PodSpecRef, namespace: str, ctx: Context) -> dict[int, str]:
-    """Pod-level entries an earlier translation added: their template is labelled as ours (or,
-    when the view does not hold it yet, is named the way ours are)."""
-    found: dict[int, str] = {}
+def _own_entries(spec: PodSpecRef, namespace: str, ctx: Context, analysis: Analysis) -> None:
+    """Pod-level entries an earlier translation added, into `analysis.stale`.
+
+    An entry is ours only when the view holds its template and the template carries our
+    managed-by label: anything else is the user's and is never removed. An entry whose template
+    is named like ours but is not in the view cannot be told apart: a problem, rather than
+    removing what may be the user's or doubling the devices by translating next to it.
+    """
     for index, entry in enumerate(list_field(spec.spec, "resourceClaims", spec.path)):
         if not isinstance(entry, dict):
             continue
@@ -495,13 +502,25 @@ def _own_entries(spec: PodSpecRef, namespace: str, ctx: Context) -> dict[int, st
             continue
         obj = ctx.view.get(Kind.RESOURCE_CLAIM_TEMPLATE, template, namespace)
         if obj is None:
-            own = ctx.compiled.templates.is_own_name(template)
-        else:
-            labels = obj.get("metadata", {}).get("labels")
-            own = isinstance(labels, dict) and labels.get(MANAGED_BY_LABEL) == MANAGED_BY
-        if own:
-            found[index] = name
-    return found
+            if ctx.compiled.templates.is_own_name(template):
+                analysis.problems.append(_unknown_own(spec, index, name, template))
+            continue
+        labels = obj.get("metadata", {}).get("labels")
+        if isinstance(labels, dict) and labels.get(MANAGED_BY_LABEL) == MANAGED_BY:
+            analysis.stale[index] = name
+
+
+def _unknown_own(spec: PodSpecRef, index: int, name: str, template: str) -> Problem:
+    return Problem(
+        ("resourceClaims", name, template),
+        Violation(
+            f"{spec.path}.resourceClaims[{index}]",
+            f"{name}: ResourceClaimTemplate {template} is named like the ones dra-webhook "
+            "creates, but is not in its cluster view (not synced yet, or deleted), so this entry "
+            "cannot be told apart from one of your own; retry once the template exists, or "
+            "rename the entry's template",
+        ),
+    )
 
 
 def _dra_classes(
@@ -554,6 +573,15 @@ def _classes_of(claim_spec: Any) -> Iterable[str]:
         for sub in item.get("firstAvailable") or ():
             if isinstance(sub, dict) and isinstance(sub.get("deviceClassName"), str):
                 yield sub["deviceClassName"]
+
+
+def _bad_name(legacy: LegacyRequest) -> Violation:
+    return Violation(
+        legacy.path,
+        f"{legacy.resource!r} is not a valid resource name (an optional DNS-subdomain prefix and "
+        "'/', then at most 63 letters, digits, '-', '_' or '.', starting and ending with a letter "
+        "or digit): it is not translated",
+    )
 
 
 # -- counts --------------------------------------------------------------------------------

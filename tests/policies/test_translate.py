@@ -728,15 +728,12 @@ def test_the_captured_objects_pass_the_schema_check_before_translation(name: str
     kubernetes_validate.validate(load_fixture(name)["request"]["object"], "1.34.0", strict=True)
 
 
-@pytest.mark.parametrize("template_in_view", [True, False])
-def test_reapplying_a_translated_workload_manifest_gives_the_same_translation_again(
-    template_in_view: bool,
-) -> None:
-    """`kubectl apply` (client-side) keeps the claims the webhook added and re-adds the GPU."""
+def reapplied_manifest(templates_in_view: bool) -> tuple[Obj, Obj, Decision]:
+    """A translated Deployment, `kubectl apply`-ed (client-side) again: the legacy GPU is back."""
     policy = policy_from("translation: {translateWorkloads: true}")
     manifest = deployment(gpus("cuda", 2), gpus("side", 1))
     created, translated = translate(manifest, policy=policy)
-    objects = [*DEMO_NAMESPACES, *(created.templates if template_in_view else ())]
+    objects = [*DEMO_NAMESPACES, *(created.templates if templates_in_view else ())]
     reapplied = clone(translated)
     for c in reapplied["spec"]["template"]["spec"]["containers"]:
         count = "2" if c["name"] == "cuda" else "1"
@@ -744,6 +741,12 @@ def test_reapplying_a_translated_workload_manifest_gives_the_same_translation_ag
     decision = decide(
         wrap(reapplied, operation="UPDATE", old=translated), objects=objects, policy=policy
     )
+    return reapplied, translated, decision
+
+
+def test_reapplying_a_translated_workload_manifest_gives_the_same_translation_again() -> None:
+    """`kubectl apply` (client-side) keeps the claims the webhook added and re-adds the GPU."""
+    reapplied, translated, decision = reapplied_manifest(templates_in_view=True)
     assert decision.allowed, decision.message
     again = apply(reapplied, decision.patch)
     assert_valid(again)
