@@ -501,13 +501,23 @@ def _init_case(
         ((gpus("warm", 1),), (gpus("cuda", 2),), {"warm": ["gpu-cuda"]}, 2),
         # the smallest claim that is big enough
         ((gpus("warm", 1),), (gpus("big", 2), gpus("small", 1)), {"warm": ["gpu-small"]}, 3),
-        # asks for more than the app side holds: one top-up claim for the difference
-        ((gpus("warm", 2),), (gpus("cuda", 1),), {"warm": ["gpu-cuda", "gpu-init"]}, 2),
+        # no single claim is big enough: one top-up claim for its whole count, never the whole
+        # pool (the pod holds 3 where the device plugin would hold 2: at most the top-up more)
+        ((gpus("warm", 2),), (gpus("cuda", 1),), {"warm": ["gpu-init"]}, 3),
+        ((gpus("warm", 3),), (gpus("a", 1), gpus("b", 1)), {"warm": ["gpu-init"]}, 5),
+        # one top-up, sized for the largest init container without a claim of its own size
         (
-            (gpus("warm", 3),),
-            (gpus("a", 1), gpus("b", 1)),
-            {"warm": ["gpu-a", "gpu-b", "gpu-init"]},
-            3,
+            (gpus("one", 1), gpus("three", 3), gpus("four", 4)),
+            (gpus("cuda", 2),),
+            {"one": ["gpu-cuda"], "three": ["gpu-init"], "four": ["gpu-init"]},
+            6,
+        ),
+        # a smaller app claim that is big enough is preferred to the top-up
+        (
+            (gpus("two", 2), gpus("five", 5)),
+            (gpus("cuda", 2),),
+            {"two": ["gpu-cuda"], "five": ["gpu-init"]},
+            7,
         ),
         # no app container asks: the top-up is all there is, shared by the init containers
         (
@@ -556,9 +566,8 @@ def test_a_sidecar_gets_a_claim_of_its_own_like_an_app_container() -> None:
 def test_the_init_container_warning_says_which_claims_it_shares() -> None:
     decision, _, _, _ = _init_case((gpus("warm", 3),), (gpus("cuda", 1),))
     expected = (
-        r"init container warm: nvidia\.com/gpu: 3 -> shares claims gpu-cuda, gpu-init "
-        r"\(templates dra-gpu-nvidia-com-1-[0-9a-f]{10}, dra-gpu-nvidia-com-2-[0-9a-f]{10}, "
-        r"class gpu\.nvidia\.com\)"
+        r"init container warm: nvidia\.com/gpu: 3 -> shares claim gpu-init "
+        r"\(template dra-gpu-nvidia-com-3-[0-9a-f]{10}, class gpu\.nvidia\.com\)"
     )
     assert any(re.fullmatch(expected, w) for w in decision.warnings), decision.warnings
 

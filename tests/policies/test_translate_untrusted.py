@@ -6,10 +6,12 @@ from __future__ import annotations
 import re
 from typing import Any
 
+import orjson
 import pytest
 
 from app.cluster.view import ClusterView
 from app.config.policy import Mapping
+from app.errors import PolicyError
 from app.pipeline import Endpoint
 from app.policies.legacy import (
     DeviceMapping,
@@ -18,7 +20,7 @@ from app.policies.legacy import (
     is_dns_subdomain,
     is_resource_name,
 )
-from tests.conftest import DEMO_NAMESPACES, policy_from, wrap
+from tests.conftest import DEMO_NAMESPACES, clone, policy_from, wrap
 from tests.policies.test_translate import (
     claim_refs,
     container,
@@ -30,6 +32,7 @@ from tests.policies.test_translate import (
     reapplied_manifest,
     translate,
 )
+from tests.policies.translate_support import apply
 
 Obj = dict[str, Any]
 INJECTED = 'nvidia.com/mig-7g.80gb" || "a" == "a'
@@ -174,6 +177,96 @@ def test_a_refused_group_is_explained_in_the_denial() -> None:
 )
 def test_dns_subdomains(name: str, valid: bool) -> None:
     assert is_dns_subdomain(name) is valid
+
+
+# -- cost: bounded per pod, whatever the pod holds -------------------------------------------
+
+
+def _wide_pod(app: int, init: int, init_count: int) -> Obj:
+    """`app` containers asking one GPU each, `init` init containers asking `init_count` each."""
+    return pod(
+        *(gpus(f"a{i}", 1) for i in range(app)),
+        init=tuple(gpus(f"i{i}", init_count) for i in range(init)),
+    )
+
+
+def test_each_init_container_of_a_wide_pod_references_one_claim_and_the_answer_grows_linearly() -> (
+    None
+):
+    # 31 app containers and their top-up make the default cap of 32 claims; 400 init containers
+    # bigger than any app claim each used to reference every app claim (400 x 31 references).
+    obj = _wide_pod(app=31, init=400, init_count=32)
+    decision = decide(wrap(obj))
+    assert decision.allowed, decision.message
+    after = apply(obj, decision.patch)
+    spec = after["spec"]
+    assert all(claim_refs(c) == ["gpu-init"] for c in spec["initContainers"])
+    assert len(spec["resourceClaims"]) == 32
+    assert len(decision.templates) == 2  # one GPU, and the 32-GPU top-up
+    assert len(decision.patch) <= 3 * 431 + 1  # per container: limits, requests, claims
+    request_size = len(orjson.dumps(obj))
+    assert len(orjson.dumps(list(decision.patch))) < 3 * request_size
+    assert len(orjson.dumps(after)) < 2 * request_size
+
+
+def test_a_pod_needing_more_claims_than_the_cap_is_denied_naming_the_key_and_stops_early() -> None:
+    # the reviewed shape: N app containers asking 1, N init containers asking N + 1
+    obj = _wide_pod(app=800, init=800, init_count=801)
+    decision = decide(wrap(obj))
+    assert not decision.allowed
+    assert decision.patch == () and decision.templates == ()
+    assert "needs more than 32 resource claims" in decision.message
+    assert "translation.maxClaimsPerPod" in decision.message
+    assert len(decision.message) < 2000
+    assert len(decision.warnings) == 0
+
+
+def test_a_pod_needing_more_templates_than_the_cap_is_denied_naming_the_key() -> None:
+    obj = pod(*(gpus(f"a{i}", i + 1) for i in range(9)))  # nine counts, nine templates
+    decision = decide(wrap(obj))
+    assert not decision.allowed
+    assert "needs more than 8 ResourceClaimTemplates" in decision.message
+    assert "translation.maxTemplatesPerPod" in decision.message
+    assert decision.templates == ()
+
+
+def test_the_caps_come_from_the_policy() -> None:
+    policy = policy_from("translation: {maxClaimsPerPod: 2, maxTemplatesPerPod: 1}")
+    assert decide(wrap(pod(gpus("a", 1), gpus("b", 1))), policy=policy).allowed
+    three = decide(wrap(pod(gpus("a", 1), gpus("b", 1), gpus("c", 1))), policy=policy)
+    assert "needs more than 2 resource claims" in three.message
+    two_shapes = decide(wrap(pod(gpus("a", 1), gpus("b", 2))), policy=policy)
+    assert "needs more than 1 ResourceClaimTemplates" in two_shapes.message
+    # the top-up of the init containers counts too
+    topped = decide(wrap(pod(gpus("a", 1), gpus("b", 1), init=(gpus("i", 1),))), policy=policy)
+    assert topped.allowed
+    over = decide(wrap(pod(gpus("a", 1), gpus("b", 1), init=(gpus("i", 2),))), policy=policy)
+    assert "needs more than 2 resource claims" in over.message
+
+
+def test_a_workload_over_a_cap_is_denied_when_applied_and_an_old_one_only_warned() -> None:
+    wide = deployment(*(gpus(f"a{i}", 1) for i in range(33)))
+    decision = decide(wrap(wide), Endpoint.VALIDATE)
+    assert not decision.allowed
+    assert decision.denied_by == ("translate-validate",)
+    assert "spec.template.spec: translating this pod needs more than 32" in decision.message
+    relabelled = clone(wide)
+    relabelled["metadata"]["labels"] = {"team": "research"}
+    update = decide(wrap(relabelled, operation="UPDATE", old=wide), Endpoint.VALIDATE)
+    assert update.allowed
+    assert any("predates this change" in w for w in update.warnings)
+
+
+@pytest.mark.parametrize(
+    ("text", "key"),
+    [
+        ("translation: {maxClaimsPerPod: 0}", "translation.maxClaimsPerPod"),
+        ("translation: {maxTemplatesPerPod: many}", "translation.maxTemplatesPerPod"),
+    ],
+)
+def test_cap_errors_in_the_policy_name_the_key(text: str, key: str) -> None:
+    with pytest.raises(PolicyError, match=re.escape(key)):
+        policy_from(text)
 
 
 # -- workload UPDATE: whose pod-level entries are whose ---------------------------------------
