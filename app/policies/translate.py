@@ -46,15 +46,10 @@ from app.k8s.objects import (
 )
 from app.k8s.patch import PatchOp
 from app.k8s.quantity import QuantityError, parse_quantity
+from app.k8s.templates import MANAGED_BY, MANAGED_BY_LABEL
 from app.policies.base import ALLOW, Context, Mode, Obj, Request, Result, Violation
 from app.policies.legacy import DeviceMapping, LegacyRequest, is_resource_name, legacy_requests
-from app.policies.translate_templates import (
-    MANAGED_BY,
-    MANAGED_BY_LABEL,
-    MAX_NAME,
-    ClaimTemplate,
-    slug,
-)
+from app.policies.translate_templates import MAX_NAME, ClaimTemplate, slug
 
 Key = tuple[str, str, str]
 """(container field, container name, resource): one legacy request, comparable across objects."""
