@@ -31,6 +31,8 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.multiprocess import MultiProcessCollector, mark_process_dead
 from prometheus_client.registry import Collector
 
+from app.cel.cache import CompileCache
+from app.cel.index import DeviceIndex
 from app.cluster.stats import SourceStats
 from app.cluster.view import ClusterView, Kind
 from app.errors import ConfigError
@@ -136,6 +138,12 @@ class Metrics:
         self._collectors.append(collector)
         self.registry.register(collector)
 
+    def watch_cel(self, cache: CompileCache, index: DeviceIndex) -> None:
+        """Expose the CEL compile cache and device-match memo counters, read at every scrape."""
+        collector = _CelCollector(cache, index)
+        self._collectors.append(collector)
+        self.registry.register(collector)
+
     def observe_view(self, view: ClusterView) -> None:
         """Copy the cluster view's sync state and sizes into the gauges."""
         synced, stale = view.synced_kinds(), view.stale_kinds
@@ -158,6 +166,46 @@ class Metrics:
         """On worker exit: drop this process's live-gauge files so it stops counting as live."""
         if self.multiprocess_dir is not None:
             mark_process_dead(os.getpid(), str(self.multiprocess_dir))  # type: ignore[no-untyped-call]
+
+
+class _CelCollector(Collector):
+    """The CEL runtime's plain counters as Prometheus families (this worker's)."""
+
+    def __init__(self, cache: CompileCache, index: DeviceIndex) -> None:
+        self._cache = cache
+        self._index = index
+
+    def collect(self) -> Iterator[Metric]:
+        stats = self._cache.stats()
+        lookups = CounterMetricFamily(
+            "dra_webhook_cel_cache_lookups",
+            "Compiled-expression cache lookups, by result (hit or miss: a miss compiles once).",
+            labels=("result",),
+        )
+        lookups.add_metric(("hit",), stats.hits)
+        lookups.add_metric(("miss",), stats.misses)
+        yield lookups
+        yield CounterMetricFamily(
+            "dra_webhook_cel_cache_evictions",
+            "Entries evicted from the bounded LRU.",
+            value=stats.evictions,
+        )
+        yield CounterMetricFamily(
+            "dra_webhook_cel_compile_errors",
+            "Expressions that did not compile (cached too).",
+            value=stats.compile_errors,
+        )
+        yield GaugeMetricFamily(
+            "dra_webhook_cel_cache_entries", "Compiled expressions held.", value=stats.size
+        )
+        memo = CounterMetricFamily(
+            "dra_webhook_cel_device_match_memo",
+            "Which-devices-match lookups per slice generation, by result (a miss evaluates).",
+            labels=("result",),
+        )
+        memo.add_metric(("hit",), self._index.memo_hits)
+        memo.add_metric(("miss",), self._index.memo_misses)
+        yield memo
 
 
 class _SourceCollector(Collector):

@@ -8,7 +8,6 @@ a pre-merge gate like `kyverno apply` or `gator test`. `report` reads
 
 from __future__ import annotations
 
-from collections import defaultdict
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -201,10 +200,3 @@ def _count(
             entry.resources.add(item.resource)
             if compiled.mappings.resolve(item.resource, view) is None:
                 entry.unmapped.add(item.resource)
-
-
-def readiness_counts(reports: list[NamespaceReport]) -> dict[str, int]:
-    counts: dict[str, int] = defaultdict(int)
-    for entry in reports:
-        counts["ready" if entry.ready_for_dra_only else "not ready"] += 1
-    return dict(counts)

@@ -220,8 +220,14 @@ class Pipeline:
         self._routes = {key: tuple(regs) for key, regs in routes.items()}
         self._stale_view = _checked_stale_view(policy, registrations)
 
-    def is_exempt(self, namespace: str) -> bool:
-        return namespace in self._exempt
+    def needs_namespace(self, endpoint: Endpoint, request: Request) -> bool:
+        """True when some check will run on `request` but the view lacks its namespace."""
+        return (
+            bool(request.namespace)
+            and request.namespace not in self._exempt
+            and (endpoint, request.group, request.kind, request.operation) in self._routes
+            and self.view.namespace_labels(request.namespace) is None
+        )
 
     def review(self, endpoint: Endpoint, request: Request) -> Decision:
         """Decide one review; never raises (bugs are answered per the failure policy)."""

@@ -21,6 +21,7 @@ def test_the_embedded_default_policy_loads_with_the_documented_defaults() -> Non
     ) == ("dra-only", "translate", "audit")
     assert policy.legacy_resources.names == (
         "nvidia.com/gpu",
+        "nvidia.com/gpu.shared",
         "nvidia.com/mig-*",
         "amd.com/gpu",
         "gpu.intel.com/*",

@@ -207,6 +207,33 @@ class LiveSource:
             api, self._api = self._api, None
             await api.close()
 
+    async def lookup_namespace(self, name: str) -> Obj | None:
+        """GET one namespace the view does not hold yet, and put it in the view.
+
+        A namespace created together with its pods (one `kubectl apply`, a GitOps sync) can reach
+        admission before its watch event. Like Gatekeeper, we then ask the API server once
+        instead of guessing its mode label; the watch event that follows is harmless.
+        """
+        try:
+            status, body = await self._request("GET", f"/api/v1/namespaces/{name}")
+        except (TemplateCreateError, TimeoutError, aiohttp.ClientError, OSError) as exc:
+            logger.warning("namespace lookup failed", extra={"ns": name, "error": _describe(exc)})
+            return None
+        if status != 200:
+            if status != 404:
+                logger.warning("namespace lookup failed", extra={"ns": name, "status": status})
+            return None
+        try:
+            found = orjson.loads(body)
+        except orjson.JSONDecodeError:
+            return None
+        if not isinstance(found, dict):
+            return None
+        found.setdefault("kind", "Namespace")
+        if self.view.namespace_labels(name) is None:
+            self.view.apply(Kind.NAMESPACE, found)
+        return found
+
     async def create_claim_template(self, template: dict[str, Any]) -> None:
         """Create a ResourceClaimTemplate. Raises TemplateCreateError.
 

@@ -23,6 +23,12 @@ class ClusterSource(Protocol):
     async def stop(self) -> None:
         """Stop watching; idempotent."""
 
+    async def lookup_namespace(self, name: str) -> dict[str, Any] | None:
+        """Read one namespace the view does not hold (a cache miss) and add it to the view.
+
+        None when it does not exist or cannot be read now; never raises.
+        """
+
     async def create_claim_template(self, template: dict[str, Any]) -> None:
         """Create a ResourceClaimTemplate; AlreadyExists is success. Raises TemplateCreateError.
 

@@ -116,6 +116,10 @@ class StaticSource:
     async def stop(self) -> None:
         return None
 
+    async def lookup_namespace(self, name: str) -> dict[str, Any] | None:
+        """The file is all the static source knows: a namespace missing from it stays unknown."""
+        return None
+
     async def create_claim_template(self, template: dict[str, Any]) -> None:
         """Record the template in the view, as the live source would after its create."""
         self.created_templates.append(template)

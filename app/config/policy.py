@@ -43,6 +43,7 @@ class LegacyResources(_Model):
 
     names: tuple[str, ...] = (
         "nvidia.com/gpu",
+        "nvidia.com/gpu.shared",
         "nvidia.com/mig-*",
         "amd.com/gpu",
         "gpu.intel.com/*",
@@ -156,7 +157,10 @@ class StaleView(_Model):
 class Failure(_Model):
     """What a check does when it cannot decide (namespace unknown, cluster view stale, a bug)."""
 
-    unknown_namespace: FailureMode = Field(default="open", alias="unknownNamespace")
+    unknown_namespace: FailureMode = Field(default="closed", alias="unknownNamespace")
+    """The API server only sends namespaces that carry the mode label, so a namespace the view
+    cannot find, even after asking the API server, is an opted-in one: allowing it unchecked
+    would let new namespaces skip dra-only."""
     internal_error: FailureMode = Field(default="open", alias="internalError")
     template_create: FailureMode = Field(default="closed", alias="templateCreate")
     """open: admit the pod untranslated with a warning; closed: deny it (the controller retries)."""

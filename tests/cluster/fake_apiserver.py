@@ -263,6 +263,12 @@ class FakeApiServer:
             if request.query.get("watch") in ("true", "1"):
                 return await self._watch(request, kind)
             return await self._list(request, kind)
+        if request.method == "GET" and path.startswith("/api/v1/namespaces/"):
+            name = path.removeprefix("/api/v1/namespaces/")
+            found = self.store[Kind.NAMESPACE].get(("", name))
+            if "/" in name or found is None:
+                return _status_response(status(404, "NotFound", f'namespaces "{name}" not found'))
+            return web.Response(body=orjson.dumps(found), content_type="application/json")
         parts = path.removeprefix(f"{RESOURCE_API}/namespaces/").split("/")
         if path.startswith(f"{RESOURCE_API}/namespaces/") and parts[1:2] == [
             "resourceclaimtemplates"

@@ -181,3 +181,34 @@ async def test_a_template_that_exists_but_cannot_be_read_back_fails_closed_to_be
     assert answer["status"]["code"] == 500
     assert "could not be read back to check that it is ours" in answer["status"]["message"]
     assert "retry later" in answer["status"]["message"]
+
+
+async def test_a_namespace_the_watch_has_not_delivered_yet_is_read_once_from_the_api_server(
+    quota_apiserver: FakeApiServer, client: httpx.AsyncClient
+) -> None:
+    # The namespace and its pod arrive together: the namespace watch is held back.
+    quota_apiserver.hold(Kind.NAMESPACE)
+    quota_apiserver.put(
+        {
+            "apiVersion": "v1",
+            "kind": "Namespace",
+            "metadata": {"name": "fresh", "labels": {"gpu-mode": "dra-only"}},
+        }
+    )
+    body = review("pod-create-legacy-gpu", namespace="fresh")
+    answers = await asyncio.gather(*(_answer(client, "validate", body) for _ in range(10)))
+    assert all(a["allowed"] is False for a in answers)
+    assert "namespace fresh is dra-only" in answers[0]["status"]["message"]
+    gets = [
+        p for m, p, _ in quota_apiserver.requests if m == "GET" and p == "/api/v1/namespaces/fresh"
+    ]
+    assert gets == ["/api/v1/namespaces/fresh"]
+    quota_apiserver.release(Kind.NAMESPACE)
+
+
+async def test_a_namespace_the_api_server_does_not_know_fails_closed(
+    quota_apiserver: FakeApiServer, client: httpx.AsyncClient
+) -> None:
+    answer = await _answer(client, "validate", review("pod-create-legacy-gpu", namespace="ghost"))
+    assert answer["allowed"] is False
+    assert answer["status"]["code"] == 503

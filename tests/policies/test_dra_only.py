@@ -102,6 +102,10 @@ def decide(
             {"containers": [container("gaudi", limits={"habana.ai/gaudi": "8"})]},
             "spec.containers[0].resources.limits[habana.ai/gaudi]",
         ),
+        (
+            {"containers": [container("shared", limits={"nvidia.com/gpu.shared": "1"})]},
+            "spec.containers[0].resources.limits[nvidia.com/gpu.shared]",
+        ),
     ],
 )
 def test_every_container_kind_and_spelling_is_denied_in_a_dra_only_namespace(
@@ -218,14 +222,20 @@ def test_an_update_that_adds_a_gpu_is_denied_but_a_pre_existing_one_is_only_warn
     assert "spec.containers[0]" not in decision.message.split("Remove")[0]
 
 
-def test_an_unknown_namespace_fails_open_with_a_warning_or_closed_as_configured() -> None:
+def test_an_unknown_namespace_fails_closed_by_default_or_open_as_configured() -> None:
     obj = pod("brand-new", containers=[container("a", limits={GPU: "1"})])
-    opened = decide(obj)
-    assert opened.allowed
-    assert "not in dra-webhook's cluster view" in opened.warnings[0]
-    closed = decide(obj, policy=policy_from("failure: {unknownNamespace: closed}"))
+    closed = decide(obj)
     assert not closed.allowed
     assert closed.code == 503
+    assert "not in dra-webhook's cluster view" in closed.message
+    opened = decide(obj, policy=policy_from("failure: {unknownNamespace: open}"))
+    assert opened.allowed
+    assert "not in dra-webhook's cluster view" in opened.warnings[0]
+
+
+def test_a_legacy_gpu_in_a_namespace_the_view_has_never_seen_is_not_let_through() -> None:
+    decision = decide(pod("created-a-moment-ago", containers=[container("a", limits={GPU: "1"})]))
+    assert not decision.allowed
 
 
 DEVICE_CLASS = {

@@ -128,3 +128,18 @@ def test_a_denial_is_logged_as_one_json_line_carrying_the_request_uid(
     assert denial["user"] == "admin"
     assert denial["denied_by"] == ["dra-only"]
     assert "object" not in denial  # never whole objects in logs
+
+
+def test_cel_cache_counters_are_exported(tls_server: TlsServer) -> None:
+    with tls_server.client() as client:
+        client.post("/validate", json=load_fixture("resourceclaim-create"))
+        client.post("/validate", json=load_fixture("resourceclaim-create"))
+        metrics = client.get("/metrics").text
+    hits = next(
+        float(line.split()[-1])
+        for line in metrics.splitlines()
+        if line.startswith('dra_webhook_cel_cache_lookups_total{result="hit"}')
+    )
+    assert hits >= 1
+    assert "dra_webhook_cel_cache_entries " in metrics
+    assert 'dra_webhook_cel_device_match_memo_total{result="hit"}' in metrics
