@@ -8,6 +8,7 @@
     │   ├── PolicyError       the policy file, with the key that is wrong
     │   └── ClusterFileError  the static cluster file, with the item that is wrong
     └── TemplateCreateError   the API server refused a ResourceClaimTemplate -> per failure policy
+        └── TemplateConflictError  one of that name exists with other content -> always denied
 
 Anything else raised while answering a review is a bug: the boundary logs it with the request uid
 and answers per the configured failure policy, never with a stack trace or an HTTP 500.
@@ -47,3 +48,8 @@ class ClusterFileError(ConfigError):
 
 class TemplateCreateError(DraWebhookError):
     """Creating a ResourceClaimTemplate failed; the message carries the API server's reason."""
+
+
+class TemplateConflictError(TemplateCreateError):
+    """A ResourceClaimTemplate of the name translation needs exists, but is not the one it built
+    (not labelled as managed by dra-webhook, or another spec); the message says which and why."""

@@ -24,9 +24,11 @@ watches. The generated `CoreV1Api`/`ResourceV1Api` classes are not used: importi
 ~1 s and ~30 MB per worker for ~350 model classes this path never touches, and their create
 would validate the template into a model class.
 
-The one write is `create_claim_template`: AlreadyExists is success, and the object enters the
-view before the call returns, so the next admission finds it without waiting for the watch event
-(which, when it comes, is the same version and changes nothing).
+The one write is `create_claim_template`: AlreadyExists is success once the stored template is
+read back and found to be the one translation built (labelled as ours, the same spec; otherwise
+TemplateConflictError), and the object enters the view before the call returns, so the next
+admission finds it without waiting for the watch event (which, when it comes, is the same version
+and changes nothing).
 """
 
 from __future__ import annotations
@@ -48,7 +50,8 @@ from app.cluster.stats import KindStats, SourceStats
 from app.cluster.view import ClusterView, Kind, Obj, object_key
 from app.config.settings import ClusterSource as SourceKind
 from app.config.settings import Settings
-from app.errors import ConfigError, TemplateCreateError
+from app.errors import ConfigError, TemplateConflictError, TemplateCreateError
+from app.k8s.templates import template_mismatch
 
 logger = logging.getLogger(__name__)
 
@@ -232,8 +235,11 @@ class LiveSource:
         return found
 
     async def create_claim_template(self, template: dict[str, Any]) -> None:
-        """Create a ResourceClaimTemplate; AlreadyExists is success. Raises TemplateCreateError.
+        """Create a ResourceClaimTemplate. Raises TemplateCreateError.
 
+        AlreadyExists is success when the stored template, read back, is the one we sent
+        (`template_mismatch`); one of that name with other content raises TemplateConflictError,
+        and one that cannot be read back raises TemplateCreateError: it is never taken on trust.
         On success the template is in the view before this returns. When the view already holds
         it (its watch event won the race) the view's copy is kept: it is at least as new. A relist
         of templates already under way may drop it again until the watch brings it back; a
@@ -251,6 +257,14 @@ class LiveSource:
                 self.stats.templates_created += 1
             elif status == 409:
                 created = await self._existing_template(f"{collection}/{name}", template)
+                problem = template_mismatch(created, template)
+                if problem is not None:
+                    # it exists: the view may hold it (the next admission is answered from there)
+                    if self.view.get(Kind.RESOURCE_CLAIM_TEMPLATE, name, namespace) is None:
+                        self.view.apply(Kind.RESOURCE_CLAIM_TEMPLATE, created)
+                    raise TemplateConflictError(
+                        f"ResourceClaimTemplate {namespace}/{name} already exists, but {problem}"
+                    )
                 self.stats.templates_existing += 1
             else:
                 raise TemplateCreateError(_status_text(status, body))
@@ -268,16 +282,20 @@ class LiveSource:
             self.view.apply(Kind.RESOURCE_CLAIM_TEMPLATE, created)
 
     async def _existing_template(self, path: str, sent: Obj) -> Obj:
-        """The stored template after AlreadyExists; what we sent if it cannot be read."""
-        try:
-            status, body = await self._request("GET", path)
-            if status == 200:
-                return _object_or(body, sent)
-            logger.info("template exists but could not be read", extra={"status": status})
-        except (aiohttp.ClientError, TimeoutError, OSError) as exc:
-            logger.info("template exists but could not be read", extra={"error": _describe(exc)})
-        # Same deterministic name, same content: what we sent stands in until the watch event.
-        return sent
+        """The stored template after AlreadyExists. Raises TemplateCreateError if unreadable."""
+        name = f"{sent['metadata']['namespace']}/{sent['metadata']['name']}"
+        status, body = await self._request("GET", path)
+        if status == 200:
+            try:
+                stored = orjson.loads(body)
+            except orjson.JSONDecodeError:
+                stored = None
+            if isinstance(stored, dict) and isinstance(stored.get("metadata"), dict):
+                return stored
+        raise TemplateCreateError(
+            f"ResourceClaimTemplate {name} already exists but could not be read back to check "
+            f"that it is ours: {_status_text(status, body)}"
+        )
 
     async def _request(self, method: str, path: str, body: Obj | None = None) -> tuple[int, bytes]:
         if self._api is None:

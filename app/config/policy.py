@@ -116,6 +116,10 @@ class Translation(_Model):
     """ResourceClaimTemplates are named <prefix>-<class>-<count>-<hash of their content>."""
     claim_name_prefix: str = Field(default="", alias="claimNamePrefix", max_length=16)
     """Prepended to the pod-level claim names translation adds (<prefix>-gpu-cuda)."""
+    max_claims_per_pod: int = Field(default=32, alias="maxClaimsPerPod", ge=1, le=1024)
+    """A pod whose translation would add more resource claims than this is denied."""
+    max_templates_per_pod: int = Field(default=8, alias="maxTemplatesPerPod", ge=1, le=256)
+    """A pod whose translation would need more ResourceClaimTemplates (API creates) is denied."""
 
     @field_validator("template_name_prefix", "claim_name_prefix")
     @classmethod

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import fnmatch
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -16,6 +17,31 @@ from app.k8s.objects import ContainerRef, PodSpecRef, containers, resource_map
 
 IMPLICIT_CLASS_PREFIX = "deviceclass.resource.kubernetes.io/"
 """Extended resources of this form name their DeviceClass directly (KEP-5004)."""
+
+_NAME_PART = re.compile(r"[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?")
+_DNS_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
+_SELECTOR_CAPTURE = re.compile(r"[A-Za-z0-9._-]*")
+"""What a `$n` capture may hold to be pasted into a CEL selector: nothing that ends a string
+literal, escapes, or starts another expression."""
+
+
+def is_resource_name(name: str) -> bool:
+    """Whether `name` is a valid Kubernetes resource name (a qualified name).
+
+    An optional DNS-subdomain prefix of at most 253 characters and `/`, then a name of at most 63
+    characters of letters, digits, `-`, `_` and `.`, starting and ending with a letter or digit.
+    The mutating webhook sees names before the API server validates them: nothing else may be
+    mapped or translated.
+    """
+    prefix, slash, part = name.rpartition("/")
+    if slash and not (len(prefix) <= 253 and _DNS_SUBDOMAIN.fullmatch(prefix)):
+        return False
+    return len(part) <= 63 and _NAME_PART.fullmatch(part) is not None
+
+
+def is_dns_subdomain(name: str) -> bool:
+    """Whether `name` is a DNS subdomain (RFC 1123): what a DeviceClass name must be."""
+    return len(name) <= 253 and _DNS_SUBDOMAIN.fullmatch(name) is not None
 
 
 class LegacyMatcher:
@@ -57,12 +83,13 @@ class MappingResolver:
         self._rules = [
             (rule, re.compile(rule.resource) if rule.pattern else None) for rule in rules
         ]
-        self._memo: dict[str, DeviceMapping | None] = {}
+        self._memo: dict[str, DeviceMapping | str | None] = {}
+        """Resource -> its config mapping, or why the rule that matched it gave none."""
 
-    def _from_config(self, resource: str) -> DeviceMapping | None:
+    def _from_config(self, resource: str) -> DeviceMapping | str | None:
         if resource in self._memo:
             return self._memo[resource]
-        found: DeviceMapping | None = None
+        found: DeviceMapping | str | None = None
         for rule, regex in self._rules:
             if regex is None:
                 if rule.resource == resource:
@@ -71,29 +98,34 @@ class MappingResolver:
                 continue
             match = regex.fullmatch(resource)
             if match:
-                found = DeviceMapping(
-                    _expand(rule.device_class_name, match),
-                    tuple(_expand(s, match) for s in rule.selectors),
-                )
+                found = expand_rule(rule, match)
                 break
         if len(self._memo) < 4096:
             self._memo[resource] = found
         return found
 
     def resolve(self, resource: str, view: ClusterView) -> DeviceMapping | None:
+        """The mapping of a legacy name; None for a name that is not a valid resource name."""
+        if not is_resource_name(resource):
+            return None
         found = self._from_config(resource)
-        if found is not None:
+        if isinstance(found, DeviceMapping):
             return found
         device_class = view.device_class_for_extended_resource(resource)
         if device_class is not None:
             return DeviceMapping(device_class, (), "deviceclass")
         if resource.startswith(IMPLICIT_CLASS_PREFIX):
-            return DeviceMapping(resource.removeprefix(IMPLICIT_CLASS_PREFIX), (), "implicit")
+            implicit = resource.removeprefix(IMPLICIT_CLASS_PREFIX)
+            if is_dns_subdomain(implicit):
+                return DeviceMapping(implicit, (), "implicit")
         return None
 
-    @staticmethod
-    def missing_hint(resource: str) -> str:
+    def missing_hint(self, resource: str) -> str:
         """What makes `resource` resolvable: the policy key to add, or a DeviceClass field."""
+        if is_resource_name(resource):
+            refused = self._from_config(resource)
+            if isinstance(refused, str):
+                return refused
         return (
             f"add `mappings: [{{resource: {resource}, deviceClassName: <class>}}]` to the "
             f"dra-webhook policy, or set `spec.extendedResourceName: {resource}` on the "
@@ -104,8 +136,49 @@ class MappingResolver:
 _GROUP_REF = re.compile(r"\$(\d+)")
 
 
-def _expand(template: str, match: re.Match[str]) -> str:
-    return _GROUP_REF.sub(lambda m: match.group(int(m.group(1))) or "", template)
+def expand_rule(rule: Mapping, match: re.Match[str]) -> DeviceMapping | str:
+    """The mapping of a pattern rule for one name, its `$n` replaced by the groups of `match`.
+
+    A capture pasted into a selector may only hold letters, digits, `.`, `_` and `-` (it must not
+    end the CEL string literal it is put in, or add an expression of its own); one pasted into
+    `deviceClassName` must be a DNS subdomain, and so must the result. Otherwise there is no
+    mapping: the reason is returned instead.
+    """
+    device_class = _expand(rule.device_class_name, match, is_dns_subdomain)
+    if device_class is None or not is_dns_subdomain(device_class):
+        return (
+            f"the mapping rule {rule.resource!r} matches, but its groups do not make "
+            f"deviceClassName {rule.device_class_name!r} a valid DeviceClass name (a DNS subdomain)"
+        )
+    selectors: list[str] = []
+    for selector in rule.selectors:
+        expanded = _expand(selector, match, _selector_capture)
+        if expanded is None:
+            return (
+                f"the mapping rule {rule.resource!r} matches, but a group it pastes into a "
+                "selector holds characters other than letters, digits, '.', '_' and '-'"
+            )
+        selectors.append(expanded)
+    return DeviceMapping(device_class, tuple(selectors))
+
+
+def _selector_capture(value: str) -> bool:
+    return _SELECTOR_CAPTURE.fullmatch(value) is not None
+
+
+def _expand(template: str, match: re.Match[str], allowed: Callable[[str], bool]) -> str | None:
+    """`template` with each `$n` replaced by group n of `match`; None if a group is not allowed."""
+    refused = False
+
+    def group(ref: re.Match[str]) -> str:
+        nonlocal refused
+        value = match.group(int(ref.group(1))) or ""
+        if not allowed(value):
+            refused = True
+        return value
+
+    expanded = _GROUP_REF.sub(group, template)
+    return None if refused else expanded
 
 
 @dataclass(frozen=True, slots=True)

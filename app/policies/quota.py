@@ -551,9 +551,10 @@ def _translation_claims(translated: list[_Translated], share: bool) -> list[tupl
     """(DeviceClass, count) of each claim translation gives one pod, by its rule.
 
     App containers and sidecars get a claim each. With `initContainers: share`, an init container
-    shares the claims of containers that do not run alongside it (regular containers, sidecars
-    started after it), and the pod gets one top-up claim per legacy name for the largest
-    shortfall; with `separate`, each init container gets a claim of its own.
+    shares the smallest claim of a container that does not run alongside it (regular containers,
+    sidecars started after it) holding its N devices, and those with none share one top-up claim
+    per legacy name, sized for the largest of them; with `separate`, each init container gets a
+    claim of its own.
     """
     claims: list[tuple[str, int]] = []
     inits: dict[str, list[_Translated]] = {}
@@ -566,18 +567,21 @@ def _translation_claims(translated: list[_Translated], share: bool) -> list[tupl
         claims.append((t.device_class, t.amount))
         app_side.setdefault(t.request.resource, []).append(t)
     for resource, group in inits.items():
-        shortfall = 0
+        top_up = 0
         for init in group:
             ref = init.request.container
-            pool = sum(
-                a.amount
+            fits = any(
+                a.amount >= init.amount
+                and (
+                    a.request.container.field == "containers"
+                    or a.request.container.index > ref.index
+                )
                 for a in app_side.get(resource, [])
-                if a.request.container.field == "containers"
-                or a.request.container.index > ref.index
             )
-            shortfall = max(shortfall, init.amount - pool)
-        if shortfall > 0:
-            claims.append((group[0].device_class, shortfall))
+            if not fits:
+                top_up = max(top_up, init.amount)
+        if top_up > 0:
+            claims.append((group[0].device_class, top_up))
     return claims
 
 

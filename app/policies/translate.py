@@ -8,12 +8,15 @@ pod changes. The rules (docs/translation.md writes them out for users):
   admission; leaving either side makes the pod invalid); an emptied map is removed.
 - Regular containers and sidecars (init containers with `restartPolicy: Always`) each get a claim
   of their own with their N devices, as a device plugin gives each container its own devices.
-- Init containers get no devices on top of what the app side holds: an init container shares
-  claims of containers that do not run alongside it (regular containers, sidecars started after
-  it). Only when those hold fewer devices than it asks for does the pod get one top-up claim for
-  the difference, so the pod holds what the kubelet's device manager would have given it:
-  max(app containers + sidecars, max over init containers of (its N + sidecars started before)).
+- Init containers share: each gets the smallest claim of a container that does not run
+  alongside it (regular containers, sidecars started after it) holding at least its N devices.
+  Those with no such claim share one top-up claim per legacy name, sized for the largest of
+  them. An init container so references one claim per name, and the pod holds at least what the
+  kubelet's device manager would have given it (max(app containers + sidecars, max over init
+  containers of (its N + sidecars started before))), at most the top-up more.
   With `translation.initContainers: separate` init containers get claims of their own instead.
+- A pod whose translation would add more than `translation.maxClaimsPerPod` claims or need more
+  than `translation.maxTemplatesPerPod` templates is denied: one pod's cost stays bounded.
 - A legacy name with no mapping, a count that is not a whole number, limits and requests that
   disagree, or a DeviceClass the pod already asks for through DRA: denied, every problem listed.
 - Running on its own output changes nothing: no legacy name is left to translate.
@@ -43,15 +46,10 @@ from app.k8s.objects import (
 )
 from app.k8s.patch import PatchOp
 from app.k8s.quantity import QuantityError, parse_quantity
+from app.k8s.templates import MANAGED_BY, MANAGED_BY_LABEL
 from app.policies.base import ALLOW, Context, Mode, Obj, Request, Result, Violation
-from app.policies.legacy import DeviceMapping, LegacyRequest, legacy_requests
-from app.policies.translate_templates import (
-    MANAGED_BY,
-    MANAGED_BY_LABEL,
-    MAX_NAME,
-    ClaimTemplate,
-    slug,
-)
+from app.policies.legacy import DeviceMapping, LegacyRequest, is_resource_name, legacy_requests
+from app.policies.translate_templates import MAX_NAME, ClaimTemplate, slug
 
 Key = tuple[str, str, str]
 """(container field, container name, resource): one legacy request, comparable across objects."""
@@ -116,12 +114,14 @@ def validate(request: Request, ctx: Context) -> Result:
     if spec is None:
         return ALLOW
     analysis = analyse(spec, request.namespace, ctx)
+    _check_caps(spec, request.namespace, ctx, analysis)
     label = _mode_label(ctx)
     old_keys: frozenset[Key] = frozenset()
     if analysis.problems and request.operation == "UPDATE" and request.old_object is not None:
         old_spec = pod_spec(request.kind, request.old_object)
         if old_spec is not None:
             old = analyse(old_spec, request.namespace, ctx)
+            _check_caps(old_spec, request.namespace, ctx, old)
             old_keys = frozenset(p.key for p in old.problems)
     new = [p for p in analysis.problems if p.key not in old_keys]
     warnings = [
@@ -154,11 +154,14 @@ def analyse(
     if not found:
         return analysis
     if replace_own:
-        analysis.stale = _own_entries(spec, namespace, ctx)
+        _own_entries(spec, namespace, ctx, analysis)
     for legacy in found:
         if legacy.container.field == "ephemeralContainers":
             continue  # may not have resources at all: the API server rejects it, not us
         key = _key(legacy)
+        if not is_resource_name(legacy.resource):
+            analysis.problems.append(Problem(key, _bad_name(legacy)))
+            continue
         count, bad = _count(legacy)
         if bad is not None:
             analysis.problems.append(Problem(key, bad))
@@ -216,12 +219,41 @@ def _translate(request: Request, ctx: Context) -> Result:
     if not analysis.wants:
         return ALLOW
     plan = _Plan(spec, request.namespace, ctx, analysis.stale)
-    plan.add(analysis.wants)
+    try:
+        plan.add(analysis.wants)
+    except _OverCapError as over:
+        return _denial(request, _mode_label(ctx), [over.problem], analysis.notes)
     return Result(
         patch=tuple(plan.patch(analysis.wants)),
         warnings=tuple(analysis.notes + plan.warnings),
         templates=tuple(plan.templates.values()),
     )
+
+
+def _check_caps(spec: PodSpecRef, namespace: str, ctx: Context, analysis: Analysis) -> None:
+    """Add a problem to `analysis` when its pods' translation would be over a per-pod cap."""
+    if not analysis.wants:
+        return
+    try:
+        _Plan(spec, namespace, ctx, analysis.stale).add(analysis.wants)
+    except _OverCapError as over:
+        analysis.problems.append(over.problem)
+
+
+class _OverCapError(Exception):
+    """Planning stopped: the pod needs more claims or templates than the policy allows."""
+
+    def __init__(self, spec: PodSpecRef, what: str, key: str, cap: int) -> None:
+        super().__init__(key)
+        self.problem = Problem(
+            ("", "", key),
+            Violation(
+                spec.path,
+                f"translating this pod needs more than {cap} {what}, the limit set by "
+                f"translation.{key} in the dra-webhook policy: ask for devices in fewer "
+                f"containers or with fewer different counts, or raise translation.{key}",
+            ),
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -246,6 +278,8 @@ class _Plan:
         self.ctx = ctx
         self.stale = stale
         self.share = ctx.policy.translation.init_containers == "share"
+        self.max_claims = ctx.policy.translation.max_claims_per_pod
+        self.max_templates = ctx.policy.translation.max_templates_per_pod
         taken = _existing_claim_names(spec) - set(stale.values())
         self.names = _ClaimNames(taken, ctx.policy.translation)
         self.entries: list[Obj] = []
@@ -276,42 +310,50 @@ class _Plan:
             self._share(group, app_claims.get(resource, []))
 
     def _share(self, inits: list[Want], app_claims: list[_Claim]) -> None:
-        """Init containers of one resource: share app-side claims, top up only if needed."""
-        pools = [[c for c in app_claims if _after(c.owner, w.legacy.container)] for w in inits]
-        shortfall = max(
-            (w.count - sum(c.count for c in pool) for w, pool in zip(inits, pools, strict=True)),
+        """Init containers of one resource: one claim each, the smallest big enough to share.
+
+        Each init container shares the smallest claim (first on a tie) of a container that does
+        not run alongside it and holds at least its N devices. Those with none share one top-up
+        claim, sized for the largest of them. So every init container references one claim, and
+        the work is init containers x app claims, both bounded (app claims by maxClaimsPerPod).
+        """
+        picks = [_smallest(app_claims, w) if w.count else None for w in inits]
+        need = max(
+            (w.count for w, pick in zip(inits, picks, strict=True) if w.count and pick is None),
             default=0,
         )
         top: _Claim | None = None
-        if shortfall > 0:
+        if need:
             first = inits[0]
-            top = self._new_claim(first.mapping, shortfall, _tail(first), "init", owner=None)
-        for want, pool in zip(inits, pools, strict=True):
+            top = self._new_claim(first.mapping, need, _tail(first), "init", owner=None)
+        for want, pick in zip(inits, picks, strict=True):
             if want.count == 0:
                 self.warnings.append(_removed(want))
                 continue
-            candidates = pool + ([top] if top is not None else [])
-            single = min(
-                (c for c in candidates if c.count >= want.count), key=_by_count, default=None
-            )
-            if single is not None:
-                chosen = [single]
-            else:  # no single claim is big enough: everything it may share, topped up if short
-                chosen = list(pool)
-                if top is not None and sum(c.count for c in pool) < want.count:
-                    chosen.append(top)
-            self._use(want.legacy.container, chosen)
-            templates = list(dict.fromkeys(c.template.name for c in chosen))
+            shared = pick
+            if (
+                top is not None
+                and top.count >= want.count
+                and (pick is None or pick.count > top.count)
+            ):
+                shared = top
+            assert shared is not None  # the top-up is made for every init container without one
+            self._use(want.legacy.container, (shared,))
             self.warnings.append(
-                f"{_translated(want)} -> shares claim{'s' if len(chosen) > 1 else ''} "
-                f"{', '.join(c.name for c in chosen)} (template{'s' if len(templates) > 1 else ''}"
-                f" {', '.join(templates)}, class {want.mapping.device_class_name})"
+                f"{_translated(want)} -> shares claim {shared.name} (template "
+                f"{shared.template.name}, class {want.mapping.device_class_name})"
             )
 
     def _new_claim(
         self, mapping: DeviceMapping, count: int, tail: str, who: str, owner: ContainerRef | None
     ) -> _Claim:
+        if len(self.entries) >= self.max_claims:
+            raise _OverCapError(self.spec, "resource claims", "maxClaimsPerPod", self.max_claims)
         template = self.ctx.compiled.templates.get(self.namespace, mapping, count)
+        if template.name not in self.templates and len(self.templates) >= self.max_templates:
+            raise _OverCapError(
+                self.spec, "ResourceClaimTemplates", "maxTemplatesPerPod", self.max_templates
+            )
         name = self.names.new(tail, who)
         self.entries.append({"name": name, "resourceClaimTemplateName": template.name})
         self.templates.setdefault(template.name, template.template)
@@ -433,8 +475,17 @@ def _after(owner: ContainerRef | None, init: ContainerRef) -> bool:
     return owner is not None and (owner.field == "containers" or owner.index > init.index)
 
 
-def _by_count(claim: _Claim) -> int:
-    return claim.count
+def _smallest(claims: list[_Claim], init: Want) -> _Claim | None:
+    """The smallest claim (first on a tie) `init` may share that holds its N devices."""
+    found: _Claim | None = None
+    for claim in claims:
+        if (
+            claim.count >= init.count
+            and (found is None or claim.count < found.count)
+            and _after(claim.owner, init.legacy.container)
+        ):
+            found = claim
+    return found
 
 
 def _tail(want: Want) -> str:
@@ -483,10 +534,14 @@ def _denial(
 # -- DRA already in the pod ----------------------------------------------------------------
 
 
-def _own_entries(spec: PodSpecRef, namespace: str, ctx: Context) -> dict[int, str]:
-    """Pod-level entries an earlier translation added: their template is labelled as ours (or,
-    when the view does not hold it yet, is named the way ours are)."""
-    found: dict[int, str] = {}
+def _own_entries(spec: PodSpecRef, namespace: str, ctx: Context, analysis: Analysis) -> None:
+    """Pod-level entries an earlier translation added, into `analysis.stale`.
+
+    An entry is ours only when the view holds its template and the template carries our
+    managed-by label: anything else is the user's and is never removed. An entry whose template
+    is named like ours but is not in the view cannot be told apart: a problem, rather than
+    removing what may be the user's or doubling the devices by translating next to it.
+    """
     for index, entry in enumerate(list_field(spec.spec, "resourceClaims", spec.path)):
         if not isinstance(entry, dict):
             continue
@@ -495,13 +550,25 @@ def _own_entries(spec: PodSpecRef, namespace: str, ctx: Context) -> dict[int, st
             continue
         obj = ctx.view.get(Kind.RESOURCE_CLAIM_TEMPLATE, template, namespace)
         if obj is None:
-            own = ctx.compiled.templates.is_own_name(template)
-        else:
-            labels = obj.get("metadata", {}).get("labels")
-            own = isinstance(labels, dict) and labels.get(MANAGED_BY_LABEL) == MANAGED_BY
-        if own:
-            found[index] = name
-    return found
+            if ctx.compiled.templates.is_own_name(template):
+                analysis.problems.append(_unknown_own(spec, index, name, template))
+            continue
+        labels = obj.get("metadata", {}).get("labels")
+        if isinstance(labels, dict) and labels.get(MANAGED_BY_LABEL) == MANAGED_BY:
+            analysis.stale[index] = name
+
+
+def _unknown_own(spec: PodSpecRef, index: int, name: str, template: str) -> Problem:
+    return Problem(
+        ("resourceClaims", name, template),
+        Violation(
+            f"{spec.path}.resourceClaims[{index}]",
+            f"{name}: ResourceClaimTemplate {template} is named like the ones dra-webhook "
+            "creates, but is not in its cluster view (not synced yet, or deleted), so this entry "
+            "cannot be told apart from one of your own; retry once the template exists, or "
+            "rename the entry's template",
+        ),
+    )
 
 
 def _dra_classes(
@@ -554,6 +621,15 @@ def _classes_of(claim_spec: Any) -> Iterable[str]:
         for sub in item.get("firstAvailable") or ():
             if isinstance(sub, dict) and isinstance(sub.get("deviceClassName"), str):
                 yield sub["deviceClassName"]
+
+
+def _bad_name(legacy: LegacyRequest) -> Violation:
+    return Violation(
+        legacy.path,
+        f"{legacy.resource!r} is not a valid resource name (an optional DNS-subdomain prefix and "
+        "'/', then at most 63 letters, digits, '-', '_' or '.', starting and ending with a letter "
+        "or digit): it is not translated",
+    )
 
 
 # -- counts --------------------------------------------------------------------------------

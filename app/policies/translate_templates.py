@@ -16,13 +16,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from app.k8s.templates import MANAGED_BY, MANAGED_BY_LABEL
 from app.policies.legacy import DeviceMapping
 
 Obj = dict[str, Any]
 
 API_VERSION = "resource.k8s.io/v1"
-MANAGED_BY_LABEL = "app.kubernetes.io/managed-by"
-MANAGED_BY = "dra-webhook"
 MAX_NAME = 63
 HASH_CHARS = 10
 

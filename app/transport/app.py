@@ -27,7 +27,8 @@ from app.cluster.source import ClusterSource
 from app.cluster.stats import SourceStats
 from app.cluster.view import ClusterView, Kind
 from app.config import Policy, Settings, load_policy
-from app.errors import ReviewError, TemplateCreateError
+from app.errors import ReviewError, TemplateConflictError, TemplateCreateError
+from app.k8s.templates import template_mismatch
 from app.metrics import Metrics
 from app.pipeline import Decision, Endpoint, Pipeline
 from app.policies.base import Request
@@ -142,24 +143,28 @@ class _Webhook:
     async def _provision(self, request: Request, decision: Decision) -> Decision:
         """Make sure every template the patch references exists (none on dry runs).
 
-        The view is the cache: a template it holds costs no API call. Admissions that need a
-        missing template while its create is in flight wait for that one create rather than
-        sending their own, so a burst of pods of a new shape makes one API call; the templates
-        of one decision are created concurrently.
+        The view is the cache: a template it holds costs no API call, and is only reused when it
+        is the one translation built (`template_mismatch`; dry runs are checked too). Admissions
+        that need a missing template while its create is in flight wait for that one create
+        rather than sending their own, so a burst of pods of a new shape makes one API call; the
+        templates of one decision are created concurrently.
         """
+        view = self.source.view
+        missing = []
+        for template in decision.templates:
+            meta = template["metadata"]
+            found = view.get(Kind.RESOURCE_CLAIM_TEMPLATE, meta["name"], meta["namespace"])
+            if found is None:
+                missing.append(template)
+            elif (problem := template_mismatch(found, template)) is not None:
+                message = f"ResourceClaimTemplate {meta['namespace']}/{meta['name']} exists, but "
+                return self._conflict(request, template, TemplateConflictError(message + problem))
         if request.dry_run:
             return replace(decision, templates=())
-        view = self.source.view
-        missing = [
-            t
-            for t in decision.templates
-            if view.get(
-                Kind.RESOURCE_CLAIM_TEMPLATE, t["metadata"]["name"], t["metadata"]["namespace"]
-            )
-            is None
-        ]
         outcomes = await asyncio.gather(*map(self._ensure, missing), return_exceptions=True)
         for template, outcome in zip(missing, outcomes, strict=True):
+            if isinstance(outcome, TemplateConflictError):
+                return self._conflict(request, template, outcome)
             if isinstance(outcome, TemplateCreateError):
                 return self._provision_failed(request, template, outcome)
             if isinstance(outcome, BaseException):
@@ -204,6 +209,29 @@ class _Webhook:
             reason="InternalError",
             message=f"{message}; denied (fail closed), retry later",
             denied_by=("template-create",),
+        )
+
+    def _conflict(
+        self, request: Request, template: dict[str, Any], exc: TemplateConflictError
+    ) -> Decision:
+        """A template of the name translation needs exists with other content: always denied.
+
+        Not per `failure.templateCreate`: retrying cannot help, and admitting the pod would
+        either reference that template or leave it untranslated.
+        """
+        name = template["metadata"]["name"]
+        logger.warning(
+            "template conflict", extra={"uid": request.uid, "template": name, "error": str(exc)}
+        )
+        return Decision(
+            allowed=False,
+            code=403,
+            reason="Forbidden",
+            message=(
+                f"{exc}; dra-webhook does not reuse it for translation. Delete or rename that "
+                "ResourceClaimTemplate (translation creates its own under this name)"
+            ),
+            denied_by=("template-conflict",),
         )
 
 

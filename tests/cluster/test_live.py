@@ -9,7 +9,7 @@ import pytest
 from app.cluster.live import LiveSource
 from app.cluster.view import ClusterView, Kind
 from app.config import Settings
-from app.errors import TemplateCreateError
+from app.errors import TemplateConflictError, TemplateCreateError
 from tests.cluster import objects
 from tests.cluster.conftest import ROOMY, eventually, live_settings
 from tests.cluster.fake_apiserver import FakeApiServer
@@ -316,6 +316,58 @@ async def test_already_exists_is_success_and_puts_the_stored_template_in_the_vie
     assert found["metadata"]["uid"] == stored["metadata"]["uid"]  # read back from the server
     assert live.stats.templates_existing == 1
     assert live.stats.templates_created == 0
+
+
+async def test_already_exists_with_other_content_raises_a_conflict_and_is_not_taken_as_ours(
+    live: LiveSource, apiserver: FakeApiServer
+) -> None:
+    apiserver.hold(RCT)  # someone else created it; our view has not seen it yet
+    forged = objects.claim_template("gpu-x7", "ml-research")
+    forged["spec"]["spec"]["devices"]["requests"][0]["exactly"]["allocationMode"] = "All"
+    apiserver.put(forged)
+
+    with pytest.raises(TemplateConflictError, match="its spec is not the one dra-webhook builds"):
+        await live.create_claim_template(objects.claim_template("gpu-x7", "ml-research"))
+
+    held = live.view.get(RCT, "gpu-x7", "ml-research")  # what is stored, for the next admission
+    assert held is not None
+    assert held["spec"]["spec"]["devices"]["requests"][0]["exactly"]["allocationMode"] == "All"
+    assert (live.stats.templates_existing, live.stats.template_errors) == (0, 1)
+
+
+async def test_already_exists_without_our_label_raises_a_conflict(
+    live: LiveSource, apiserver: FakeApiServer
+) -> None:
+    apiserver.hold(RCT)
+    unlabelled = objects.claim_template("gpu-x8", "ml-research")
+    del unlabelled["metadata"]["labels"]
+    apiserver.put(unlabelled)
+    with pytest.raises(TemplateConflictError, match=r"not labelled app\.kubernetes\.io/managed-by"):
+        await live.create_claim_template(objects.claim_template("gpu-x8", "ml-research"))
+
+
+async def test_already_exists_as_the_api_server_stores_our_template_is_success(
+    live: LiveSource, apiserver: FakeApiServer
+) -> None:
+    apiserver.hold(RCT)
+    stored = objects.claim_template("gpu-x9", "ml-research")
+    stored["spec"] = {"metadata": {}, **stored["spec"]}  # as kube-apiserver returns it
+    apiserver.put(stored)
+    await live.create_claim_template(objects.claim_template("gpu-x9", "ml-research"))
+    assert live.view.get(RCT, "gpu-x9", "ml-research") is not None
+    assert live.stats.templates_existing == 1
+
+
+async def test_already_exists_but_unreadable_raises_and_is_not_taken_on_trust(
+    live: LiveSource, apiserver: FakeApiServer
+) -> None:
+    apiserver.create_error = (409, "AlreadyExists", '"gpu-x10" already exists')  # then gone: 404
+    with pytest.raises(TemplateCreateError, match="could not be read back") as caught:
+        await live.create_claim_template(objects.claim_template("gpu-x10", "ml-research"))
+    assert not isinstance(caught.value, TemplateConflictError)
+    assert "404 NotFound" in str(caught.value)
+    assert live.view.get(RCT, "gpu-x10", "ml-research") is None
+    assert live.stats.template_errors == 1
 
 
 async def test_a_refused_create_raises_with_the_api_servers_message(

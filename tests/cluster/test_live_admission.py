@@ -3,22 +3,26 @@
 from __future__ import annotations
 
 import asyncio
+import copy
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import httpx
+import orjson
 import pytest
 
 from app.cluster.live import LiveSource
 from app.cluster.view import ClusterView, Kind
 from app.config import Settings, load_policy
 from app.metrics import Metrics
+from app.pipeline import Endpoint
 from app.transport.app import create_app
+from app.transport.review import decode_review
 from tests.claim_objects import claim, cluster_objects, exact
 from tests.cluster.conftest import eventually, live_settings
 from tests.cluster.fake_apiserver import FakeApiServer
-from tests.conftest import review, wrap
+from tests.conftest import make_pipeline, review, wrap
 from tests.transport.test_claims_http import POLICY_FILE
 
 pytestmark = pytest.mark.anyio
@@ -101,6 +105,82 @@ async def test_a_hundred_concurrent_admissions_of_one_pod_shape_create_one_templ
         await _answer(client, "mutate", body)
     assert [m for m, _, _ in quota_apiserver.requests].count("POST") == 2
     quota_apiserver.release(Kind.RESOURCE_CLAIM_TEMPLATE)
+
+
+# -- a template of translation's name that someone else wrote --------------------------------
+
+TEMPLATES = "/apis/resource.k8s.io/v1/namespaces/ml-research/resourceclaimtemplates"
+
+
+def _legacy_pod() -> dict[str, Any]:
+    return review("pod-create-legacy-gpu", namespace="ml-research")
+
+
+def _our_template() -> dict[str, Any]:
+    """The template translation builds for `_legacy_pod()` under the same policy."""
+    pipeline = make_pipeline(cluster_objects(), load_policy(POLICY_FILE))
+    decision = pipeline.review(Endpoint.MUTATE, decode_review(orjson.dumps(_legacy_pod())))
+    (template,) = decision.templates
+    return copy.deepcopy(template)
+
+
+def _calls(apiserver: FakeApiServer, method: str) -> list[str]:
+    return [p for m, p, _ in apiserver.requests if m == method and p.startswith(TEMPLATES)]
+
+
+async def test_a_template_someone_else_created_under_translations_name_denies_the_pod(
+    quota_apiserver: FakeApiServer, client: httpx.AsyncClient
+) -> None:
+    quota_apiserver.hold(Kind.RESOURCE_CLAIM_TEMPLATE)  # the view has not seen it
+    forged = _our_template()
+    del forged["metadata"]["labels"]
+    exactly = forged["spec"]["spec"]["devices"]["requests"][0]["exactly"]
+    exactly["allocationMode"] = "All"
+    del exactly["count"]
+    quota_apiserver.put(forged)
+    name = forged["metadata"]["name"]
+
+    answer = await _answer(client, "mutate", _legacy_pod())
+    assert answer["allowed"] is False
+    assert "patch" not in answer
+    assert answer["status"]["code"] == 403
+    message = answer["status"]["message"]
+    assert f"ResourceClaimTemplate ml-research/{name} already exists, but it is not labelled" in (
+        message
+    )
+    assert (len(_calls(quota_apiserver, "POST")), len(_calls(quota_apiserver, "GET"))) == (1, 1)
+
+    # the view now holds what is stored: the next pod is denied without another API call
+    again = await _answer(client, "mutate", _legacy_pod())
+    assert again["allowed"] is False
+    assert f"ResourceClaimTemplate ml-research/{name} exists, but" in again["status"]["message"]
+    assert len(_calls(quota_apiserver, "POST")) == 1
+    quota_apiserver.release(Kind.RESOURCE_CLAIM_TEMPLATE)
+
+
+async def test_our_template_stored_by_another_replica_is_reused_after_already_exists(
+    quota_apiserver: FakeApiServer, client: httpx.AsyncClient
+) -> None:
+    quota_apiserver.hold(Kind.RESOURCE_CLAIM_TEMPLATE)
+    stored = _our_template()
+    stored["spec"] = {"metadata": {}, **stored["spec"]}  # as kube-apiserver returns it
+    quota_apiserver.put(stored)
+    answer = await _answer(client, "mutate", _legacy_pod())
+    assert answer["allowed"] is True
+    assert answer["patchType"] == "JSONPatch"
+    assert (len(_calls(quota_apiserver, "POST")), len(_calls(quota_apiserver, "GET"))) == (1, 1)
+    quota_apiserver.release(Kind.RESOURCE_CLAIM_TEMPLATE)
+
+
+async def test_a_template_that_exists_but_cannot_be_read_back_fails_closed_to_be_retried(
+    quota_apiserver: FakeApiServer, client: httpx.AsyncClient
+) -> None:
+    quota_apiserver.create_error = (409, "AlreadyExists", "already exists")  # and then 404
+    answer = await _answer(client, "mutate", _legacy_pod())
+    assert answer["allowed"] is False
+    assert answer["status"]["code"] == 500
+    assert "could not be read back to check that it is ours" in answer["status"]["message"]
+    assert "retry later" in answer["status"]["message"]
 
 
 async def test_a_namespace_the_watch_has_not_delivered_yet_is_read_once_from_the_api_server(

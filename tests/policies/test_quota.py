@@ -719,6 +719,11 @@ def _forecast(decision: Decision) -> tuple[int, int]:
         pytest.param([_gpu("warm", 1)], [_gpu("cuda", 2)], id="warm1-cuda2"),
         pytest.param([_gpu("warm", 1)], [_gpu("big", 2), _gpu("small", 1)], id="warm1-big2-small1"),
         pytest.param([_gpu("warm", 2)], [_gpu("cuda", 1)], id="warm2-cuda1-top-up"),
+        pytest.param(
+            [_gpu("one", 1), _gpu("three", 3), _gpu("four", 4)],
+            [_gpu("cuda", 2)],
+            id="three-inits-one-top-up",
+        ),
         pytest.param([_gpu("one", 1), _gpu("two", 2)], [], id="two-inits-no-app"),
         pytest.param([_gpu("proxy", 1, sidecar=True), _gpu("warm", 2)], [], id="sidecar-then-init"),
         pytest.param([_gpu("warm", 1), _gpu("proxy", 1, sidecar=True)], [], id="init-then-sidecar"),

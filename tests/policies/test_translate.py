@@ -501,13 +501,23 @@ def _init_case(
         ((gpus("warm", 1),), (gpus("cuda", 2),), {"warm": ["gpu-cuda"]}, 2),
         # the smallest claim that is big enough
         ((gpus("warm", 1),), (gpus("big", 2), gpus("small", 1)), {"warm": ["gpu-small"]}, 3),
-        # asks for more than the app side holds: one top-up claim for the difference
-        ((gpus("warm", 2),), (gpus("cuda", 1),), {"warm": ["gpu-cuda", "gpu-init"]}, 2),
+        # no single claim is big enough: one top-up claim for its whole count, never the whole
+        # pool (the pod holds 3 where the device plugin would hold 2: at most the top-up more)
+        ((gpus("warm", 2),), (gpus("cuda", 1),), {"warm": ["gpu-init"]}, 3),
+        ((gpus("warm", 3),), (gpus("a", 1), gpus("b", 1)), {"warm": ["gpu-init"]}, 5),
+        # one top-up, sized for the largest init container without a claim of its own size
         (
-            (gpus("warm", 3),),
-            (gpus("a", 1), gpus("b", 1)),
-            {"warm": ["gpu-a", "gpu-b", "gpu-init"]},
-            3,
+            (gpus("one", 1), gpus("three", 3), gpus("four", 4)),
+            (gpus("cuda", 2),),
+            {"one": ["gpu-cuda"], "three": ["gpu-init"], "four": ["gpu-init"]},
+            6,
+        ),
+        # a smaller app claim that is big enough is preferred to the top-up
+        (
+            (gpus("two", 2), gpus("five", 5)),
+            (gpus("cuda", 2),),
+            {"two": ["gpu-cuda"], "five": ["gpu-init"]},
+            7,
         ),
         # no app container asks: the top-up is all there is, shared by the init containers
         (
@@ -556,9 +566,8 @@ def test_a_sidecar_gets_a_claim_of_its_own_like_an_app_container() -> None:
 def test_the_init_container_warning_says_which_claims_it_shares() -> None:
     decision, _, _, _ = _init_case((gpus("warm", 3),), (gpus("cuda", 1),))
     expected = (
-        r"init container warm: nvidia\.com/gpu: 3 -> shares claims gpu-cuda, gpu-init "
-        r"\(templates dra-gpu-nvidia-com-1-[0-9a-f]{10}, dra-gpu-nvidia-com-2-[0-9a-f]{10}, "
-        r"class gpu\.nvidia\.com\)"
+        r"init container warm: nvidia\.com/gpu: 3 -> shares claim gpu-init "
+        r"\(template dra-gpu-nvidia-com-3-[0-9a-f]{10}, class gpu\.nvidia\.com\)"
     )
     assert any(re.fullmatch(expected, w) for w in decision.warnings), decision.warnings
 
@@ -728,15 +737,12 @@ def test_the_captured_objects_pass_the_schema_check_before_translation(name: str
     kubernetes_validate.validate(load_fixture(name)["request"]["object"], "1.34.0", strict=True)
 
 
-@pytest.mark.parametrize("template_in_view", [True, False])
-def test_reapplying_a_translated_workload_manifest_gives_the_same_translation_again(
-    template_in_view: bool,
-) -> None:
-    """`kubectl apply` (client-side) keeps the claims the webhook added and re-adds the GPU."""
+def reapplied_manifest(templates_in_view: bool) -> tuple[Obj, Obj, Decision]:
+    """A translated Deployment, `kubectl apply`-ed (client-side) again: the legacy GPU is back."""
     policy = policy_from("translation: {translateWorkloads: true}")
     manifest = deployment(gpus("cuda", 2), gpus("side", 1))
     created, translated = translate(manifest, policy=policy)
-    objects = [*DEMO_NAMESPACES, *(created.templates if template_in_view else ())]
+    objects = [*DEMO_NAMESPACES, *(created.templates if templates_in_view else ())]
     reapplied = clone(translated)
     for c in reapplied["spec"]["template"]["spec"]["containers"]:
         count = "2" if c["name"] == "cuda" else "1"
@@ -744,6 +750,12 @@ def test_reapplying_a_translated_workload_manifest_gives_the_same_translation_ag
     decision = decide(
         wrap(reapplied, operation="UPDATE", old=translated), objects=objects, policy=policy
     )
+    return reapplied, translated, decision
+
+
+def test_reapplying_a_translated_workload_manifest_gives_the_same_translation_again() -> None:
+    """`kubectl apply` (client-side) keeps the claims the webhook added and re-adds the GPU."""
+    reapplied, translated, decision = reapplied_manifest(templates_in_view=True)
     assert decision.allowed, decision.message
     again = apply(reapplied, decision.patch)
     assert_valid(again)

@@ -3,8 +3,9 @@
 Pods of 1-5 containers, init containers and sidecars, mixes of legacy names, counts, unrelated
 resources and fields, and DRA claims of their own. For every one: the patched pod passes the
 Kubernetes 1.34 schema and the pod rules; each container gets the devices it asked for, per
-DeviceClass and selectors (init containers, which share, at least as many, and the pod holds what
-the kubelet's device manager would have given it); every other field is unchanged; and a second
+DeviceClass and selectors (init containers, which share one claim per device type, at least as
+many); the pod holds at least what the kubelet's device manager would have given it, and exactly
+what the sharing rule of docs/translation.md says; every other field is unchanged; and a second
 pass over the result yields an empty patch.
 """
 
@@ -155,6 +156,31 @@ def _kubelet_total(spec: Obj) -> Counter[DeviceKey]:
     return total
 
 
+def _share_rule_total(spec: Obj) -> Counter[DeviceKey]:
+    """The sharing rule written out: app containers and sidecars hold their own devices; an init
+    container shares a claim of a regular container or a later sidecar holding at least its N;
+    those with none share one top-up, sized for the largest of them."""
+    total: Counter[DeviceKey] = Counter()
+    owned: list[tuple[float, DeviceKey, int]] = []
+    """(index among init containers, or infinity for regular containers; device; count)."""
+    for c in spec["containers"]:
+        total += _asked(c)
+        owned += [(float("inf"), key, n) for key, n in _asked(c).items()]
+    inits = spec.get("initContainers", [])
+    for index, c in enumerate(inits):
+        if c.get("restartPolicy") == "Always":
+            total += _asked(c)
+            owned += [(index, key, n) for key, n in _asked(c).items()]
+    top: Counter[DeviceKey] = Counter()
+    for index, c in enumerate(inits):
+        if c.get("restartPolicy") == "Always":
+            continue
+        for key, n in _asked(c).items():
+            if not any(k == key and m >= n and at > index for at, k, m in owned):
+                top[key] = max(top[key], n)
+    return total + top
+
+
 def _without_legacy(obj: Obj) -> Obj:
     result = copy.deepcopy(obj)
     for _, c in containers(result["spec"]):
@@ -215,6 +241,9 @@ def test_translation_keeps_devices_and_everything_else_and_is_idempotent(
     } == set(index)
 
     got = devices_after(spec, index)
+    entries = {
+        e["name"]: e.get("resourceClaimTemplateName") for e in spec.get("resourceClaims", [])
+    }
     sidecars_seen: list[str] = []
     users = claim_users(spec)
     translated = {(f, x["name"]): x for f, x in containers(spec)}
@@ -234,6 +263,8 @@ def test_translation_keeps_devices_and_everything_else_and_is_idempotent(
             concurrent = {("initContainers", s) for s in sidecars_seen}
             for name in refs & ours:
                 assert not users[name] & concurrent, f"{name} is shared with a running sidecar"
+            shared = Counter(index[entries[name]][0] for name in refs & ours)
+            assert all(n == 1 for n in shared.values()), f"{c['name']} shares {shared}"
         if field == "initContainers" and c.get("restartPolicy") == "Always":
             sidecars_seen.append(c["name"])
 
@@ -242,8 +273,10 @@ def test_translation_keeps_devices_and_everything_else_and_is_idempotent(
         if entry["name"] in ours:
             key, count = index[entry["resourceClaimTemplateName"]]
             held[key] += count
+    kubelet = _kubelet_total(old_spec)
+    assert all(held[key] >= n for key, n in kubelet.items()), (held, kubelet)
     if init_containers == "share":
-        assert held == _kubelet_total(old_spec)
+        assert held == _share_rule_total(old_spec)
 
     assert _dump(_without_translation(after, obj, ours)) == _dump(_without_legacy(obj))
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import copy
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -27,6 +28,7 @@ from app.transport.app import create_app
 from tests.conftest import (
     DEMO_NAMESPACES,
     AppHarness,
+    build_app,
     namespace,
     policy_from,
     review,
@@ -228,3 +230,90 @@ def test_a_bug_while_creating_a_template_is_answered_per_the_internal_error_poli
     assert response["allowed"] is True  # failure.internalError: open (the default)
     assert "patch" not in response
     assert "internal error" in response["warnings"][0]
+
+
+# -- a template of translation's name that someone else wrote --------------------------------
+
+
+def _our_template(count: int = 1) -> Obj:
+    """The template translation builds for `gpu_pod(count)` in NS."""
+    probe = build_app()
+    try:
+        probe.answer("mutate", wrap(gpu_pod("probe", count)))
+        (template,) = probe.source.created_templates
+    finally:
+        probe.client.__exit__(None, None, None)
+    return copy.deepcopy(template)
+
+
+def _as_stored(template: Obj) -> Obj:
+    """`template` as the API server returns it: server fields, and `spec.metadata: {}`."""
+    stored = copy.deepcopy(template)
+    stored["metadata"] |= {"uid": "u-1", "resourceVersion": "7", "generation": 1}
+    stored["spec"] = {"metadata": {}, **stored["spec"]}
+    return stored
+
+
+def _unlabelled(template: Obj) -> Obj:
+    template["metadata"].pop("labels")
+    return template
+
+
+def _all_devices(template: Obj) -> Obj:
+    exactly = template["spec"]["spec"]["devices"]["requests"][0]["exactly"]
+    exactly.pop("count")
+    exactly["allocationMode"] = "All"
+    return template
+
+
+@pytest.mark.parametrize(
+    ("forge", "why"),
+    [
+        (lambda t: _all_devices(_unlabelled(t)), "is not labelled app.kubernetes.io/managed-by"),
+        (_unlabelled, "is not labelled app.kubernetes.io/managed-by=dra-webhook"),
+        (_all_devices, "its spec is not the one dra-webhook builds under that name"),
+    ],
+    ids=["unlabelled-all-devices", "unlabelled", "labelled-all-devices"],
+)
+@pytest.mark.parametrize("failure", ["closed", "open"])
+def test_a_pod_whose_template_name_is_taken_by_other_content_is_denied(
+    make_app: Callable[..., AppHarness], forge: Callable[[Obj], Obj], why: str, failure: str
+) -> None:
+    forged = forge(_as_stored(_our_template()))
+    name = forged["metadata"]["name"]
+    policy = policy_from(f"failure: {{templateCreate: {failure}}}")
+    harness = make_app([*DEMO_NAMESPACES, forged], policy=policy)
+    response = harness.answer("mutate", wrap(gpu_pod("p")))
+    assert response["allowed"] is False  # whatever failure.templateCreate says
+    assert "patch" not in response
+    message = response["status"]["message"]
+    assert f"ResourceClaimTemplate {NS}/{name} exists, but" in message
+    assert why in message
+    assert "does not reuse it" in message
+    assert harness.source.created_templates == []
+    kept = harness.source.view.get(Kind.RESOURCE_CLAIM_TEMPLATE, name, NS)
+    assert kept is not None and kept["spec"] == forged["spec"]
+    assert 'dra_webhook_denials_total{endpoint="mutate",reason="template-conflict"} 1.0' in (
+        harness.metrics.render().decode()
+    )
+
+
+def test_our_own_template_as_the_api_server_stores_it_is_reused(
+    make_app: Callable[..., AppHarness],
+) -> None:
+    harness = make_app([*DEMO_NAMESPACES, _as_stored(_our_template(2))])
+    response = harness.answer("mutate", wrap(gpu_pod("p", 2)))
+    assert response["allowed"] is True
+    assert patch_of(response)
+    assert harness.source.created_templates == []
+
+
+def test_a_dry_run_is_denied_for_a_conflict_the_view_shows_and_creates_nothing(
+    make_app: Callable[..., AppHarness],
+) -> None:
+    forged = _unlabelled(_as_stored(_our_template()))
+    harness = make_app([*DEMO_NAMESPACES, forged])
+    response = harness.answer("mutate", wrap(gpu_pod("p"), dry_run=True))
+    assert response["allowed"] is False
+    assert "is not labelled" in response["status"]["message"]
+    assert harness.source.created_templates == []
