@@ -208,7 +208,9 @@ def test_a_namespace_no_entry_selects_is_not_limited(research: Pipeline) -> None
 
 
 def test_a_claim_update_is_not_counted_again(research: Pipeline) -> None:
-    old = claim("train-b", exact(count=4))
+    # 12 of 16 in use: 5 more would not fit as a new claim, so only not counting it again passes
+    old = claim("train-b", exact(count=5))
+    assert not decide(research, old).allowed
     assert decide(research, old, operation="UPDATE", old=old).allowed
 
 

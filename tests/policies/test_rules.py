@@ -65,6 +65,7 @@ def test_failing_deny_rule_denies_with_its_name_and_message(make_app: Any) -> No
 
 def test_rule_runs_only_for_its_operations(make_app: Any) -> None:
     harness = make_app(policy=policy_from(RULES))
+    assert harness.answer("validate", wrap(claim("cpu")))["allowed"] is False  # CREATE: runs
     response = harness.answer("validate", wrap(claim("cpu"), operation="UPDATE", old=claim("cpu")))
     assert response["allowed"] is True
 
