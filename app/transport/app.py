@@ -13,7 +13,6 @@ import logging
 import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager, suppress
-from dataclasses import replace
 from typing import Any
 
 import orjson
@@ -159,8 +158,8 @@ class _Webhook:
             elif (problem := template_mismatch(found, template)) is not None:
                 message = f"ResourceClaimTemplate {meta['namespace']}/{meta['name']} exists, but "
                 return self._conflict(request, template, TemplateConflictError(message + problem))
-        if request.dry_run:
-            return replace(decision, templates=())
+        if request.dry_run or not missing:
+            return decision  # the common case: every template already known, nothing to await
         outcomes = await asyncio.gather(*map(self._ensure, missing), return_exceptions=True)
         for template, outcome in zip(missing, outcomes, strict=True):
             if isinstance(outcome, TemplateConflictError):
@@ -169,7 +168,7 @@ class _Webhook:
                 return self._provision_failed(request, template, outcome)
             if isinstance(outcome, BaseException):
                 raise outcome
-        return replace(decision, templates=())
+        return decision
 
     async def _ensure(self, template: dict[str, Any]) -> None:
         meta = template["metadata"]
