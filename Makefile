@@ -6,7 +6,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-$(shell cksum pyproject.toml | cut -d' ' -f1)
 
-.PHONY: run test lint bench loadtest clean
+.PHONY: run test lint bench loadtest e2e clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -26,6 +26,10 @@ lint: $(STAMP)
 
 test: lint
 	$(BIN)/pytest
+
+# The control-plane suite alone (tests/e2e): needs CONTROL_PLANE_ASSETS, see README.
+e2e: $(STAMP)
+	$(BIN)/pytest tests/e2e -p no:cacheprovider -rs -v
 
 bench: $(STAMP)
 	$(BIN)/pytest tests/benchmarks --benchmark-only --benchmark-columns=min,median,mean,ops,rounds

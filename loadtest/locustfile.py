@@ -1,6 +1,6 @@
 """Locust load for dra-webhook: the AdmissionReviews a GPU cluster's API server sends.
 
-The bodies are the reviews captured from a real kube-apiserver (../shared/fixtures), moved into
+The bodies are the reviews captured from a real kube-apiserver (tests/fixtures), moved into
 the namespaces of the embedded demo cluster (gpu-e2e = dra-only, ml-research = translate,
 ml-audit = audit, default = unlabelled) and given a fresh uid per request. Weights follow what
 reaches a webhook in a cluster migrating to DRA: mostly pods (plain and legacy), then claims
@@ -13,7 +13,7 @@ request. `DRA_LOADTEST_CHECK_DECISIONS=0` keeps only the envelope checks (for th
 server used as a baseline).
 
 Environment:
-  DRA_LOADTEST_FIXTURES     captured reviews (default ../shared/fixtures/apiserver-v1.36.2)
+  DRA_LOADTEST_FIXTURES     captured reviews (default tests/fixtures/apiserver-v1.36.2)
   DRA_LOADTEST_CA           CA file to verify the server with (default: no verification)
   DRA_LOADTEST_SAMPLES_DIR  write every request's end time and latency here, one CSV per process
   DRA_LOADTEST_CHECK_DECISIONS  1 (default) or 0

@@ -52,6 +52,23 @@ sys.path.insert(0, str(ROOT))
 from app.certs import mint  # noqa: E402  (the repository root is not on sys.path by default)
 
 
+class RunError(Exception):
+    """A server or locust did not run as it should; the message says why, from its log."""
+
+
+def _explain(log: Path) -> str:
+    """The line of a process's log that says why it failed: its last error, else its last line."""
+    try:
+        lines = [line.strip() for line in log.read_text(errors="replace").splitlines()]
+    except OSError:
+        return f"no log at {log}"
+    lines = [line for line in lines if line]
+    if not lines:
+        return f"nothing in {log}"
+    errors = [line for line in lines if "Error" in line or "Exception" in line]
+    return f"{(errors or lines)[-1]} (log: {log})"
+
+
 @dataclass(frozen=True)
 class Options:
     users: int
@@ -130,12 +147,14 @@ def _start_server(
         log.close()
 
 
-def _wait_ready(process: subprocess.Popen[bytes], port: int, ca: Path) -> None:
+def _wait_ready(process: subprocess.Popen[bytes], port: int, ca: Path, log: Path) -> None:
     context = ssl.create_default_context(cafile=str(ca))
     deadline = time.monotonic() + READY_TIMEOUT_S
     while True:
         if process.poll() is not None:
-            raise RuntimeError(f"server exited with {process.returncode} before it was ready")
+            raise RunError(
+                f"server exited with {process.returncode} before it was ready: {_explain(log)}"
+            )
         try:
             with urllib.request.urlopen(
                 f"https://127.0.0.1:{port}/readyz", context=context, timeout=2
@@ -145,20 +164,25 @@ def _wait_ready(process: subprocess.Popen[bytes], port: int, ca: Path) -> None:
         except (OSError, urllib.error.URLError):
             pass
         if time.monotonic() > deadline:
-            raise RuntimeError(f"server not ready after {READY_TIMEOUT_S:.0f} s")
+            raise RunError(f"server not ready after {READY_TIMEOUT_S:.0f} s: {_explain(log)}")
         time.sleep(0.1)
 
 
-def _stop(process: subprocess.Popen[bytes]) -> None:
-    """SIGTERM by pid (graceful drain), then SIGKILL if it does not exit in time."""
+def _stop(process: subprocess.Popen[bytes]) -> str | None:
+    """SIGTERM by pid (graceful drain), then SIGKILL if it does not exit in time.
+
+    Returns what went wrong (None when the server drained and exited 0).
+    """
     if process.poll() is not None:
-        return
+        return f"exited with {process.returncode} before it was stopped"
     process.terminate()
     try:
-        process.wait(timeout=30)
+        code = process.wait(timeout=30)
     except subprocess.TimeoutExpired:
         process.kill()
         process.wait()
+        return "did not stop within 30 s of SIGTERM and was killed"
+    return None if code == 0 else f"exited with {code} after SIGTERM"
 
 
 def _run_locust(
@@ -191,7 +215,9 @@ def _run_locust(
         except subprocess.TimeoutExpired:
             locust.kill()
             locust.wait()
-            raise RuntimeError("locust did not finish in time") from None
+            raise RunError(
+                f"locust did not finish in time: {_explain(opts.out / f'locust-{name}.log')}"
+            ) from None
 
 
 def _percentile(ordered: list[float], fraction: float) -> float:
@@ -349,7 +375,7 @@ def _run_round(target: str, index: int, opts: Options) -> Round:
     port = _free_port()
     server = _start_server(target, name, port, certs, opts)
     try:
-        _wait_ready(server, port, certs / "ca.crt")
+        _wait_ready(server, port, certs / "ca.crt", opts.out / f"server-{name}.log")
         cpu_before = _process_tree_cpu_seconds(server.pid)
         children_before = resource.getrusage(resource.RUSAGE_CHILDREN)
         started = time.time()
@@ -358,14 +384,27 @@ def _run_round(target: str, index: int, opts: Options) -> Round:
         children_after = resource.getrusage(resource.RUSAGE_CHILDREN)
         cpu_after = _process_tree_cpu_seconds(server.pid)
         if server.poll() is not None:
-            raise RuntimeError(f"{target} server exited with {server.returncode} during the run")
+            raise RunError(
+                f"{target} server exited with {server.returncode} during the run: "
+                f"{_explain(opts.out / f'server-{name}.log')}"
+            )
     finally:
-        _stop(server)
+        stopped = _stop(server)
+    if stopped is not None:
+        raise RunError(f"{target} server {stopped}: {_explain(opts.out / f'server-{name}.log')}")
+    samples_read = _read_samples(samples)
+    if not samples_read:
+        # Locust that sent nothing died before its first request (a bad locustfile, a missing
+        # fixture): its log, not an empty summary, says why.
+        raise RunError(
+            f"locust sent no request to the {target} (exit code {exit_code}): "
+            f"{_explain(opts.out / f'locust-{name}.log')}"
+        )
     locust_cpu = (children_after.ru_utime + children_after.ru_stime) - (
         children_before.ru_utime + children_before.ru_stime
     )
     return Round(
-        samples=_read_samples(samples),
+        samples=samples_read,
         server_cpu_seconds=cpu_after - cpu_before,
         locust_cpu_seconds=locust_cpu,
         locust_exit_code=exit_code,
@@ -509,9 +548,13 @@ def main(argv: list[str] | None = None) -> int:
     opts.out.mkdir(parents=True, exist_ok=False)
     mint(opts.out / "certs")
     rounds: dict[str, list[Round]] = {target: [] for target in opts.targets}
-    for index in range(opts.rounds):
-        for target in opts.targets:
-            rounds[target].append(_run_round(target, index, opts))
+    try:
+        for index in range(opts.rounds):
+            for target in opts.targets:
+                rounds[target].append(_run_round(target, index, opts))
+    except RunError as error:
+        print(f"loadtest: {error}", file=sys.stderr)
+        return 1
     runs = {target: _analyse(done) for target, done in rounds.items()}
     summary = _write_summary(opts, runs)
     if opts.plot:

@@ -16,9 +16,7 @@ import orjson
 
 REPO = Path(__file__).resolve().parents[1]
 FIXTURES = Path(
-    os.environ.get(
-        "DRA_LOADTEST_FIXTURES", str(REPO.parent / "shared" / "fixtures" / "apiserver-v1.36.2")
-    )
+    os.environ.get("DRA_LOADTEST_FIXTURES", str(REPO / "tests" / "fixtures" / "apiserver-v1.36.2"))
 )
 CHECK_DECISIONS = os.environ.get("DRA_LOADTEST_CHECK_DECISIONS", "1") != "0"
 PLACEHOLDER_UID = b"@@uid@@"
@@ -44,7 +42,13 @@ class Scenario:
 
 
 def _fixture(name: str) -> Obj:
-    review: Obj = orjson.loads((FIXTURES / f"{name}.json").read_bytes())
+    path = FIXTURES / f"{name}.json"
+    if not path.is_file():
+        raise FileNotFoundError(
+            f"captured review {path} is missing: DRA_LOADTEST_FIXTURES must name the folder of "
+            "captured AdmissionReviews (default tests/fixtures/apiserver-v1.36.2)"
+        )
+    review: Obj = orjson.loads(path.read_bytes())
     return review
 
 

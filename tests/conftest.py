@@ -31,8 +31,7 @@ from app.pipeline import Pipeline
 from app.transport.app import create_app
 
 ROOT = Path(__file__).resolve().parents[1]
-SHARED = ROOT.parent / "shared"
-FIXTURES = SHARED / "fixtures" / "apiserver-v1.36.2"
+FIXTURES = ROOT / "tests" / "fixtures" / "apiserver-v1.36.2"
 FIXTURE_NAMES = sorted(p.stem for p in FIXTURES.glob("*.json"))
 
 settings.register_profile(

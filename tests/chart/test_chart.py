@@ -1,6 +1,6 @@
 """The Helm chart, rendered by the real helm over a matrix of values files.
 
-helm comes from `../shared/tools/get-k8s-tools` (a pinned helm v3.19 from PyPI). Every rendered
+helm comes from `hack/get-k8s-tools` (a pinned helm v3.19 from PyPI, else helm on PATH). Every rendered
 object is validated against the Kubernetes 1.34 schemas with kubernetes-validate --strict;
 cert-manager and Prometheus Operator objects (CRDs, no schema there) are checked here for the
 fields their CRDs require. The webhooks' matchConditions are compiled and evaluated with the
@@ -27,11 +27,12 @@ from cryptography import x509
 
 from app.cel.engine import ADMISSION, BACKENDS, get_engine
 from app.config.policy import load_policy, parse_policy
+from tests.assets import k8s_tool
 
 REPO = Path(__file__).resolve().parents[2]
 CHART = REPO / "charts" / "dra-webhook"
 VALUES_FILES = sorted((CHART / "ci").glob("*-values.yaml"))
-FIXTURES = REPO.parent / "shared" / "fixtures" / "apiserver-v1.36.2"
+FIXTURES = REPO / "tests" / "fixtures" / "apiserver-v1.36.2"
 K8S_VERSION = "1.34.0"
 RELEASE, NAMESPACE = "rel", "dra-system"
 
@@ -41,14 +42,8 @@ Obj = dict[str, Any]
 # -- rendering ------------------------------------------------------------------------------
 
 
-@cache
 def _helm() -> str:
-    """The helm binary, fetched (once, cached) by the shared tools script."""
-    script = REPO.parent / "shared" / "tools" / "get-k8s-tools"
-    folder = subprocess.run(
-        [str(script)], check=True, capture_output=True, text=True, timeout=300
-    ).stdout.strip()
-    return str(Path(folder) / "helm")
+    return k8s_tool("helm")
 
 
 def _run_helm(*args: str) -> subprocess.CompletedProcess[str]:

@@ -84,3 +84,20 @@ def test_the_runner_fails_when_an_answer_is_wrong(tmp_path: Path) -> None:
     failures = (out / "locust-echo_failures.csv").read_text()
     assert "allowed=True, expected False" in failures
     assert all(_stopped(pid) for pid in run["server_pids"])
+
+
+def test_the_runner_says_why_when_locust_cannot_start(tmp_path: Path) -> None:
+    """A missing fixture kills locust before its first request: one line says so, exit 1."""
+    result = subprocess.run(
+        [sys.executable, str(RUNNER), "--out", str(tmp_path / "run"), "--target", "webhook",
+         "--duration", "2", "--users", "1", "--no-plot"],
+        check=False, capture_output=True, text=True, timeout=120, cwd=ROOT,
+        env={**os.environ, "DRA_LOADTEST_FIXTURES": str(tmp_path / "nothing-here")},
+    )  # fmt: skip
+
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert "Traceback" not in result.stderr
+    [line] = result.stderr.strip().splitlines()
+    assert line.startswith("loadtest: locust sent no request to the webhook")
+    assert "nothing-here/" in line and "is missing" in line
+    assert not (tmp_path / "run" / "summary.json").exists()

@@ -60,7 +60,12 @@ USER_TEMPLATE = {
 
 @functools.cache
 def pipeline(init_containers: str) -> Pipeline:
-    policy = policy_from(f"translation: {{initContainers: {init_containers}}}")
+    # The per-pod caps are tested on their own (test_translate_untrusted.py); a generated pod may
+    # need more than the default 8 templates, which is a denial, not a translation to check here.
+    policy = policy_from(
+        f"translation: {{initContainers: {init_containers}, maxTemplatesPerPod: 256, "
+        "maxClaimsPerPod: 1024}"
+    )
     return make_pipeline([*DEMO_NAMESPACES, USER_TEMPLATE], policy)
 
 

