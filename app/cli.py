@@ -17,7 +17,6 @@ from app.cluster.view import ClusterView
 from app.config import Settings, load_policy
 from app.config.settings import ClusterSource
 from app.errors import ConfigError
-from app.logs import configure_logging
 from app.pipeline import Pipeline
 
 
@@ -228,7 +227,6 @@ def main(argv: list[str] | None = None) -> int:
             print(f"minted development certificates into {settings.cert_dir}/", file=sys.stderr)
         from app.server import serve
 
-        configure_logging(settings.log_level)
         serve(settings)
         return 0
     except ConfigError as exc:
