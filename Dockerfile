@@ -31,7 +31,6 @@ ENV PIP_NO_CACHE_DIR=1 \
     PIP_DISABLE_PIP_VERSION_CHECK=1 \
     PIP_CONFIG_FILE=/run/secrets/pip.conf \
     PYTHONDONTWRITEBYTECODE=1
-SHELL ["/bin/bash", "-o", "pipefail", "-c"]
 # hadolint ignore=DL3008
 RUN if [ "$STRIP" = true ]; then \
         apt-get update \
@@ -69,7 +68,7 @@ RUN --mount=type=secret,id=pip.conf --mount=type=secret,id=pip-ca \
     && if [ "$STRIP" = true ]; then \
         find /opt/dra-webhook -name '*.so*' -type f -exec strip --strip-unneeded {} +; \
     fi \
-    && /opt/dra-webhook/bin/python -c 'import app.cli, app.server, app.transport.app, app.cluster.live, app.cel.backends.cel_expr, app.cel.backends.celpy' \
+    && /opt/dra-webhook/bin/python -c 'import app.cli, app.server, app.transport.app, app.cluster.live, app.cel.backends.cel_expr, app.cel.backends.celpy_engine' \
     && /opt/dra-webhook/bin/python -m compileall -q -j 0 --invalidation-mode unchecked-hash /opt/dra-webhook/lib
 
 FROM ${PYTHON_IMAGE}
