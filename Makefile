@@ -1,17 +1,22 @@
 # Two entry points for a fresh machine; each sets up its own virtualenv first.
 #   make run    serve on https://0.0.0.0:8443 with dev certs and the embedded demo cluster
 #   make test   lint, type-check, layer contracts and the test suite
+# The virtualenv is installed from the lock, requirements-dev.txt (pinned, with hashes), as the
+# image is from requirements.txt; `make lock` rewrites both from pyproject.toml.
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
-STAMP := $(VENV)/.installed-$(shell cksum pyproject.toml | cut -d' ' -f1)
+STAMP := $(VENV)/.installed-$(shell cat pyproject.toml requirements-dev.txt | cksum | cut -d' ' -f1)
+# One resolution for every platform, for the oldest Python the project supports.
+COMPILE := $(BIN)/uv pip compile pyproject.toml --universal --python-version 3.11 --generate-hashes --quiet
 
-.PHONY: run test lint bench loadtest e2e clean
+.PHONY: run test lint bench loadtest e2e lock image clean
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml requirements-dev.txt
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[dev]'
+	$(BIN)/pip install --quiet --require-hashes --no-deps -r requirements-dev.txt
+	$(BIN)/pip install --quiet --no-deps -e .
 	rm -f $(VENV)/.installed-*
 	touch $@
 
@@ -38,6 +43,28 @@ bench: $(STAMP)
 # loadtest/results/<time>/ (summary.json, summary.csv, latency.png). See docs/loadtest.md.
 loadtest: $(STAMP)
 	loadtest/run
+
+# After changing dependencies in pyproject.toml; add --upgrade-package NAME (or --upgrade) to
+# move pins: make lock UPGRADE='--upgrade-package fastapi'.
+lock: $(STAMP)
+	$(COMPILE) $(UPGRADE) -o requirements.txt
+	$(COMPILE) $(UPGRADE) --extra dev -c requirements.txt -o requirements-dev.txt
+
+# The image, with whichever of docker (BuildKit), podman or buildah works here. Behind a mirror:
+# make image PIP_CONF=~/.config/pip/pip.conf [PIP_CA=corporate-ca.pem]; other flags in
+# IMAGE_FLAGS (e.g. --build-arg PYTHON_IMAGE=...). See README.md, "Building the image".
+IMAGE ?= dra-webhook:0.1.0
+IMAGE_FLAGS ?=
+image:
+	@set -e; \
+	if docker info >/dev/null 2>&1; then build="env DOCKER_BUILDKIT=1 docker build"; \
+	elif command -v podman >/dev/null; then build="podman build"; \
+	elif command -v buildah >/dev/null; then build="buildah bud"; \
+	else echo "make image: no docker daemon, podman or buildah found" >&2; exit 1; fi; \
+	secrets=""; \
+	if [ -n "$(PIP_CONF)" ]; then secrets="--secret id=pip.conf,src=$(PIP_CONF)"; fi; \
+	if [ -n "$(PIP_CA)" ]; then secrets="$$secrets --secret id=pip-ca,src=$(PIP_CA)"; fi; \
+	set -x; $$build $$secrets $(IMAGE_FLAGS) -t $(IMAGE) .
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .benchmarks

@@ -17,7 +17,6 @@ from app.cluster.view import ClusterView
 from app.config import Settings, load_policy
 from app.config.settings import ClusterSource
 from app.errors import ConfigError
-from app.logs import configure_logging
 from app.pipeline import Pipeline
 
 
@@ -210,6 +209,22 @@ def _preflight(settings: Settings) -> None:
         build_source(settings, ClusterView())
 
 
+def _ensure_dev_certs(cert_dir: Path) -> bool:
+    """Mint development certificates when absent; a folder it cannot write is a setting error.
+
+    With a read-only root filesystem and no tls.crt/tls.key mounted, the default certs/ folder
+    cannot be written: say which folder and what fixes it, in one line, not with a traceback.
+    """
+    try:
+        return ensure_dev_certs(cert_dir)
+    except OSError as exc:
+        raise ConfigError(
+            f"no tls.crt and tls.key in {cert_dir.absolute()}, and development certificates "
+            f"cannot be written there: {exc.strerror}; point --cert-dir (DRA_WEBHOOK_CERT_DIR) "
+            "at the mounted TLS Secret, or at a writable folder"
+        ) from None
+
+
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
@@ -218,17 +233,22 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "report":
             return _run_report(args)
         if args.command == "certs":
-            minted = mint(args.out, tuple(args.dns), tuple(args.ip), days=args.days)
+            try:
+                minted = mint(args.out, tuple(args.dns), tuple(args.ip), days=args.days)
+            except OSError as exc:
+                raise ConfigError(
+                    f"cannot write certificates to {args.out.absolute()}: {exc.strerror}; "
+                    "pass --out a writable folder"
+                ) from None
             print(f"wrote {CA_FILES} to {minted.directory}", file=sys.stderr)
             print(minted.ca_bundle)
             return 0
         settings = _serve_settings(args)
         _preflight(settings)
-        if ensure_dev_certs(settings.cert_dir):
+        if _ensure_dev_certs(settings.cert_dir):
             print(f"minted development certificates into {settings.cert_dir}/", file=sys.stderr)
         from app.server import serve
 
-        configure_logging(settings.log_level)
         serve(settings)
         return 0
     except ConfigError as exc:

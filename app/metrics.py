@@ -49,11 +49,19 @@ def prepare_multiprocess_dir(path: Path | None) -> Path:
     None makes a fresh temporary folder. Only `*.db` files (what prometheus-client writes) are
     removed, so a folder given by mistake loses nothing else.
     """
-    if path is None:
-        return Path(tempfile.mkdtemp(prefix="dra-webhook-metrics-"))
-    path.mkdir(parents=True, exist_ok=True)
-    for stale in path.glob("*.db"):
-        stale.unlink()
+    try:
+        if path is None:
+            return Path(tempfile.mkdtemp(prefix="dra-webhook-metrics-"))
+        path.mkdir(parents=True, exist_ok=True)
+        for stale in path.glob("*.db"):
+            stale.unlink()
+    except OSError as exc:
+        where = path if path is not None else Path(tempfile.gettempdir())
+        raise ConfigError(
+            f"cannot write worker metric files in {where.absolute()}: {exc.strerror}; with "
+            "--workers > 1, point --metrics-dir (DRA_WEBHOOK_METRICS_DIR) or TMPDIR at a "
+            "writable folder (the chart mounts an emptyDir at /tmp)"
+        ) from None
     return path
 
 

@@ -10,6 +10,7 @@ from uvicorn.supervisors import Multiprocess
 
 from app.certs import TLS_CERT, TLS_KEY, CertReloader
 from app.config import Settings
+from app.logs import logging_config
 from app.metrics import MULTIPROC_ENV, prepare_multiprocess_dir
 
 APP_FACTORY = "app.transport.app:create_app_from_env"
@@ -56,7 +57,8 @@ def build_config(settings: Settings) -> uvicorn.Config:
         ssl_certfile=os.path.join(cert_dir, TLS_CERT),
         ssl_keyfile=os.path.join(cert_dir, TLS_KEY),
         timeout_graceful_shutdown=int(settings.shutdown_grace_seconds),
-        log_config=None,
+        # Applied by uvicorn here and again in every worker process it spawns.
+        log_config=logging_config(settings.log_level),
         access_log=False,
         server_header=False,
         cert_dir=cert_dir,

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import base64
+import errno
+import os
 import signal
 import socket
 import ssl
@@ -43,6 +45,56 @@ def test_serve_refuses_bad_configuration_with_a_plain_message(
     )
     assert code == 2
     assert message in capsys.readouterr().err
+
+
+def test_serve_names_the_cert_dir_it_cannot_write_and_the_flag_that_fixes_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def read_only(directory: Path) -> bool:
+        raise OSError(errno.EROFS, os.strerror(errno.EROFS), str(directory))
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr("app.cli.ensure_dev_certs", read_only)
+    assert main(["serve"]) == 2
+    err = capsys.readouterr().err
+    assert err == (
+        f"dra-webhook: no tls.crt and tls.key in {tmp_path}/certs, and development certificates "
+        "cannot be written there: Read-only file system; point --cert-dir (DRA_WEBHOOK_CERT_DIR) "
+        "at the mounted TLS Secret, or at a writable folder\n"
+    )
+
+
+@pytest.mark.parametrize(
+    ("args", "flag"),
+    [
+        (["serve", "--cert-dir", "{blocker}/certs"], "--cert-dir"),
+        (
+            ["serve", "--cert-dir", "{certs}", "--workers", "2", "--metrics-dir", "{blocker}/m"],
+            "--metrics-dir",
+        ),
+        (["certs", "--out", "{blocker}/certs"], "--out"),
+    ],
+)
+def test_a_folder_that_cannot_be_written_is_one_line_and_exit_2_not_a_traceback(
+    tmp_path: Path, args: list[str], flag: str
+) -> None:
+    blocker = tmp_path / "a-file"  # a folder below a regular file cannot be created, even by root
+    blocker.write_text("")
+    certs = tmp_path / "certs"
+    assert main(["certs", "--out", str(certs)]) == 0
+    result = subprocess.run(
+        [sys.executable, "-m", "app", *(a.format(blocker=blocker, certs=certs) for a in args)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert result.returncode == 2
+    (line,) = result.stderr.splitlines()
+    assert line.startswith("dra-webhook: ")
+    assert str(blocker) in line
+    assert flag in line
+    assert "Traceback" not in result.stderr
 
 
 @pytest.mark.slow

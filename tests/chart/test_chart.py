@@ -710,3 +710,25 @@ def test_claims_and_device_classes_are_always_sent() -> None:
     assert conditions[("MutatingWebhookConfiguration", "claims")] == []
     assert conditions[("ValidatingWebhookConfiguration", "claims")] == []
     assert conditions[("ValidatingWebhookConfiguration", "deviceclasses")] == []
+
+
+@pytest.mark.parametrize(
+    ("overrides", "requests", "limits"),
+    [
+        ([], "128Mi", "384Mi"),
+        (["workers=2"], "256Mi", "768Mi"),
+        (["workers=3", "memoryPerWorker.limitMi=300"], "384Mi", "900Mi"),
+        (["workers=2", "resources.limits.memory=1Gi"], "256Mi", "1Gi"),
+        (["workers=2", "resources.requests.memory=200Mi"], "200Mi", "768Mi"),
+    ],
+)
+def test_the_memory_request_and_limit_follow_the_worker_count(
+    overrides: list[str], requests: str, limits: str
+) -> None:
+    args = [arg for override in overrides for arg in ("--set", override)]
+    result = _run_helm("template", RELEASE, str(CHART), "-n", NAMESPACE, *args)
+    assert result.returncode == 0, result.stderr
+    docs = [d for d in yaml.safe_load_all(result.stdout) if d]
+    (container,) = _one(tuple(docs), "Deployment")["spec"]["template"]["spec"]["containers"]
+    assert container["resources"]["requests"] == {"cpu": "100m", "memory": requests}
+    assert container["resources"]["limits"] == {"memory": limits}

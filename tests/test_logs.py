@@ -1,0 +1,91 @@
+"""JSON log lines: the same from every uvicorn worker as from one.
+
+The server tests run the real CLI (`python -m app serve`, conftest's TLS server) on loopback and
+read what it wrote to stderr.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from app.logs import configure_logging, logging_config
+from tests.conftest import FIXTURES, start_server, stop_server
+
+LEGACY_POD = FIXTURES / "pod-create-legacy-gpu.json"
+
+
+def _json_lines(text: str) -> list[dict[str, Any]]:
+    lines = []
+    for line in text.splitlines():
+        try:
+            lines.append(json.loads(line))
+        except ValueError:
+            continue
+    return lines
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("workers", [1, 2])
+def test_a_denied_review_is_logged_with_its_uid_whichever_worker_answered(
+    tmp_path: Path, workers: int
+) -> None:
+    review = json.loads(LEGACY_POD.read_text())
+    uids = [f"00000000-0000-4000-8000-{n:012d}" for n in range(12)]
+    server = start_server(tmp_path, "--workers", str(workers))
+    try:
+        for uid in uids:
+            review["request"]["uid"] = uid
+            # A connection per review, so the kernel may hand each to either worker.
+            response = httpx.post(
+                f"{server.base_url}/validate",
+                content=json.dumps(review),
+                headers={"Content-Type": "application/json"},
+                verify=server.ssl_context(),
+                timeout=10,
+            )
+            assert response.json()["response"]["allowed"] is False
+    finally:
+        stop_server(server)
+    lines = _json_lines(server.log.read_text())
+
+    denied = [line for line in lines if line.get("message") == "review denied"]
+    assert sorted(line["uid"] for line in denied) == uids
+    assert {line["level"] for line in denied} == {"INFO"}
+    assert all(line["namespace"] == "gpu-e2e" and line["kind"] == "Pod" for line in denied)
+    # Every worker loaded its own cluster view and said so.
+    loaded = [line for line in lines if line.get("message") == "cluster view loaded"]
+    assert len(loaded) == workers
+
+
+def test_logging_config_sends_uvicorn_through_the_json_handler_without_access_lines() -> None:
+    config = logging_config("debug")
+
+    assert config["root"]["level"] == "DEBUG"
+    assert config["disable_existing_loggers"] is False
+    assert config["loggers"]["uvicorn.access"]["level"] == "WARNING"
+    assert all(not logger["handlers"] for logger in config["loggers"].values())
+
+
+def test_configure_logging_writes_one_json_object_per_line(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    root = logging.getLogger()
+    saved = (root.handlers[:], root.level)
+    try:
+        configure_logging("INFO")
+        logging.getLogger("app.example").info("review denied", extra={"uid": "u-1"})
+    finally:
+        root.handlers[:], level = saved
+        root.setLevel(level)
+    (line,) = _json_lines(capsys.readouterr().err)
+    assert line["message"] == "review denied"
+    assert line["uid"] == "u-1"
+    assert line["level"] == "INFO"
+    assert line["logger"] == "app.example"
+    assert "time" in line
