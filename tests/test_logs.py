@@ -8,13 +8,15 @@ from __future__ import annotations
 
 import json
 import logging
+import re
+import sys
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 
-from app.logs import configure_logging, logging_config
+from app.logs import JsonLines, configure_logging, logging_config
 from tests.conftest import FIXTURES, start_server, stop_server
 
 LEGACY_POD = FIXTURES / "pod-create-legacy-gpu.json"
@@ -89,3 +91,34 @@ def test_configure_logging_writes_one_json_object_per_line(
     assert line["level"] == "INFO"
     assert line["logger"] == "app.example"
     assert "time" in line
+
+
+def test_a_json_line_keeps_extras_exceptions_and_values_json_cannot_hold() -> None:
+    formatter = JsonLines()
+    try:
+        raise ValueError("bad quantity")
+    except ValueError:
+        record = logging.getLogger("app.example").makeRecord(
+            "app.example",
+            logging.ERROR,
+            __file__,
+            1,
+            "review %s",
+            ("failed",),
+            sys.exc_info(),
+            extra={"uid": "u-2", "denied_by": ["dra-only"], "path": Path("/x"), "dry_run": False},
+        )
+    line = json.loads(formatter.format(record))
+
+    assert line["message"] == "review failed"
+    assert line["level"] == "ERROR"
+    assert (line["uid"], line["denied_by"], line["path"], line["dry_run"]) == (
+        "u-2",
+        ["dra-only"],
+        "/x",
+        False,
+    )
+    assert line["exc_info"].startswith("Traceback") and "bad quantity" in line["exc_info"]
+    assert re.fullmatch(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}", line["time"])
+    # Nothing of the LogRecord's own bookkeeping leaks into the line.
+    assert not {"args", "msg", "pathname", "lineno", "created", "exc_text"} & set(line)
