@@ -30,6 +30,7 @@ __all__ = [
     "device_paths",
     "expand_bind",
     "fold_constructors",
+    "number_out_of_range",
     "optional_domains",
     "position",
     "tokenize",
@@ -102,6 +103,39 @@ def tokenize(text: str) -> list[Token]:
             continue
         tokens.append(Token(kind, match.group(), match.start(), match.end()))
     return tokens
+
+
+_MAX_INT_MAGNITUDE: Final = 2**63
+_MAX_UINT: Final = 2**64 - 1
+_MAX_INT_DIGITS: Final = 20
+"""No int64 or uint64 has more digits (in decimal or hex): longer literals are out of range
+without being converted (Python's int() refuses over 4300 digits with a plain ValueError)."""
+
+
+def number_out_of_range(text: str) -> Token | None:
+    """The first integer literal that is neither an int64 nor a uint64 literal in range.
+
+    cel-go and cel-cpp refuse such a literal when parsing; a backend that converts literals only
+    when it evaluates them must be told here. The magnitude may reach 2^63 (``-9223372036854775808``
+    is a valid int literal; the sign is a separate token).
+    """
+    for token in tokenize(text):
+        if token.kind != "number" or "." in token.text:
+            continue
+        body = token.text
+        if body[:2].lower() != "0x" and any(c in "eE" for c in body):
+            continue  # a double
+        unsigned = body[-1] in "uU"
+        digits = body[:-1] if unsigned else body
+        hexadecimal = digits[:2].lower() == "0x"
+        digits = digits[2:] if hexadecimal else digits
+        significant = digits.lstrip("0")
+        if len(significant) > _MAX_INT_DIGITS:
+            return token
+        value = int(significant or "0", 16 if hexadecimal else 10)
+        if value > (_MAX_UINT if unsigned else _MAX_INT_MAGNITUDE):
+            return token
+    return None
 
 
 def position(text: str, offset: int) -> tuple[int, int]:

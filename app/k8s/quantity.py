@@ -15,10 +15,12 @@ Semantics carried over from Kubernetes:
 - the suffix family is remembered and used again by :meth:`Quantity.__str__`, which prints the
   canonical form (``1.5Gi`` prints as ``1536Mi``, ``1.5`` as ``1500m``).
 
-Where this module differs on purpose: an exponent above 1000 is refused instead of being carried
-as an astronomically large number, a string with no digits at all (``"Mi"``) is refused as the
-Kubernetes CEL documentation says, and ``is_integer``/``as_int`` answer for the value (Kubernetes
-answers for its internal representation, so ``1000m`` is "not an integer" there).
+Where this module differs on purpose: an exponent above 1000, or more than 1000 significant
+digits, is refused instead of being carried as an astronomically large number (and Python's
+int-from-string conversion, which stops at 4300 digits, is never reached with more), a string
+with no digits at all (``"Mi"``) is refused as the Kubernetes CEL documentation says, and
+``is_integer``/``as_int`` answer for the value (Kubernetes answers for its internal
+representation, so ``1000m`` is "not an integer" there).
 """
 
 from __future__ import annotations
@@ -51,6 +53,11 @@ _MAX_INT64: Final = 2**63 - 1
 _MIN_INT64: Final = -(2**63)
 _NANO: Final = Fraction(1, 10**9)
 _MAX_EXPONENT: Final = 1000
+_MAX_DIGITS: Final = 1000
+"""Significant digits of a mantissa (leading zeros of the whole part and trailing zeros of the
+fraction do not count): well past any real quantity, far below Python's 4300-digit limit."""
+_MAX_EXPONENT_DIGITS: Final = 9
+"""Kubernetes reads a decimal exponent as an int32 (ParseInt(..., 10, 32)): nine digits at most."""
 _SUFFIX_CHARS: Final = frozenset("eEinumkKMGTP")
 _DIGITS: Final = frozenset("0123456789")
 
@@ -203,6 +210,10 @@ def _parse(text: str) -> Quantity:
     negative, whole, fraction, suffix = _split(text)
     base, exponent, fmt = _interpret_suffix(suffix)
 
+    whole = whole.lstrip("0")
+    fraction = fraction.rstrip("0")
+    if len(whole) + len(fraction) > _MAX_DIGITS:
+        raise QuantityError(f"quantity has more than {_MAX_DIGITS} significant digits")
     mantissa = int(whole + fraction) if whole or fraction else 0
     if base == 10 and exponent > _MAX_EXPONENT:
         raise QuantityError(f"exponent out of range in quantity {text!r}")
@@ -262,6 +273,8 @@ def _interpret_suffix(suffix: str) -> tuple[int, int, QuantityFormat]:
         digits = suffix[1:]
         body = digits[1:] if digits[0] in "+-" else digits
         if body and all(c in _DIGITS for c in body):
+            if len(body.lstrip("0")) > _MAX_EXPONENT_DIGITS:
+                raise QuantityError("unable to parse quantity's suffix")
             return 10, int(digits), DECIMAL_EXPONENT
     raise QuantityError("unable to parse quantity's suffix")
 

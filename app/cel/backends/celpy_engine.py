@@ -208,6 +208,16 @@ class CelPyEngine(Engine):
             raise CelCompileError(
                 expression, message, line=line, column=column, offset=offset
             ) from None
+        literal = syntax.number_out_of_range(expression)
+        if literal is not None:
+            line, column = syntax.position(expression, literal.start)
+            raise CelCompileError(
+                expression,
+                "invalid int literal (out of range)",
+                line=line,
+                column=column,
+                offset=literal.start,
+            )
         if environment.device:
             unknown = syntax.unknown_device_field(syntax.device_paths(expression))
             if unknown is not None:
