@@ -33,6 +33,7 @@ __all__ = [
     "number_out_of_range",
     "optional_domains",
     "position",
+    "string_value",
     "tokenize",
     "typed_for_checker",
     "unknown_device_field",
@@ -154,6 +155,48 @@ def offset(text: str, line: int, column: int) -> int:
             break
         start = newline + 1
     return min(start + column - 1, len(text))
+
+
+_ESCAPES: Final = {
+    "\\": "\\",
+    '"': '"',
+    "'": "'",
+    "`": "`",
+    "?": "?",
+    "n": "\n",
+    "t": "\t",
+    "r": "\r",
+    "a": "\a",
+    "b": "\b",
+    "f": "\f",
+    "v": "\v",
+}
+
+
+def string_value(text: str) -> str | None:
+    """The value of a (single-line, single- or double-quoted, optionally raw) CEL string literal;
+    None for other literals or escapes this does not decode (\\x, \\u, octal)."""
+    raw = text[:1] in ("r", "R")
+    body = text[1:] if raw else text
+    if len(body) < 2 or body[0] not in "'\"" or body[-1] != body[0] or body[:3] in ('"""', "'''"):
+        return None
+    body = body[1:-1]
+    if raw or "\\" not in body:
+        return body
+    out: list[str] = []
+    i = 0
+    while i < len(body):
+        ch = body[i]
+        if ch != "\\":
+            out.append(ch)
+            i += 1
+            continue
+        decoded = _ESCAPES.get(body[i + 1 : i + 2])
+        if decoded is None:
+            return None
+        out.append(decoded)
+        i += 2
+    return "".join(out)
 
 
 def _literal_key(token: Token) -> str | None:

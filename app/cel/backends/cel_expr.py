@@ -44,6 +44,7 @@ from app.cel.library import (
     STRING,
     LibraryError,
     Overload,
+    check_constant_patterns,
 )
 from app.cel.semver import Semver, parse_semver
 from app.k8s.quantity import Quantity
@@ -410,6 +411,7 @@ class CelExprEngine(Engine):
             check_text = syntax.typed_for_checker(expression, paths)
             run_text = syntax.optional_domains(expression, paths)
         run_text = syntax.fold_constructors(run_text, _folded_literal)
+        check_constant_patterns(expression)
         output_type = self._check(expression, check_text, envs, environment)
         try:
             compiled = envs.runtime.compile(run_text, disable_check=True)

@@ -30,7 +30,14 @@ from app.cel import syntax
 from app.cel.device import Device
 from app.cel.engine import Engine, Environment, Program
 from app.cel.errors import CelCompileError, CelEvalError
-from app.cel.library import KUBERNETES_OVERLOADS, STRING_OVERLOADS, LibraryError, dispatch
+from app.cel.library import (
+    KUBERNETES_OVERLOADS,
+    STRING_OVERLOADS,
+    LibraryError,
+    check_constant_patterns,
+    dispatch,
+    regex_matches,
+)
 from app.cel.semver import Semver
 from app.k8s.quantity import Quantity
 
@@ -128,6 +135,16 @@ def _identity(value: Any) -> Any:
     return value
 
 
+def _matches(text: Any, pattern: Any) -> Any:
+    """CEL ``matches`` in RE2 (celpy's own uses Python's backtracking ``re``)."""
+    if not isinstance(text, str) or not isinstance(pattern, str):
+        return CELEvalError("no such overload: matches")
+    try:
+        return celtypes.BoolType(regex_matches(str(text), str(pattern)))
+    except LibraryError as error:
+        return CELEvalError(str(error))
+
+
 _NUMBERS: Final = (celtypes.IntType, celtypes.UintType, celtypes.DoubleType)
 
 
@@ -191,6 +208,7 @@ class CelPyEngine(Engine):
         names = {o.name for o in (*KUBERNETES_OVERLOADS, *STRING_OVERLOADS)}
         self._functions: dict[str, Callable[..., Any]] = {name: _bound(name) for name in names}
         self._functions["dyn"] = _identity
+        self._functions["matches"] = _matches
         for operator in ("_<_", "_<=_", "_>_", "_>=_"):
             self._functions[operator] = _cross_numeric(operator)
         self._known = frozenset(names) | frozenset(celpy.evaluation.base_functions) | _MACROS
@@ -227,6 +245,7 @@ class CelPyEngine(Engine):
                     expression, f"undefined field '{name}'", line=line, column=column, offset=offset
                 )
         self._check_functions(expression)
+        check_constant_patterns(expression)
         runnable = syntax.expand_bind(expression)
         try:
             runner = self._env.program(self._env.compile(runnable), functions=self._functions)
