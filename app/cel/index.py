@@ -36,6 +36,10 @@ __all__ = ["DeviceIndex", "Match", "class_selectors"]
 
 _MISSING: Final = object()
 _MEMO_LIMIT: Final = 8192
+VIEWS_KEPT: Final = 4096
+"""Expressions whose device paths are remembered (selectors come from users: bounded)."""
+KEYS_KEPT_PER_DEVICE: Final = 64
+"""Path sets a device keeps its projection for (one per distinct selector shape)."""
 
 
 def class_selectors(device_class: Mapping[str, Any] | None) -> tuple[str, ...]:
@@ -79,6 +83,8 @@ class _Indexed:
         found = self.keys.get(paths)
         if found is None:
             found = tuple(_project(self.device, p) for p in paths)
+            if len(self.keys) >= KEYS_KEPT_PER_DEVICE:
+                self.keys.clear()
             self.keys[paths] = found
         return found
 
@@ -220,9 +226,15 @@ class DeviceIndex:
         return [self.cache.get(self.engine, e, SELECTOR) for e in expressions]
 
     def _view(self, expression: str) -> tuple[tuple[str, ...], ...] | None:
-        if expression not in self._views:
-            self._views[expression] = _view_of(expression)
-        return self._views[expression]
+        try:
+            return self._views[expression]
+        except KeyError:
+            pass
+        view = _view_of(expression)
+        if len(self._views) >= VIEWS_KEPT:
+            self._views.clear()  # rare: refilled from the selectors in use
+        self._views[expression] = view
+        return view
 
     def _evaluate(
         self, candidates: Sequence[_Indexed], expressions: Sequence[str], base: Match | None
