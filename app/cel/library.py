@@ -115,7 +115,7 @@ def _is_quantity(text: str) -> bool:
 
 
 def _as_integer(q: Quantity) -> int:
-    if not q.is_integer():
+    if not q.k8s_is_integer():
         raise LibraryError("cannot convert value to integer")
     return q.as_int()
 
@@ -300,7 +300,7 @@ KUBERNETES_OVERLOADS: Final[tuple[Overload, ...]] = (
         Quantity.as_approximate_float,
     ),
     Overload("quantity_get_int", "asInteger", (QUANTITY,), INT, _as_integer),
-    Overload("quantity_is_integer", "isInteger", (QUANTITY,), BOOL, Quantity.is_integer),
+    Overload("quantity_is_integer", "isInteger", (QUANTITY,), BOOL, Quantity.k8s_is_integer),
     Overload("quantity_add", "add", (QUANTITY, QUANTITY), QUANTITY, lambda a, b: a + b),
     Overload(
         "quantity_add_int", "add", (QUANTITY, INT), QUANTITY, lambda a, b: a + _quantity_of_int(b)

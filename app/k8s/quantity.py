@@ -100,6 +100,10 @@ class Quantity:
 
     value: Fraction
     format: QuantityFormat = DECIMAL_SI
+    negative_scale: bool = False
+    """Parsed into a representation Kubernetes cannot read as an int64 (`AsInt64` fails): a
+    negative scale (``1000m``, ``1.0``) or the arbitrary-precision slow path (over 18 digits,
+    ``1.5Gi``). Only CEL's ``isInteger``/``asInteger`` look at it (:meth:`k8s_is_integer`)."""
 
     @classmethod
     def from_int(cls, number: int, fmt: QuantityFormat = DECIMAL_SI) -> Quantity:
@@ -149,6 +153,11 @@ class Quantity:
     def is_integer(self) -> bool:
         """Whether :meth:`as_int` succeeds: the value is whole and fits in an int64."""
         return self.value.denominator == 1 and _MIN_INT64 <= self.value.numerator <= _MAX_INT64
+
+    def k8s_is_integer(self) -> bool:
+        """CEL ``isInteger()``: whether Kubernetes' ``AsInt64`` succeeds, which depends on how
+        the quantity was written (``quantity("1000m").isInteger()`` is false)."""
+        return not self.negative_scale and self.is_integer()
 
     def as_int(self) -> int:
         """The exact integer value; :class:`QuantityError` if it has a fraction or overflows."""
@@ -210,6 +219,7 @@ def _parse(text: str) -> Quantity:
     negative, whole, fraction, suffix = _split(text)
     base, exponent, fmt = _interpret_suffix(suffix)
 
+    whole_digits, fraction_digits = len(whole), len(fraction)
     whole = whole.lstrip("0")
     fraction = fraction.rstrip("0")
     if len(whole) + len(fraction) > _MAX_DIGITS:
@@ -229,7 +239,19 @@ def _parse(text: str) -> Quantity:
         value = Fraction(_MAX_INT64)
     if fmt == BINARY_SI and 0 < value < 1:
         fmt = DECIMAL_SI
-    return Quantity(-value if negative else value, fmt)
+    return Quantity(
+        -value if negative else value,
+        fmt,
+        not _int64_representation(base, exponent, whole_digits, fraction_digits),
+    )
+
+
+def _int64_representation(base: int, exponent: int, whole: int, fraction: int) -> bool:
+    """Whether ParseQuantity's fast path stores the value as an int64 at scale >= 0 (so that
+    AsInt64 can succeed), from the digit counts as written (resource.ParseQuantity)."""
+    if base == 2:
+        return fraction == 0 and 15 - whole - int(exponent * 3 / 10) - 1 >= 0
+    return 18 - (whole + fraction) >= 0 and exponent - fraction >= 0
 
 
 def _split(text: str) -> tuple[bool, str, str, str]:

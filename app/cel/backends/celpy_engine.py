@@ -81,6 +81,14 @@ class _DefaultEmptyMap(celtypes.MapType):
         return celtypes.MapType()
 
 
+class _String(celtypes.StringType):
+    """A string value from outside: not iterable, so a macro over it (``s.exists(c, ...)``) is an
+    evaluation error, as in cel-go, instead of a loop over its characters."""
+
+    def __iter__(self) -> Any:
+        raise TypeError("no such overload: a string is not a list or map to iterate over")
+
+
 def _to_python(value: Any) -> Any:
     if isinstance(value, _Opaque):
         return value.value
@@ -109,7 +117,7 @@ def _to_cel(value: Any) -> Any:
     if isinstance(value, float):
         return celtypes.DoubleType(value)
     if isinstance(value, str):
-        return celtypes.StringType(value)
+        return _String(value)
     if value is None:
         return None
     if isinstance(value, list | tuple):
