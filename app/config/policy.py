@@ -178,6 +178,9 @@ class Failure(_Model):
     template_create: FailureMode = Field(default="closed", alias="templateCreate")
     """open: admit the pod untranslated with a warning; closed: deny it (the controller retries)."""
     stale_view: StaleView = Field(default_factory=StaleView, alias="staleView")
+    cel_budget: FailureMode = Field(default="closed", alias="celBudget")
+    """A review whose CEL work (selector compiles and evaluations) exceeds `cel.reviewBudget`:
+    closed denies it naming the budget; open allows it with a warning that it was not checked."""
 
 
 CheckAction = Literal["off", "warn", "deny"]
@@ -256,6 +259,10 @@ class Cel(_Model):
     cache_size: int = Field(default=4096, ge=1, alias="cacheSize")
     """Compiled expressions kept (LRU); a new one compiles once, then costs a lookup."""
     selectors: SelectorChecks = Field(default_factory=SelectorChecks)
+    review_budget: int = Field(default=1_000_000, ge=1, alias="reviewBudget")
+    """CEL cost units one review may spend checking selectors: each selector evaluation costs
+    its estimated cost, each selector compiled for the review 1,000. About 0.5 s of work here;
+    a claim of ordinary size spends a few thousand (failure.celBudget says what happens past)."""
     rules: tuple[Rule, ...] = ()
 
     @field_validator("rules")
