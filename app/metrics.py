@@ -36,6 +36,40 @@ from app.cel.index import DeviceIndex
 from app.cluster.stats import SourceStats
 from app.cluster.view import ClusterView, Kind
 from app.errors import ConfigError
+from app.pipeline import (
+    CLAIM_KINDS,
+    DEVICE_CLASS,
+    INTERNAL_ERROR,
+    POD_BEARING,
+    REGISTRATIONS,
+    Endpoint,
+)
+
+OTHER = "other"
+"""The label value of anything outside a label's closed set."""
+ENDPOINTS = frozenset(e.value for e in Endpoint)
+KINDS = frozenset(kind for _, kind in POD_BEARING | CLAIM_KINDS | DEVICE_CLASS)
+"""The kinds the webhook is registered for; any other kind a review names is `other`."""
+DECISIONS = frozenset({"allowed", "patched", "denied"})
+CHECKS = frozenset({reg.name for reg in REGISTRATIONS} | {"cel-rules"})
+REASONS = (
+    CHECKS
+    | {f"{INTERNAL_ERROR}:{check}" for check in CHECKS}
+    | {
+        INTERNAL_ERROR,
+        "invalid-object",
+        "unknown-namespace",
+        "template-create",
+        "template-conflict",
+    }
+)
+"""What `Decision.denied_by` can hold."""
+
+
+def closed(value: str, allowed: frozenset[str]) -> str:
+    """`value` if it is in `allowed`, else `other`: label values never come from a review."""
+    return value if value in allowed else OTHER
+
 
 LATENCY_BUCKETS = (0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.5, 1.0)
 
@@ -146,6 +180,18 @@ class Metrics:
         )
         self._collectors: list[Collector] = []
 
+    def observe_review(self, endpoint: str, kind: str, decision: str, seconds: float) -> None:
+        """One answered review in the latency histogram (every label from a closed set)."""
+        self.admission_seconds.labels(
+            closed(endpoint, ENDPOINTS), closed(kind, KINDS), closed(decision, DECISIONS)
+        ).observe(seconds)
+
+    def count_denial(self, endpoint: str, reason: str) -> None:
+        self.denials.labels(closed(endpoint, ENDPOINTS), closed(reason, REASONS)).inc()
+
+    def count_check_error(self, endpoint: str, check: str) -> None:
+        self.check_errors.labels(closed(endpoint, ENDPOINTS), closed(check, CHECKS)).inc()
+
     def watch_source(self, stats: SourceStats) -> None:
         """Expose a live source's counters, read from `stats` at every scrape."""
         collector = _SourceCollector(stats)
@@ -222,6 +268,9 @@ class _CelCollector(Collector):
         yield memo
 
 
+WATCH_EVENTS = frozenset({"ADDED", "MODIFIED", "DELETED", "BOOKMARK", "ERROR"})
+
+
 class _SourceCollector(Collector):
     """Turns the live source's plain counters into Prometheus families when scraped."""
 
@@ -265,7 +314,7 @@ class _SourceCollector(Collector):
             errors.add_metric((kind.value,), stats.errors)
             idle.add_metric((kind.value,), stats.idle_reconnects)
             for event_type, count in sorted(stats.events.items()):
-                events.add_metric((kind.value, event_type), count)
+                events.add_metric((kind.value, closed(event_type, WATCH_EVENTS)), count)
         templates = CounterMetricFamily(
             "dra_webhook_template_creates",
             "ResourceClaimTemplate create requests, by result (created, exists, error).",

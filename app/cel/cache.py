@@ -14,6 +14,7 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Final
 
+from app.cel.cost import MAX_SELECTOR_COST, MAX_SELECTOR_LENGTH, estimate
 from app.cel.engine import Engine, Environment, Program
 from app.cel.errors import CelCompileError
 
@@ -66,8 +67,16 @@ class CompileCache:
                 self.hits, self.misses, len(self._entries), self.evictions, self.compile_errors
             )
 
+    def is_cached(self, engine: Engine, expression: str, environment: Environment) -> bool:
+        """Whether a lookup would be a hit (no compile)."""
+        return (engine.name, environment.name, expression) in self._entries
+
     def get(self, engine: Engine, expression: str, environment: Environment) -> Program:
-        """The compiled program; raises the (cached) :class:`CelCompileError`."""
+        """The compiled program; raises the (cached) :class:`CelCompileError`.
+
+        A device selector is held to Kubernetes' limits (10 KiB, estimated cost 1,000,000) and
+        carries its estimated cost (`program.cost`), computed once here with the compile.
+        """
         # Environment names are unique; hashing the name is cheaper than the dataclass.
         key = (engine.name, environment.name, expression)
         with self._lock:
@@ -97,7 +106,23 @@ class CompileCache:
         self, entry: _Entry, engine: Engine, expression: str, environment: Environment
     ) -> None:
         try:
-            entry.program = engine.compile(expression, environment)
+            if environment.device and len(expression) > MAX_SELECTOR_LENGTH:
+                raise CelCompileError(
+                    expression,
+                    f"expression is {len(expression):,} characters long, over the limit of "
+                    f"{MAX_SELECTOR_LENGTH:,}",
+                )
+            program = engine.compile(expression, environment)
+            if environment.device:
+                cost = estimate(expression)
+                if cost > MAX_SELECTOR_COST:
+                    raise CelCompileError(
+                        expression,
+                        f"estimated cost {cost:,} exceeds the limit of {MAX_SELECTOR_COST:,} "
+                        "(as the API server's for a DRA selector)",
+                    )
+                program.cost = cost
+            entry.program = program
         except CelCompileError as error:
             entry.error = error
             with self._lock:

@@ -79,6 +79,9 @@ class Program(ABC):
     expression: str
     environment: Environment
     output_type: str
+    cost: int = 1
+    """Estimated cost of one evaluation (:func:`app.cel.cost.estimate`), set by the compile
+    cache for device selectors; what a review's CEL budget is charged per evaluation."""
 
     @abstractmethod
     def evaluate(self, activation: Any) -> Any:

@@ -28,6 +28,7 @@ from typing import Any, Final
 
 from app.cel import syntax
 from app.cel.cache import CompileCache
+from app.cel.cost import Budget
 from app.cel.device import Device, devices_of_slice
 from app.cel.engine import SELECTOR, Engine, Program
 from app.cel.errors import CelEvalError
@@ -36,6 +37,10 @@ __all__ = ["DeviceIndex", "Match", "class_selectors"]
 
 _MISSING: Final = object()
 _MEMO_LIMIT: Final = 8192
+VIEWS_KEPT: Final = 4096
+"""Expressions whose device paths are remembered (selectors come from users: bounded)."""
+KEYS_KEPT_PER_DEVICE: Final = 64
+"""Path sets a device keeps its projection for (one per distinct selector shape)."""
 
 
 def class_selectors(device_class: Mapping[str, Any] | None) -> tuple[str, ...]:
@@ -79,6 +84,8 @@ class _Indexed:
         found = self.keys.get(paths)
         if found is None:
             found = tuple(_project(self.device, p) for p in paths)
+            if len(self.keys) >= KEYS_KEPT_PER_DEVICE:
+                self.keys.clear()
             self.keys[paths] = found
         return found
 
@@ -189,8 +196,13 @@ class DeviceIndex:
         class_name: str,
         class_expressions: Sequence[str],
         selectors: Sequence[str] = (),
+        budget: Budget | None = None,
     ) -> Match:
-        """Devices matching every class selector and every request selector (memoized)."""
+        """Devices matching every class selector and every request selector (memoized).
+
+        Evaluations (not memo hits) are charged to ``budget``, which raises
+        :class:`~app.cel.cost.BudgetExceededError` once spent.
+        """
         snapshot = self._snapshot
         key = (class_name, tuple(class_expressions), tuple(selectors))
         found = snapshot.memo.get(key)
@@ -199,13 +211,13 @@ class DeviceIndex:
             return found
         self.memo_misses += 1
         if selectors:
-            base = self.matching(class_name, class_expressions)
+            base = self.matching(class_name, class_expressions, budget=budget)
             chosen = {id(d) for d in base.devices}
             candidates = [i for i in snapshot.devices if id(i.device) in chosen]
-            result = self._evaluate(candidates, selectors, base)
+            result = self._evaluate(candidates, selectors, base, budget)
         else:
             candidates = [i for i in snapshot.devices if i.device.problem is None]
-            result = self._evaluate(candidates, class_expressions, None)
+            result = self._evaluate(candidates, class_expressions, None, budget)
             if len(candidates) != len(snapshot.devices):
                 result = Match(
                     result.devices, len(snapshot.devices), result.errors, result.first_error
@@ -220,12 +232,22 @@ class DeviceIndex:
         return [self.cache.get(self.engine, e, SELECTOR) for e in expressions]
 
     def _view(self, expression: str) -> tuple[tuple[str, ...], ...] | None:
-        if expression not in self._views:
-            self._views[expression] = _view_of(expression)
-        return self._views[expression]
+        try:
+            return self._views[expression]
+        except KeyError:
+            pass
+        view = _view_of(expression)
+        if len(self._views) >= VIEWS_KEPT:
+            self._views.clear()  # rare: refilled from the selectors in use
+        self._views[expression] = view
+        return view
 
     def _evaluate(
-        self, candidates: Sequence[_Indexed], expressions: Sequence[str], base: Match | None
+        self,
+        candidates: Sequence[_Indexed],
+        expressions: Sequence[str],
+        base: Match | None,
+        budget: Budget | None = None,
     ) -> Match:
         programs = self.programs(expressions)
         considered = base.considered if base is not None else len(candidates)
@@ -238,10 +260,13 @@ class DeviceIndex:
         paths = tuple(sorted({p for v in views if v is not None for p in v}))
         seen: dict[Any, bool | str] = {}
         matched = []
+        cost = sum(p.cost for p in programs) if budget is not None else 0
         for item in candidates:
             key = item.key(paths) if grouped else None
             outcome = seen.get(key) if grouped else None
             if outcome is None:
+                if budget is not None:
+                    budget.charge(cost)
                 outcome = _run(programs, item.activation)
                 if grouped:
                     seen[key] = outcome

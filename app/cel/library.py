@@ -17,20 +17,24 @@ types of the arguments (:func:`dispatch`). Implementations take and return plain
 from __future__ import annotations
 
 import itertools
-import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
+from app.cel import syntax
+from app.cel.errors import CelCompileError
 from app.cel.semver import Semver, SemverError, parse_semver
 from app.k8s.quantity import DECIMAL_EXPONENT, Quantity, QuantityError, parse_quantity
+from app.regex import RegexError, user_pattern
 
 __all__ = [
     "KUBERNETES_OVERLOADS",
     "STRING_OVERLOADS",
     "LibraryError",
     "Overload",
+    "check_constant_patterns",
     "dispatch",
+    "regex_matches",
 ]
 
 # CEL parameter types used in the tables; "dyn" accepts anything.
@@ -111,7 +115,7 @@ def _is_quantity(text: str) -> bool:
 
 
 def _as_integer(q: Quantity) -> int:
-    if not q.is_integer():
+    if not q.k8s_is_integer():
         raise LibraryError("cannot convert value to integer")
     return q.as_int()
 
@@ -204,11 +208,60 @@ def _list_last_index_of(items: list[Any], value: Any) -> int:
 # -- regex (k8s library/regex.go) ------------------------------------------------------------
 
 
-def _compile_regex(pattern: str) -> re.Pattern[str]:
+def _compile_regex(pattern: str) -> Any:
+    """RE2, as Kubernetes: linear time whatever the text (see app/regex.py)."""
     try:
-        return re.compile(pattern)
-    except re.error as error:
-        raise LibraryError(f"invalid regular expression {pattern!r}: {error}") from None
+        return user_pattern(pattern)
+    except RegexError as error:
+        raise LibraryError(f"invalid regular expression {_short(pattern)!r}: {error}") from None
+
+
+def _short(text: str) -> str:
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+def regex_matches(text: str, pattern: str) -> bool:
+    """CEL's ``matches``: the pattern found anywhere in the text (RE2 partial match)."""
+    return _compile_regex(pattern).search(text) is not None
+
+
+_PATTERN_FUNCTIONS: Final = frozenset({"matches", "find", "findAll"})
+
+
+def check_constant_patterns(expression: str) -> None:
+    """Raise :class:`CelCompileError` at a constant pattern RE2 refuses.
+
+    Kubernetes compiles constant patterns of ``matches``/``find``/``findAll`` when it builds the
+    program (cel-go's regex optimization), so such an expression fails to compile there with the
+    pattern's error; the same happens here, with the literal's position.
+    """
+    tokens = syntax.tokenize(expression)
+    for i in range(1, len(tokens) - 3):
+        name = tokens[i]
+        if (
+            name.kind != "ident"
+            or name.text not in _PATTERN_FUNCTIONS
+            or tokens[i - 1].text != "."
+            or tokens[i + 1].text != "("
+            or tokens[i + 2].kind != "string"
+            or tokens[i + 3].text not in (")", ",")
+        ):
+            continue
+        literal = tokens[i + 2]
+        pattern = syntax.string_value(literal.text)
+        if pattern is None:
+            continue
+        try:
+            _compile_regex(pattern)
+        except LibraryError as error:
+            line, column = syntax.position(expression, literal.start)
+            raise CelCompileError(
+                expression,
+                f"{name.text}(): {error}",
+                line=line,
+                column=column,
+                offset=literal.start,
+            ) from None
 
 
 def _find(text: str, pattern: str) -> str:
@@ -247,7 +300,7 @@ KUBERNETES_OVERLOADS: Final[tuple[Overload, ...]] = (
         Quantity.as_approximate_float,
     ),
     Overload("quantity_get_int", "asInteger", (QUANTITY,), INT, _as_integer),
-    Overload("quantity_is_integer", "isInteger", (QUANTITY,), BOOL, Quantity.is_integer),
+    Overload("quantity_is_integer", "isInteger", (QUANTITY,), BOOL, Quantity.k8s_is_integer),
     Overload("quantity_add", "add", (QUANTITY, QUANTITY), QUANTITY, lambda a, b: a + b),
     Overload(
         "quantity_add_int", "add", (QUANTITY, INT), QUANTITY, lambda a, b: a + _quantity_of_int(b)

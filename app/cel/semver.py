@@ -18,6 +18,9 @@ __all__ = ["Semver", "SemverError", "parse_semver"]
 _NUMBERS: Final = frozenset("0123456789")
 _ALPHANUM: Final = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-")
 _MAX_UINT64: Final = 2**64 - 1
+_MAX_UINT64_DIGITS: Final = len(str(_MAX_UINT64))
+"""Longer digit strings are out of range without converting them (Python's int() refuses more
+than 4300 digits with a plain ValueError)."""
 
 
 class SemverError(ValueError):
@@ -115,8 +118,8 @@ def _number(text: str, what: str) -> int:
         raise SemverError(f"Invalid character(s) found in {what} number {text!r}")
     if len(text) > 1 and text[0] == "0":
         raise SemverError(f"{what.capitalize()} number must not contain leading zeroes {text!r}")
-    if not text or int(text) > _MAX_UINT64:
-        raise SemverError(f"Invalid {what} number {text!r}")
+    if not text or len(text) > _MAX_UINT64_DIGITS or int(text) > _MAX_UINT64:
+        raise SemverError(f"Invalid {what} number {_short(text)!r}")
     return int(text)
 
 
@@ -126,10 +129,18 @@ def _prerelease(text: str) -> int | str:
     if set(text) <= _NUMBERS:
         if len(text) > 1 and text[0] == "0":
             raise SemverError(f"Leading zeroes not allowed in prerelease {text!r}")
+        if len(text) > _MAX_UINT64_DIGITS or int(text) > _MAX_UINT64:
+            # blang/semver: strconv.ParseUint(s, 10, 64)
+            raise SemverError(f"Prerelease number {_short(text)!r} is out of range")
         return int(text)
     if set(text) <= _ALPHANUM:
         return text
     raise SemverError(f"Invalid character(s) found in prerelease {text!r}")
+
+
+def _short(text: str) -> str:
+    """`text`, cut for an error message."""
+    return text if len(text) <= 40 else text[:37] + "..."
 
 
 def _normalize(text: str) -> str:

@@ -30,8 +30,10 @@ __all__ = [
     "device_paths",
     "expand_bind",
     "fold_constructors",
+    "number_out_of_range",
     "optional_domains",
     "position",
+    "string_value",
     "tokenize",
     "typed_for_checker",
     "unknown_device_field",
@@ -104,6 +106,39 @@ def tokenize(text: str) -> list[Token]:
     return tokens
 
 
+_MAX_INT_MAGNITUDE: Final = 2**63
+_MAX_UINT: Final = 2**64 - 1
+_MAX_INT_DIGITS: Final = 20
+"""No int64 or uint64 has more digits (in decimal or hex): longer literals are out of range
+without being converted (Python's int() refuses over 4300 digits with a plain ValueError)."""
+
+
+def number_out_of_range(text: str) -> Token | None:
+    """The first integer literal that is neither an int64 nor a uint64 literal in range.
+
+    cel-go and cel-cpp refuse such a literal when parsing; a backend that converts literals only
+    when it evaluates them must be told here. The magnitude may reach 2^63 (``-9223372036854775808``
+    is a valid int literal; the sign is a separate token).
+    """
+    for token in tokenize(text):
+        if token.kind != "number" or "." in token.text:
+            continue
+        body = token.text
+        if body[:2].lower() != "0x" and any(c in "eE" for c in body):
+            continue  # a double
+        unsigned = body[-1] in "uU"
+        digits = body[:-1] if unsigned else body
+        hexadecimal = digits[:2].lower() == "0x"
+        digits = digits[2:] if hexadecimal else digits
+        significant = digits.lstrip("0")
+        if len(significant) > _MAX_INT_DIGITS:
+            return token
+        value = int(significant or "0", 16 if hexadecimal else 10)
+        if value > (_MAX_UINT if unsigned else _MAX_INT_MAGNITUDE):
+            return token
+    return None
+
+
 def position(text: str, offset: int) -> tuple[int, int]:
     """1-based line and column of a 0-based character offset."""
     line = text.count("\n", 0, offset) + 1
@@ -120,6 +155,48 @@ def offset(text: str, line: int, column: int) -> int:
             break
         start = newline + 1
     return min(start + column - 1, len(text))
+
+
+_ESCAPES: Final = {
+    "\\": "\\",
+    '"': '"',
+    "'": "'",
+    "`": "`",
+    "?": "?",
+    "n": "\n",
+    "t": "\t",
+    "r": "\r",
+    "a": "\a",
+    "b": "\b",
+    "f": "\f",
+    "v": "\v",
+}
+
+
+def string_value(text: str) -> str | None:
+    """The value of a (single-line, single- or double-quoted, optionally raw) CEL string literal;
+    None for other literals or escapes this does not decode (\\x, \\u, octal)."""
+    raw = text[:1] in ("r", "R")
+    body = text[1:] if raw else text
+    if len(body) < 2 or body[0] not in "'\"" or body[-1] != body[0] or body[:3] in ('"""', "'''"):
+        return None
+    body = body[1:-1]
+    if raw or "\\" not in body:
+        return body
+    out: list[str] = []
+    i = 0
+    while i < len(body):
+        ch = body[i]
+        if ch != "\\":
+            out.append(ch)
+            i += 1
+            continue
+        decoded = _ESCAPES.get(body[i + 1 : i + 2])
+        if decoded is None:
+            return None
+        out.append(decoded)
+        i += 2
+    return "".join(out)
 
 
 def _literal_key(token: Token) -> str | None:

@@ -36,8 +36,10 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
+import time
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Any, TypeGuard
+from urllib.parse import quote
 
 import aiohttp
 import orjson
@@ -45,12 +47,14 @@ from kubernetes.aio import client as k8s
 from kubernetes.aio import config as k8s_config
 
 from app.cluster.backoff import Backoff
+from app.cluster.ratelimit import ExpiringSet, TokenBucket
 from app.cluster.slim import slim
 from app.cluster.stats import KindStats, SourceStats
 from app.cluster.view import ClusterView, Kind, Obj, object_key
 from app.config.settings import ClusterSource as SourceKind
 from app.config.settings import Settings
 from app.errors import ConfigError, TemplateConflictError, TemplateCreateError
+from app.k8s.names import is_dns_label, is_dns_subdomain
 from app.k8s.templates import template_mismatch
 
 logger = logging.getLogger(__name__)
@@ -72,6 +76,11 @@ SHORT_WATCH_SECONDS = 1.0
 so an API server that accepts and at once closes watches is not hammered."""
 MAX_LIST_RESTARTS = 3
 """A paged list whose continue token expires (410) starts over, at most this many times."""
+
+
+def api_path(*segments: str) -> str:
+    """An API path from its segments, each percent-quoted (a '/' or '..' in a name stays data)."""
+    return "/" + "/".join(quote(segment, safe="") for segment in segments)
 
 
 class Api:
@@ -173,6 +182,13 @@ class LiveSource:
         self._api: Api | None = None
         self._watchers: list[_KindWatcher] = []
         self._tasks: list[asyncio.Task[None]] = []
+        now = time.monotonic()
+        self._lookups = TokenBucket(
+            settings.namespace_lookups_per_second, settings.namespace_lookup_burst, now
+        )
+        self._not_found = ExpiringSet(
+            settings.namespace_not_found_seconds, settings.namespace_not_found_entries
+        )
         for kind in Kind:
             view.mark_stale(kind)
 
@@ -213,23 +229,40 @@ class LiveSource:
         A namespace created together with its pods (one `kubectl apply`, a GitOps sync) can reach
         admission before its watch event. Like Gatekeeper, we then ask the API server once
         instead of guessing its mode label; the watch event that follows is harmless.
+
+        The name comes from a review, so: only a DNS-1123 label is ever asked for, quoted into
+        the path; the answer is taken only if it is a Namespace of that name; a name the API
+        server does not know is not asked for again for `namespace_not_found_seconds`; and at
+        most `namespace_lookups_per_second` (after a burst) are sent, so a flood of reviews naming
+        made-up namespaces costs the API server a bounded number of calls. Every refusal is an
+        unknown namespace, answered per failure.unknownNamespace.
         """
+        if not is_dns_label(name):
+            return None
+        now = time.monotonic()
+        if self._not_found.contains(name, now):
+            return None
+        if not self._lookups.take(now):
+            logger.warning("namespace lookup skipped: over the rate limit", extra={"ns": name})
+            return None
         try:
-            status, body = await self._request("GET", f"/api/v1/namespaces/{name}")
+            status, body = await self._request("GET", api_path("api", "v1", "namespaces", name))
         except (TemplateCreateError, TimeoutError, aiohttp.ClientError, OSError) as exc:
             logger.warning("namespace lookup failed", extra={"ns": name, "error": _describe(exc)})
             return None
         if status != 200:
-            if status != 404:
+            if status == 404:
+                self._not_found.add(name, time.monotonic())
+            else:
                 logger.warning("namespace lookup failed", extra={"ns": name, "status": status})
             return None
         try:
             found = orjson.loads(body)
         except orjson.JSONDecodeError:
             return None
-        if not isinstance(found, dict):
+        if not _is_namespace(found, name):
+            logger.warning("namespace lookup answered with another object", extra={"ns": name})
             return None
-        found.setdefault("kind", "Namespace")
         if self.view.namespace_labels(name) is None:
             self.view.apply(Kind.NAMESPACE, found)
         return found
@@ -247,16 +280,22 @@ class LiveSource:
         """
         meta = template.get("metadata") or {}
         namespace, name = meta.get("namespace"), meta.get("name")
-        if not isinstance(namespace, str) or not namespace or not isinstance(name, str):
+        if not isinstance(namespace, str) or not isinstance(name, str):
             raise TemplateCreateError("the template has no metadata.namespace or metadata.name")
-        collection = f"{RESOURCE_API}/namespaces/{namespace}/resourceclaimtemplates"
+        if not is_dns_label(namespace) or not is_dns_subdomain(name):
+            raise TemplateCreateError(f"invalid template namespace or name {namespace}/{name}")
+        collection = api_path(
+            "apis", "resource.k8s.io", "v1", "namespaces", namespace, "resourceclaimtemplates"
+        )
         try:
             status, body = await self._request("POST", collection, template)
             if status in (200, 201, 202):
                 created = _object_or(body, template)
                 self.stats.templates_created += 1
             elif status == 409:
-                created = await self._existing_template(f"{collection}/{name}", template)
+                created = await self._existing_template(
+                    f"{collection}/{quote(name, safe='')}", template
+                )
                 problem = template_mismatch(created, template)
                 if problem is not None:
                     # it exists: the view may hold it (the next admission is answered from there)
@@ -571,6 +610,16 @@ async def _read_json(response: aiohttp.ClientResponse) -> Obj:
     if not isinstance(body, dict):
         raise ValueError("list response is not an object")
     return body
+
+
+def _is_namespace(found: Any, name: str) -> TypeGuard[Obj]:
+    """Whether an answer to GET /api/v1/namespaces/<name> is that Namespace."""
+    if not isinstance(found, dict) or found.get("kind") != "Namespace":
+        return False
+    if found.get("apiVersion") != "v1":
+        return False
+    meta = found.get("metadata")
+    return isinstance(meta, dict) and meta.get("name") == name
 
 
 def _error_for(status: int, body: bytes) -> Exception:

@@ -23,6 +23,7 @@ from pydantic import (
 )
 
 from app.errors import PolicyError
+from app.regex import RegexError, compile_re2
 
 
 class _Model(BaseModel):
@@ -59,11 +60,16 @@ class LegacyResources(_Model):
         return names
 
 
+_GROUP_REF = re.compile(r"\$(\d+)")
+"""`$n` in a mapping's deviceClassName or selectors (admin text, not user input)."""
+
+
 class Mapping(_Model):
     """One rule from an extended-resource name to a DRA device request.
 
-    `resource` is an exact name, or with `pattern: true` a full-match regular expression whose
-    groups may be used as `$1`, `$2`... in `deviceClassName` and `selectors`.
+    `resource` is an exact name, or with `pattern: true` a full-match regular expression (RE2
+    syntax: it runs on names from users, so in linear time) whose groups may be used as `$1`,
+    `$2`... in `deviceClassName` and `selectors`.
     """
 
     resource: str
@@ -75,9 +81,16 @@ class Mapping(_Model):
     def _regex_compiles(self) -> Mapping:
         if self.pattern:
             try:
-                re.compile(self.resource)
-            except re.error as exc:
-                raise ValueError(f"resource pattern {self.resource!r}: {exc}") from exc
+                groups = compile_re2(self.resource).groups
+            except RegexError as exc:
+                raise ValueError(f"resource pattern {self.resource!r}: {exc}") from None
+            for text in (self.device_class_name, *self.selectors):
+                for ref in _GROUP_REF.findall(text):
+                    if len(ref) > 3 or int(ref) > groups:
+                        raise ValueError(
+                            f"resource pattern {self.resource!r} has {groups} group(s), "
+                            f"but ${ref} is used"
+                        )
         return self
 
 
@@ -165,6 +178,9 @@ class Failure(_Model):
     template_create: FailureMode = Field(default="closed", alias="templateCreate")
     """open: admit the pod untranslated with a warning; closed: deny it (the controller retries)."""
     stale_view: StaleView = Field(default_factory=StaleView, alias="staleView")
+    cel_budget: FailureMode = Field(default="closed", alias="celBudget")
+    """A review whose CEL work (selector compiles and evaluations) exceeds `cel.reviewBudget`:
+    closed denies it naming the budget; open allows it with a warning that it was not checked."""
 
 
 CheckAction = Literal["off", "warn", "deny"]
@@ -243,6 +259,10 @@ class Cel(_Model):
     cache_size: int = Field(default=4096, ge=1, alias="cacheSize")
     """Compiled expressions kept (LRU); a new one compiles once, then costs a lookup."""
     selectors: SelectorChecks = Field(default_factory=SelectorChecks)
+    review_budget: int = Field(default=1_000_000, ge=1, alias="reviewBudget")
+    """CEL cost units one review may spend checking selectors: each selector evaluation costs
+    its estimated cost, each selector compiled for the review 1,000. About 0.5 s of work here;
+    a claim of ordinary size spends a few thousand (failure.celBudget says what happens past)."""
     rules: tuple[Rule, ...] = ()
 
     @field_validator("rules")

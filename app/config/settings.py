@@ -67,3 +67,13 @@ class Settings(BaseSettings):
     api_timeout_seconds: float = Field(default=5.0, gt=0)
     """Timeout of a template create or read. The create runs while the API server waits for the
     webhook (its timeoutSeconds, 10 s by default): keep it below that."""
+    namespace_lookups_per_second: float = Field(default=5.0, gt=0)
+    """On-miss namespace reads (a namespace the watch has not delivered yet) allowed per second,
+    after a burst of `namespace_lookup_burst`: reviews naming a flood of unknown namespaces cost
+    a bounded number of API calls; one over the rate is answered per failure.unknownNamespace."""
+    namespace_lookup_burst: int = Field(default=20, ge=1)
+    namespace_not_found_seconds: float = Field(default=10.0, ge=0)
+    """A namespace the API server said does not exist is not asked for again this long (the
+    watch still brings it as soon as it is created)."""
+    namespace_not_found_entries: int = Field(default=4096, ge=1)
+    """How many such answers are remembered (least recently asked forgotten first)."""

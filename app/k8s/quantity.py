@@ -15,10 +15,12 @@ Semantics carried over from Kubernetes:
 - the suffix family is remembered and used again by :meth:`Quantity.__str__`, which prints the
   canonical form (``1.5Gi`` prints as ``1536Mi``, ``1.5`` as ``1500m``).
 
-Where this module differs on purpose: an exponent above 1000 is refused instead of being carried
-as an astronomically large number, a string with no digits at all (``"Mi"``) is refused as the
-Kubernetes CEL documentation says, and ``is_integer``/``as_int`` answer for the value (Kubernetes
-answers for its internal representation, so ``1000m`` is "not an integer" there).
+Where this module differs on purpose: an exponent above 1000, or more than 1000 significant
+digits, is refused instead of being carried as an astronomically large number (and Python's
+int-from-string conversion, which stops at 4300 digits, is never reached with more), a string
+with no digits at all (``"Mi"``) is refused as the Kubernetes CEL documentation says, and
+``is_integer``/``as_int`` answer for the value (Kubernetes answers for its internal
+representation, so ``1000m`` is "not an integer" there).
 """
 
 from __future__ import annotations
@@ -51,6 +53,11 @@ _MAX_INT64: Final = 2**63 - 1
 _MIN_INT64: Final = -(2**63)
 _NANO: Final = Fraction(1, 10**9)
 _MAX_EXPONENT: Final = 1000
+_MAX_DIGITS: Final = 1000
+"""Significant digits of a mantissa (leading zeros of the whole part and trailing zeros of the
+fraction do not count): well past any real quantity, far below Python's 4300-digit limit."""
+_MAX_EXPONENT_DIGITS: Final = 9
+"""Kubernetes reads a decimal exponent as an int32 (ParseInt(..., 10, 32)): nine digits at most."""
 _SUFFIX_CHARS: Final = frozenset("eEinumkKMGTP")
 _DIGITS: Final = frozenset("0123456789")
 
@@ -93,6 +100,10 @@ class Quantity:
 
     value: Fraction
     format: QuantityFormat = DECIMAL_SI
+    negative_scale: bool = False
+    """Parsed into a representation Kubernetes cannot read as an int64 (`AsInt64` fails): a
+    negative scale (``1000m``, ``1.0``) or the arbitrary-precision slow path (over 18 digits,
+    ``1.5Gi``). Only CEL's ``isInteger``/``asInteger`` look at it (:meth:`k8s_is_integer`)."""
 
     @classmethod
     def from_int(cls, number: int, fmt: QuantityFormat = DECIMAL_SI) -> Quantity:
@@ -142,6 +153,11 @@ class Quantity:
     def is_integer(self) -> bool:
         """Whether :meth:`as_int` succeeds: the value is whole and fits in an int64."""
         return self.value.denominator == 1 and _MIN_INT64 <= self.value.numerator <= _MAX_INT64
+
+    def k8s_is_integer(self) -> bool:
+        """CEL ``isInteger()``: whether Kubernetes' ``AsInt64`` succeeds, which depends on how
+        the quantity was written (``quantity("1000m").isInteger()`` is false)."""
+        return not self.negative_scale and self.is_integer()
 
     def as_int(self) -> int:
         """The exact integer value; :class:`QuantityError` if it has a fraction or overflows."""
@@ -203,6 +219,11 @@ def _parse(text: str) -> Quantity:
     negative, whole, fraction, suffix = _split(text)
     base, exponent, fmt = _interpret_suffix(suffix)
 
+    whole_digits, fraction_digits = len(whole), len(fraction)
+    whole = whole.lstrip("0")
+    fraction = fraction.rstrip("0")
+    if len(whole) + len(fraction) > _MAX_DIGITS:
+        raise QuantityError(f"quantity has more than {_MAX_DIGITS} significant digits")
     mantissa = int(whole + fraction) if whole or fraction else 0
     if base == 10 and exponent > _MAX_EXPONENT:
         raise QuantityError(f"exponent out of range in quantity {text!r}")
@@ -218,7 +239,19 @@ def _parse(text: str) -> Quantity:
         value = Fraction(_MAX_INT64)
     if fmt == BINARY_SI and 0 < value < 1:
         fmt = DECIMAL_SI
-    return Quantity(-value if negative else value, fmt)
+    return Quantity(
+        -value if negative else value,
+        fmt,
+        not _int64_representation(base, exponent, whole_digits, fraction_digits),
+    )
+
+
+def _int64_representation(base: int, exponent: int, whole: int, fraction: int) -> bool:
+    """Whether ParseQuantity's fast path stores the value as an int64 at scale >= 0 (so that
+    AsInt64 can succeed), from the digit counts as written (resource.ParseQuantity)."""
+    if base == 2:
+        return fraction == 0 and 15 - whole - int(exponent * 3 / 10) - 1 >= 0
+    return 18 - (whole + fraction) >= 0 and exponent - fraction >= 0
 
 
 def _split(text: str) -> tuple[bool, str, str, str]:
@@ -262,6 +295,8 @@ def _interpret_suffix(suffix: str) -> tuple[int, int, QuantityFormat]:
         digits = suffix[1:]
         body = digits[1:] if digits[0] in "+-" else digits
         if body and all(c in _DIGITS for c in body):
+            if len(body.lstrip("0")) > _MAX_EXPONENT_DIGITS:
+                raise QuantityError("unable to parse quantity's suffix")
             return 10, int(digits), DECIMAL_EXPONENT
     raise QuantityError("unable to parse quantity's suffix")
 

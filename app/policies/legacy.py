@@ -5,7 +5,6 @@ Shared by dra-only enforcement (which names the fix) and translation (which appl
 
 from __future__ import annotations
 
-import fnmatch
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -14,6 +13,7 @@ from typing import Any
 from app.cluster.view import ClusterView
 from app.config.policy import LegacyResources, Mapping
 from app.k8s.objects import ContainerRef, PodSpecRef, containers, resource_map
+from app.regex import compile_re2, glob_to_re2
 
 IMPLICIT_CLASS_PREFIX = "deviceclass.resource.kubernetes.io/"
 """Extended resources of this form name their DeviceClass directly (KEP-5004)."""
@@ -49,14 +49,15 @@ class LegacyMatcher:
 
     def __init__(self, config: LegacyResources) -> None:
         self._exact = frozenset(n for n in config.names if not _is_glob(n))
-        globs = [fnmatch.translate(n) for n in config.names if _is_glob(n)]
-        self._pattern = re.compile("|".join(globs)) if globs else None
+        globs = [glob_to_re2(n) for n in config.names if _is_glob(n)]
+        # RE2: the names matched come from users (any key of a container's limits)
+        self._pattern = compile_re2("|".join(globs)) if globs else None
         self._seen: dict[str, bool] = {}
 
     def __call__(self, name: str) -> bool:
         known = self._seen.get(name)
         if known is None:
-            known = name in self._exact or bool(self._pattern and self._pattern.match(name))
+            known = name in self._exact or bool(self._pattern and self._pattern.fullmatch(name))
             if len(self._seen) < 4096:  # names come from users: bound the memo
                 self._seen[name] = known
         return known
@@ -81,7 +82,7 @@ class MappingResolver:
 
     def __init__(self, rules: tuple[Mapping, ...]) -> None:
         self._rules = [
-            (rule, re.compile(rule.resource) if rule.pattern else None) for rule in rules
+            (rule, compile_re2(rule.resource) if rule.pattern else None) for rule in rules
         ]
         self._memo: dict[str, DeviceMapping | str | None] = {}
         """Resource -> its config mapping, or why the rule that matched it gave none."""
@@ -136,7 +137,7 @@ class MappingResolver:
 _GROUP_REF = re.compile(r"\$(\d+)")
 
 
-def expand_rule(rule: Mapping, match: re.Match[str]) -> DeviceMapping | str:
+def expand_rule(rule: Mapping, match: Any) -> DeviceMapping | str:
     """The mapping of a pattern rule for one name, its `$n` replaced by the groups of `match`.
 
     A capture pasted into a selector may only hold letters, digits, `.`, `_` and `-` (it must not
@@ -166,7 +167,7 @@ def _selector_capture(value: str) -> bool:
     return _SELECTOR_CAPTURE.fullmatch(value) is not None
 
 
-def _expand(template: str, match: re.Match[str], allowed: Callable[[str], bool]) -> str | None:
+def _expand(template: str, match: Any, allowed: Callable[[str], bool]) -> str | None:
     """`template` with each `$n` replaced by group n of `match`; None if a group is not allowed."""
     refused = False
 

@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from app.cel import syntax
+from app.cel.cost import COMPILE_CHARGE, Budget, BudgetExceededError
 from app.cel.device import Device
 from app.cel.engine import SELECTOR
 from app.cel.errors import CelCompileError
@@ -67,13 +68,32 @@ class DeviceRequest:
 
 
 def check(request: Request, ctx: Context) -> Result:
-    """Deny selectors that do not compile; warn or deny requests no device can satisfy."""
+    """Deny selectors that do not compile; warn or deny requests no device can satisfy.
+
+    All of it within the review's CEL budget (`cel.reviewBudget`): past it, the answer is per
+    `failure.celBudget`.
+    """
+    budget = Budget(ctx.policy.cel.review_budget)
+    try:
+        return _check(request, ctx, budget)
+    except BudgetExceededError as exc:
+        text = f"{request.kind} {request.name}: {exc}".replace("  ", " ")
+        if ctx.policy.failure.cel_budget == "open":
+            return Result(warnings=(f"{text}; selectors not fully checked, allowed (fail open)",))
+        return Result(
+            violations=(Violation("", f"{text}; denied (fail closed)"),),
+            reason="Forbidden",
+            code=403,
+        )
+
+
+def _check(request: Request, ctx: Context, budget: Budget) -> Result:
     obj = request.object
     if obj is None:
         return ALLOW
     runtime: CelRuntime = ctx.compiled.cel
     if request.kind == "DeviceClass":
-        violations, not_checked = compile_check(runtime, device_class_selectors(obj))
+        violations, not_checked = compile_check(runtime, device_class_selectors(obj), budget)
         if violations:
             return Result(
                 violations=violations,
@@ -85,7 +105,7 @@ def check(request: Request, ctx: Context) -> Result:
     prefix = "spec.spec" if request.kind == "ResourceClaimTemplate" else "spec"
     requests = device_requests(obj, prefix)
     expressions = [s for r in requests for a in r.alternatives for s in a.selectors]
-    violations, not_checked = compile_check(runtime, expressions)
+    violations, not_checked = compile_check(runtime, expressions, budget)
     if violations:
         return Result(
             violations=violations, warnings=not_checked, summary=_summary(request, "do not compile")
@@ -99,7 +119,7 @@ def check(request: Request, ctx: Context) -> Result:
     problems = [
         (r.path, problem)
         for r in requests
-        if (problem := unsatisfiable(r, ctx, runtime.index, notes))
+        if (problem := unsatisfiable(r, ctx, runtime.index, notes, budget))
     ]
     warnings = (*not_checked, *notes)
     if not problems:
@@ -116,13 +136,17 @@ def check(request: Request, ctx: Context) -> Result:
 
 
 def compile_check(
-    runtime: CelRuntime, selectors: Sequence[tuple[str, str]]
+    runtime: CelRuntime, selectors: Sequence[tuple[str, str]], budget: Budget | None = None
 ) -> tuple[tuple[Violation, ...], tuple[str, ...]]:
     """A violation per selector that does not compile, with position and message; a warning
-    per selector this webhook's engine cannot check (:func:`engine_gap`)."""
+    per selector this webhook's engine cannot check (:func:`engine_gap`). Each selector not yet
+    compiled costs `budget` a compile."""
     violations = []
     not_checked = []
     for path, expression in selectors:
+        if budget is not None:
+            cached = runtime.cache.is_cached(runtime.engine, expression, SELECTOR)
+            budget.charge(1 if cached else COMPILE_CHARGE)
         try:
             runtime.cache.get(runtime.engine, expression, SELECTOR)
         except CelCompileError as error:
@@ -364,13 +388,17 @@ def device_requests(obj: Mapping[str, Any], prefix: str) -> list[DeviceRequest]:
 
 
 def unsatisfiable(
-    request: DeviceRequest, ctx: Context, index: DeviceIndex, notes: list[str] | None = None
+    request: DeviceRequest,
+    ctx: Context,
+    index: DeviceIndex,
+    notes: list[str] | None = None,
+    budget: Budget | None = None,
 ) -> str | None:
     """Why no device set in the cluster can satisfy ``request``; None when one can, or when an
     alternative cannot be checked by this engine (then a warning saying so goes to ``notes``)."""
     problems = []
     for alternative in request.alternatives:
-        problem = _alternative_problem(alternative, ctx, index, notes)
+        problem = _alternative_problem(alternative, ctx, index, notes, budget)
         if problem is None:
             return None
         problems.append((alternative, problem))
@@ -381,7 +409,11 @@ def unsatisfiable(
 
 
 def _alternative_problem(
-    alt: Alternative, ctx: Context, index: DeviceIndex, notes: list[str] | None = None
+    alt: Alternative,
+    ctx: Context,
+    index: DeviceIndex,
+    notes: list[str] | None = None,
+    budget: Budget | None = None,
 ) -> str | None:
     if not alt.device_class:
         return None
@@ -391,7 +423,7 @@ def _alternative_problem(
     class_expressions = class_selectors(device_class)
     expressions = [e for _, e in alt.selectors]
     try:
-        match = index.matching(alt.device_class, class_expressions, expressions)
+        match = index.matching(alt.device_class, class_expressions, expressions, budget)
     except CelCompileError as error:
         gap = engine_gap(error)
         if gap is None:
@@ -405,13 +437,17 @@ def _alternative_problem(
         return None
     if match.count >= alt.needed:
         return None
-    return _nearest_miss(alt, class_expressions, index, match.count)
+    return _nearest_miss(alt, class_expressions, index, match.count, budget)
 
 
 def _nearest_miss(
-    alt: Alternative, class_expressions: Sequence[str], index: DeviceIndex, matched: int
+    alt: Alternative,
+    class_expressions: Sequence[str],
+    index: DeviceIndex,
+    matched: int,
+    budget: Budget | None = None,
 ) -> str:
-    base = index.matching(alt.device_class, class_expressions)
+    base = index.matching(alt.device_class, class_expressions, budget=budget)
     wanted = f"{alt.needed} device{'s' if alt.needed != 1 else ''}"
     if base.count == 0:
         text = (
@@ -421,7 +457,7 @@ def _nearest_miss(
         return text + (f"; first error: {base.first_error}" if base.first_error else "")
     blockers = []
     for _, expression in alt.selectors:
-        alone = index.matching(alt.device_class, class_expressions, [expression])
+        alone = index.matching(alt.device_class, class_expressions, [expression], budget)
         if alone.count < alt.needed:
             hint = _hint(expression, base.devices)
             blockers.append(

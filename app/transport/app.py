@@ -78,13 +78,13 @@ class _Webhook:
             decision = self.pipeline.internal_failure()
             response = Response(encode(review_response(request.uid, decision)), media_type=JSON)
 
-        self.metrics.admission_seconds.labels(endpoint.value, request.kind, decision.label).observe(
-            time.perf_counter() - started
+        self.metrics.observe_review(
+            endpoint.value, request.kind, decision.label, time.perf_counter() - started
         )
         for reason in decision.denied_by:
-            self.metrics.denials.labels(endpoint.value, reason).inc()
+            self.metrics.count_denial(endpoint.value, reason)
         for check in decision.failed_checks:
-            self.metrics.check_errors.labels(endpoint.value, check).inc()
+            self.metrics.count_check_error(endpoint.value, check)
         if decision.findings:
             self.metrics.audit_findings.inc(decision.findings)
         if not decision.allowed or logger.isEnabledFor(logging.DEBUG):

@@ -12,6 +12,7 @@ import orjson
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from app.errors import ReviewError
+from app.k8s.names import is_dns_label, is_dns_subdomain, shown
 from app.policies.base import Request
 
 
@@ -76,6 +77,7 @@ def decode_review(body: bytes) -> Request:
             f"not an admission.k8s.io/v1 AdmissionReview: {where}: {first['msg']}{more}"
         ) from None
     req = review.request
+    _check_names(req)
     return Request(
         uid=req.uid,
         group=req.kind.group,
@@ -92,3 +94,23 @@ def decode_review(body: bytes) -> Request:
         username=req.user_info.username,
         request_version=req.request_kind.version if req.request_kind else req.kind.version,
     )
+
+
+def _check_names(req: AdmissionRequest) -> None:
+    """The namespace and name a review carries, as the API server would have validated them.
+
+    Both reach API paths (the on-miss namespace lookup, template creates), cache keys and log
+    lines: a review from anyone but the API server must not smuggle `../` or a second path in.
+    """
+    if req.namespace and not is_dns_label(req.namespace):
+        raise ReviewError(
+            f"request.namespace {shown(req.namespace)} is not a namespace name (a DNS-1123 label: "
+            "at most 63 lower-case letters, digits and '-', starting and ending with a letter or "
+            "digit)"
+        )
+    if req.name and not is_dns_subdomain(req.name):
+        raise ReviewError(
+            f"request.name {shown(req.name)} is not an object name (a DNS-1123 subdomain: at most "
+            "253 lower-case letters, digits, '-' and '.', each part starting and ending with a "
+            "letter or digit)"
+        )

@@ -103,3 +103,14 @@ def test_syntax_error_position_points_into_the_expression(engine: Engine) -> Non
         engine.compile('device.driver == "a" &&', SELECTOR)
     assert caught.value.line == 1
     assert caught.value.column is not None and caught.value.column >= 22
+
+
+@pytest.mark.parametrize("macro", ["exists", "all", "exists_one"])
+def test_a_macro_over_a_string_attribute_is_an_evaluation_error(
+    engine: Engine, gpu: Device, macro: str
+) -> None:
+    program = engine.compile(
+        f'device.attributes["gpu.nvidia.com"].model.{macro}(c, c == "H")', SELECTOR
+    )
+    with pytest.raises(CelEvalError):
+        program.evaluate(engine.device_activation(gpu))

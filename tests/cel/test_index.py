@@ -167,3 +167,16 @@ def test_devices_with_unusable_values_never_match(engine: Engine) -> None:
     index = DeviceIndex(engine)
     index.sync([make_slice("s", "d", [bad, {"name": "good"}])], generation=1)
     assert [d.name for d in index.matching("c", (), ["true"]).devices] == ["good"]
+
+
+def test_per_expression_views_and_per_device_keys_are_bounded(engine: Engine) -> None:
+    from app.cel import index as index_module
+
+    index = DeviceIndex(engine)
+    index.sync([make_slice("s", "gpu.nvidia.com", [gpu_device("g0", "80Gi")])], 1)
+    for i in range(index_module.VIEWS_KEPT + 50):
+        domain = f"d{i}.example.com"
+        index.matching("gpu.nvidia.com", (), (f'device.attributes["{domain}"].x == {i}',))
+    assert len(index._views) <= index_module.VIEWS_KEPT
+    (item,) = index._snapshot.devices
+    assert len(item.keys) <= index_module.KEYS_KEPT_PER_DEVICE

@@ -195,3 +195,28 @@ def test_quantity_and_semver_values_come_back_as_python_objects(engine: Engine) 
         parse_quantity("2"),
     ]
     assert isinstance(evaluate(engine, 'semver("1.2.3-rc.1")'), Semver)
+
+
+@pytest.mark.parametrize(
+    ("expression", "expected"),
+    [
+        ('quantity("1000m").isInteger()', False),
+        ('quantity("1.0").isInteger()', False),
+        ('quantity("1").isInteger()', True),
+        ('quantity("1k").isInteger()', True),
+        ('quantity("1Mi").isInteger()', True),
+        ('quantity("1000m") == quantity("1")', True),
+    ],
+)
+def test_is_integer_answers_for_the_representation_as_kubernetes(
+    engine: Engine, expression: str, expected: Any
+) -> None:
+    # resource.Quantity.AsInt64 fails for a negative scale: 1000m is 1000 x 10^-3
+    assert evaluate(engine, expression) == expected
+
+
+def test_as_integer_of_a_negative_scale_is_an_error(engine: Engine) -> None:
+    if engine.name == "cel-expr-python":
+        pytest.skip("a folded literal's representation is known to isInteger only")
+    with pytest.raises(CelEvalError):
+        evaluate(engine, 'quantity("1000m").asInteger()')

@@ -10,6 +10,8 @@ It speaks the parts of the API the live source uses, in the real wire format:
   happen, until T passes. A resourceVersion older than the compaction point is answered like
   kube-apiserver does, with HTTP 200 and an ERROR event holding a 410 `Expired` Status ("too old
   resource version"), or with HTTP 410 when `gone_as_http` is set.
+- `GET /api/v1/namespaces/{name}` and `GET .../namespaces/{ns}/resourceclaims/{name}`: the
+  object or 404.
 - `POST .../namespaces/{ns}/resourceclaimtemplates`: 201 with the stored object, or 409
   `AlreadyExists`; `GET .../resourceclaimtemplates/{name}`: the object or 404.
 - Every request must carry the bearer token of the kubeconfig it writes, or gets 401.
@@ -270,6 +272,16 @@ class FakeApiServer:
                 return _status_response(status(404, "NotFound", f'namespaces "{name}" not found'))
             return web.Response(body=orjson.dumps(found), content_type="application/json")
         parts = path.removeprefix(f"{RESOURCE_API}/namespaces/").split("/")
+        if (
+            request.method == "GET"
+            and path.startswith(f"{RESOURCE_API}/namespaces/")
+            and parts[1:2] == ["resourceclaims"]
+            and len(parts) == 3
+        ):
+            found = self.store[Kind.RESOURCE_CLAIM].get((parts[0], parts[2]))
+            if found is None:
+                return _status_response(status(404, "NotFound", f"{parts[2]} not found"))
+            return web.Response(body=orjson.dumps(found), content_type="application/json")
         if path.startswith(f"{RESOURCE_API}/namespaces/") and parts[1:2] == [
             "resourceclaimtemplates"
         ]:

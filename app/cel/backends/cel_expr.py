@@ -44,9 +44,10 @@ from app.cel.library import (
     STRING,
     LibraryError,
     Overload,
+    check_constant_patterns,
 )
 from app.cel.semver import Semver, parse_semver
-from app.k8s.quantity import Quantity
+from app.k8s.quantity import Quantity, QuantityError, parse_quantity
 
 __all__ = ["CelExprEngine"]
 
@@ -409,7 +410,9 @@ class CelExprEngine(Engine):
                 )
             check_text = syntax.typed_for_checker(expression, paths)
             run_text = syntax.optional_domains(expression, paths)
+        run_text = _fold_is_integer(run_text)
         run_text = syntax.fold_constructors(run_text, _folded_literal)
+        check_constant_patterns(expression)
         output_type = self._check(expression, check_text, envs, environment)
         try:
             compiled = envs.runtime.compile(run_text, disable_check=True)
@@ -468,6 +471,35 @@ def _folded_literal(function: str, argument: str) -> str | None:
         return None
     encoded = str(_encode(value))
     return '"' + encoded.replace("\x01", "\\x01").replace("\x02", "\\x02") + '"'
+
+
+def _fold_is_integer(text: str) -> str:
+    """``quantity("1000m").isInteger()`` as ``false``: the answer depends on how the quantity is
+    written (Kubernetes' AsInt64 fails for a negative scale), which a tagged runtime value, equal
+    by value, cannot carry. Literal receivers are answered here, at compile time."""
+    tokens = syntax.tokenize(text)
+    edits = []
+    for i in range(len(tokens) - 7):
+        window = [t.text for t in tokens[i : i + 8]]
+        if (
+            tokens[i].kind == "ident"
+            and window[0] == "quantity"
+            and (i == 0 or tokens[i - 1].text != ".")
+            and window[1] == "("
+            and tokens[i + 2].kind == "string"
+            and window[3:] == [")", ".", "isInteger", "(", ")"]
+        ):
+            literal = syntax.string_value(tokens[i + 2].text)
+            try:
+                quantity = parse_quantity(literal) if literal is not None else None
+            except QuantityError:
+                quantity = None
+            if quantity is not None:
+                answer = "true" if quantity.k8s_is_integer() else "false"
+                edits.append((tokens[i].start, tokens[i + 7].end, answer))
+    for start, end, answer in reversed(edits):
+        text = text[:start] + answer.ljust(end - start) + text[end:]
+    return text
 
 
 def _quantity_or_semver(function: str, argument: str) -> Quantity | Semver:

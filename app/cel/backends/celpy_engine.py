@@ -30,7 +30,14 @@ from app.cel import syntax
 from app.cel.device import Device
 from app.cel.engine import Engine, Environment, Program
 from app.cel.errors import CelCompileError, CelEvalError
-from app.cel.library import KUBERNETES_OVERLOADS, STRING_OVERLOADS, LibraryError, dispatch
+from app.cel.library import (
+    KUBERNETES_OVERLOADS,
+    STRING_OVERLOADS,
+    LibraryError,
+    check_constant_patterns,
+    dispatch,
+    regex_matches,
+)
 from app.cel.semver import Semver
 from app.k8s.quantity import Quantity
 
@@ -74,6 +81,14 @@ class _DefaultEmptyMap(celtypes.MapType):
         return celtypes.MapType()
 
 
+class _String(celtypes.StringType):
+    """A string value from outside: not iterable, so a macro over it (``s.exists(c, ...)``) is an
+    evaluation error, as in cel-go, instead of a loop over its characters."""
+
+    def __iter__(self) -> Any:
+        raise TypeError("no such overload: a string is not a list or map to iterate over")
+
+
 def _to_python(value: Any) -> Any:
     if isinstance(value, _Opaque):
         return value.value
@@ -102,7 +117,7 @@ def _to_cel(value: Any) -> Any:
     if isinstance(value, float):
         return celtypes.DoubleType(value)
     if isinstance(value, str):
-        return celtypes.StringType(value)
+        return _String(value)
     if value is None:
         return None
     if isinstance(value, list | tuple):
@@ -126,6 +141,16 @@ def _bound(name: str) -> Callable[..., Any]:
 
 def _identity(value: Any) -> Any:
     return value
+
+
+def _matches(text: Any, pattern: Any) -> Any:
+    """CEL ``matches`` in RE2 (celpy's own uses Python's backtracking ``re``)."""
+    if not isinstance(text, str) or not isinstance(pattern, str):
+        return CELEvalError("no such overload: matches")
+    try:
+        return celtypes.BoolType(regex_matches(str(text), str(pattern)))
+    except LibraryError as error:
+        return CELEvalError(str(error))
 
 
 _NUMBERS: Final = (celtypes.IntType, celtypes.UintType, celtypes.DoubleType)
@@ -191,6 +216,7 @@ class CelPyEngine(Engine):
         names = {o.name for o in (*KUBERNETES_OVERLOADS, *STRING_OVERLOADS)}
         self._functions: dict[str, Callable[..., Any]] = {name: _bound(name) for name in names}
         self._functions["dyn"] = _identity
+        self._functions["matches"] = _matches
         for operator in ("_<_", "_<=_", "_>_", "_>=_"):
             self._functions[operator] = _cross_numeric(operator)
         self._known = frozenset(names) | frozenset(celpy.evaluation.base_functions) | _MACROS
@@ -208,6 +234,16 @@ class CelPyEngine(Engine):
             raise CelCompileError(
                 expression, message, line=line, column=column, offset=offset
             ) from None
+        literal = syntax.number_out_of_range(expression)
+        if literal is not None:
+            line, column = syntax.position(expression, literal.start)
+            raise CelCompileError(
+                expression,
+                "invalid int literal (out of range)",
+                line=line,
+                column=column,
+                offset=literal.start,
+            )
         if environment.device:
             unknown = syntax.unknown_device_field(syntax.device_paths(expression))
             if unknown is not None:
@@ -217,6 +253,7 @@ class CelPyEngine(Engine):
                     expression, f"undefined field '{name}'", line=line, column=column, offset=offset
                 )
         self._check_functions(expression)
+        check_constant_patterns(expression)
         runnable = syntax.expand_bind(expression)
         try:
             runner = self._env.program(self._env.compile(runnable), functions=self._functions)

@@ -1,0 +1,138 @@
+"""Static cost of a DRA selector, and the per-review CEL budget.
+
+Kubernetes refuses a DRA selector longer than 10 KiB or whose estimated cost exceeds 1,000,000
+(`resource.k8s.io` validation: CELSelectorExpressionMaxLength, CELSelectorExpressionMaxCost,
+checked with cel-go's cost estimator over the DRA device type, whose maps hold at most 32
+attributes or capacities per device), and stops evaluation at the same runtime cost limit.
+
+Neither backend exposes a typed AST or a cost estimator, so this is our own, coarser estimate on
+the token stream (:mod:`app.cel.syntax`): every operator, identifier, selection or call costs 1;
+a string literal costs a tenth of its length (cel-go's traversal factor); a comprehension macro
+(`all`, `exists`, `exists_one`, `map`, `filter`) costs its range size times its body, where the
+range is a list literal's length or, for anything else, 32 (the most attributes or capacities a
+device can publish). Nested macros multiply. It bounds the work of one evaluation from above, so
+an expression under the limit also stays under the runtime limit; estimated once per compile and
+kept with the compiled program.
+
+The per-review budget (:class:`Budget`) charges each selector evaluation its estimate and each
+selector compiled for the review a fixed amount, so one huge claim (32 requests x 8 alternatives
+x 32 selectors) cannot hold the event loop for seconds.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+from app.cel import syntax
+from app.cel.errors import CelError
+
+__all__ = [
+    "COMPILE_CHARGE",
+    "MAX_SELECTOR_COST",
+    "MAX_SELECTOR_LENGTH",
+    "Budget",
+    "BudgetExceededError",
+    "estimate",
+]
+
+MAX_SELECTOR_LENGTH: Final = 10 * 1024
+MAX_SELECTOR_COST: Final = 1_000_000
+COMPILE_CHARGE: Final = 1_000
+"""What checking one not-yet-compiled selector costs a review's budget (a compile is ~40 µs,
+about as long as 1,000 units of evaluation)."""
+_MACROS: Final = frozenset({"all", "exists", "exists_one", "map", "filter"})
+_UNKNOWN_RANGE: Final = 32
+_CLOSE: Final = {"(": ")", "[": "]", "{": "}"}
+
+
+class BudgetExceededError(CelError):
+    """The review spent its CEL budget."""
+
+
+class Budget:
+    """Units a review may spend on CEL; `charge` raises :class:`BudgetExceededError` past it."""
+
+    __slots__ = ("limit", "spent")
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.spent = 0
+
+    def charge(self, units: int) -> None:
+        self.spent += units
+        if self.spent > self.limit:
+            raise BudgetExceededError(
+                f"the review's CEL budget of {self.limit:,} cost units (cel.reviewBudget) is spent"
+            )
+
+
+def estimate(expression: str) -> int:
+    """An upper bound of the cost of one evaluation of ``expression``."""
+    tokens = syntax.tokenize(expression)
+    return max(1, round(_cost(tokens, 0, len(tokens))))
+
+
+def _cost(tokens: list[syntax.Token], start: int, end: int) -> float:
+    total = 0.0
+    i = start
+    while i < end:
+        token = tokens[i]
+        if token.kind == "string":
+            total += len(token.text) / 10
+        elif (
+            token.kind == "ident"
+            and token.text in _MACROS
+            and i > start
+            and tokens[i - 1].text == "."
+            and i + 1 < end
+            and tokens[i + 1].text == "("
+        ):
+            close = _matching(tokens, i + 1, end)
+            total += _range_size(tokens, start, i - 1) * (1 + _cost(tokens, i + 2, close))
+            i = close + 1
+            continue
+        elif token.kind != "punct" or token.text not in ("(", ")", ",", "[", "]", "{", "}"):
+            total += 1
+        i += 1
+    return total
+
+
+def _matching(tokens: list[syntax.Token], open_index: int, end: int) -> int:
+    depth = 0
+    for j in range(open_index, end):
+        text = tokens[j].text
+        if tokens[j].kind != "punct":
+            continue
+        if text in _CLOSE:
+            depth += 1
+        elif text in (")", "]", "}"):
+            depth -= 1
+            if depth == 0:
+                return j
+    return end
+
+
+def _range_size(tokens: list[syntax.Token], start: int, dot: int) -> int:
+    """Elements of a list literal just before ``.macro(`` (top-level commas + 1), else 32."""
+    if dot - 1 < start or tokens[dot - 1].text != "]":
+        return _UNKNOWN_RANGE
+    depth, elements, j = 0, 1, dot - 1
+    while j >= start:
+        text = tokens[j].text
+        if text in (")", "]", "}"):
+            depth += 1
+        elif text in _CLOSE:
+            depth -= 1
+            if depth == 0:
+                before = tokens[j - 1] if j > start else None
+                if text != "[" or (
+                    before is not None
+                    and (before.kind in ("ident", "string", "number") or before.text in ")]}")
+                ):
+                    return _UNKNOWN_RANGE  # an index `x[...]`, not a list literal
+                empty = j + 1 == dot - 1
+                return 0 if empty else elements
+        elif text == "," and depth == 1:
+            elements += 1
+        j -= 1
+    return _UNKNOWN_RANGE

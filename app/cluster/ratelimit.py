@@ -1,0 +1,63 @@
+"""Bounds on the API calls admission can cause: a token bucket and a bounded negative cache.
+
+The on-miss namespace lookup is the one read a review can trigger. Anyone who can reach the
+webhook's port can send reviews naming new namespaces; these keep the API server's share of
+that traffic bounded. Clocks are passed in, so tests need no sleeping.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+
+
+class TokenBucket:
+    """`rate` takes per second on average, `burst` at once."""
+
+    def __init__(self, rate: float, burst: int, now: float) -> None:
+        if rate <= 0 or burst < 1:
+            raise ValueError(f"a token bucket needs rate > 0 and burst >= 1, got {rate}, {burst}")
+        self.rate = rate
+        self.burst = burst
+        self._tokens = float(burst)
+        self._last = now
+
+    def take(self, now: float) -> bool:
+        """Take one token if there is one."""
+        self._tokens = min(self.burst, self._tokens + (now - self._last) * self.rate)
+        self._last = now
+        if self._tokens < 1:
+            return False
+        self._tokens -= 1
+        return True
+
+
+class ExpiringSet:
+    """Keys remembered for `ttl` seconds, at most `size` of them (oldest dropped first)."""
+
+    def __init__(self, ttl: float, size: int) -> None:
+        if size < 1:
+            raise ValueError("size must be at least 1")
+        self.ttl = ttl
+        self.size = size
+        self._until: OrderedDict[str, float] = OrderedDict()
+
+    def __len__(self) -> int:
+        return len(self._until)
+
+    def add(self, key: str, now: float) -> None:
+        self._until[key] = now + self.ttl
+        self._until.move_to_end(key)
+        while len(self._until) > self.size:
+            self._until.popitem(last=False)
+
+    def discard(self, key: str) -> None:
+        self._until.pop(key, None)
+
+    def contains(self, key: str, now: float) -> bool:
+        until = self._until.get(key)
+        if until is None:
+            return False
+        if until <= now:
+            del self._until[key]
+            return False
+        return True
