@@ -8,19 +8,36 @@ per journey with its verdict.
 
 from __future__ import annotations
 
+import itertools
+import re
 import time
 from collections import defaultdict
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import pytest
 
-from tests.assets import control_plane_assets
+from tests.assets import control_plane_assets, k8s_tool
 from tests.e2e.controlplane import ControlPlane, ControlPlaneError
+from tests.e2e.fleet import publish
 from tests.e2e.kube import Kube
+from tests.e2e.webhook import Webhook, start_webhook, stop_webhook
 
 _PLANE: list[ControlPlane] = []
 """The session's control plane, for the failure hook and the summary (fixtures cannot reach
 hooks any other way)."""
+_WEBHOOK: list[Webhook] = []
+
+
+JOURNEYS = ("dra-only", "translate", "quotas", "defaults", "satisfiability", "faults", "latency")
+"""The order journeys run in: faults stops the API server, and latency is best measured last."""
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    def rank(item: pytest.Item) -> int:
+        marker = item.get_closest_marker("journey")
+        return JOURNEYS.index(marker.args[0]) + 1 if marker else 0
+
+    items.sort(key=rank)  # stable: the order within a journey is the file's
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -50,11 +67,58 @@ def kube(control_plane: ControlPlane) -> Iterator[Kube]:
     client.close()
 
 
+@pytest.fixture(scope="session")
+def fleet(kube: Kube) -> None:
+    """Two Ready nodes with NVIDIA GPUs and MIG devices, and their DeviceClasses."""
+    publish(kube)
+
+
+@pytest.fixture(scope="session")
+def helm() -> str:
+    return k8s_tool("helm")
+
+
+@pytest.fixture(scope="session")
+def webhook(
+    control_plane: ControlPlane,
+    kube: Kube,
+    fleet: None,
+    helm: str,
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[Webhook]:
+    """`dra-webhook serve --kubeconfig` with the chart's RBAC and policy, registered from the
+    chart's webhook configurations (tests/e2e/webhook.py)."""
+    running = start_webhook(control_plane, kube, helm, tmp_path_factory.mktemp("webhook"))
+    _WEBHOOK.append(running)
+    yield running
+    stop_webhook(running)
+
+
+_NAMES = itertools.count(1)
+
+
+@pytest.fixture
+def namespace(kube: Kube, request: pytest.FixtureRequest) -> Callable[..., str]:
+    """Make a fresh namespace with labels, named after the test: namespace("dra-only", **labels)."""
+
+    def make(mode: str | None = None, **labels: str) -> str:
+        base = re.sub(r"[^a-z0-9]+", "-", request.node.name.lower().removeprefix("test_"))[:40]
+        name = f"{base.strip('-')}-{next(_NAMES)}"
+        if mode is not None:
+            labels = {"gpu-mode": mode, **labels}
+        return kube.namespace(name, **labels)
+
+    return make
+
+
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:  # type: ignore[misc]
     report: pytest.TestReport = yield
     if report.failed and _PLANE and "control_plane" in getattr(item, "fixturenames", ()):
         report.sections.append(("control-plane logs", _PLANE[0].log_tails()))
+        if _WEBHOOK:
+            tail = _WEBHOOK[0].server.log.read_text(errors="replace").splitlines()[-40:]
+            report.sections.append(("webhook log", "\n".join(tail)))
     return report  # type: ignore[return-value]
 
 

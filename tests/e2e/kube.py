@@ -162,6 +162,15 @@ class Kube:
             if error.status != 404:
                 raise
 
+    def namespace(self, name: str, **labels: str) -> str:
+        """A namespace, once its `default` ServiceAccount exists (pods are refused before)."""
+        meta = {"name": name, "labels": labels}
+        self.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": meta})
+        self.wait(
+            lambda: self.find("ServiceAccount", "default", name), f"ServiceAccount {name}/default"
+        )
+        return name
+
     def wait(self, fetch: Callable[[], T | None], what: str, timeout: float = 30) -> T:
         """Poll `fetch` until it returns something truthy; fail naming `what`."""
         deadline = time.monotonic() + timeout
