@@ -19,7 +19,7 @@ import pytest
 from tests.assets import control_plane_assets, k8s_tool
 from tests.e2e.controlplane import ControlPlane, ControlPlaneError
 from tests.e2e.fleet import publish
-from tests.e2e.kube import Kube
+from tests.e2e.kube import Kube, release_devices
 from tests.e2e.webhook import Webhook, start_webhook, stop_webhook
 
 _PLANE: list[ControlPlane] = []
@@ -98,17 +98,26 @@ _NAMES = itertools.count(1)
 
 
 @pytest.fixture
-def namespace(kube: Kube, request: pytest.FixtureRequest) -> Callable[..., str]:
-    """Make a fresh namespace with labels, named after the test: namespace("dra-only", **labels)."""
+def namespace(kube: Kube, request: pytest.FixtureRequest) -> Iterator[Callable[..., str]]:
+    """Make a fresh namespace with labels, named after the test: namespace("dra-only", **labels).
+
+    Afterwards its devices go back to the fleet (four whole GPUs are soon gone otherwise): the
+    workloads are deleted, the pods too at once (no kubelet would confirm their end), and the
+    claims, whose allocation the scheduler then forgets.
+    """
+    made: list[str] = []
 
     def make(mode: str | None = None, **labels: str) -> str:
         base = re.sub(r"[^a-z0-9]+", "-", request.node.name.lower().removeprefix("test_"))[:40]
         name = f"{base.strip('-')}-{next(_NAMES)}"
         if mode is not None:
             labels = {"gpu-mode": mode, **labels}
+        made.append(name)
         return kube.namespace(name, **labels)
 
-    return make
+    yield make
+    for name in made:
+        release_devices(kube, name)
 
 
 @pytest.hookimpl(wrapper=True)

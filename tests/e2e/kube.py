@@ -181,3 +181,19 @@ class Kube:
             if time.monotonic() > deadline:
                 raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
             time.sleep(POLL)
+
+
+def release_devices(kube: Kube, namespace: str, timeout: float = 30) -> None:
+    """Delete what holds devices in `namespace` and wait until no claim is left there."""
+    for kind in ("CronJob", "Job", "Deployment", "ReplicaSet"):
+        for obj in kube.list(kind, namespace):
+            kube.delete(kind, obj["metadata"]["name"], namespace)
+    for obj in kube.list("Pod", namespace):
+        kube.delete("Pod", obj["metadata"]["name"], namespace, now=True)
+    for obj in kube.list("ResourceClaim", namespace):
+        kube.delete("ResourceClaim", obj["metadata"]["name"], namespace)
+    kube.wait(
+        lambda: not kube.list("ResourceClaim", namespace) or None,
+        f"the claims of {namespace} to be released",
+        timeout,
+    )
