@@ -7,6 +7,7 @@ webhooks come back with every answer (the `Warning` headers kubectl prints).
 
 from __future__ import annotations
 
+import re
 import ssl
 import time
 from collections.abc import Callable
@@ -78,6 +79,12 @@ class Answer:
     warnings: list[str]
 
 
+def _warning_text(header: str) -> str:
+    """The text of a `Warning: 299 - "text"` header (RFC 7234 quoting), as kubectl prints it."""
+    match = re.fullmatch(r'\d{3} \S+ "((?:[^"\\]|\\.)*)"(?: .*)?', header)
+    return re.sub(r"\\(.)", r"\1", match.group(1)) if match else header
+
+
 def path(kind: str, namespace: str | None = None, name: str | None = None) -> str:
     prefix, plural, namespaced = _KINDS[kind]
     where = f"/namespaces/{namespace}" if namespaced and namespace else ""
@@ -102,7 +109,7 @@ class Kube:
 
     def _send(self, method: str, url: str, **kwargs: Any) -> Answer:
         response = self.http.request(method, url, **kwargs)
-        warnings = response.headers.get_list("warning")
+        warnings = [_warning_text(h) for h in response.headers.get_list("warning")]
         body: Obj = response.json() if response.content else {}
         if response.status_code >= 300:
             raise ApiError(response.status_code, str(body.get("message", "")), body)
