@@ -6,7 +6,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-$(shell cksum pyproject.toml | cut -d' ' -f1)
 
-.PHONY: run test lint bench loadtest e2e clean
+.PHONY: run test lint bench loadtest e2e e2e-bench clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -30,6 +30,12 @@ test: lint
 # The control-plane suite alone (tests/e2e): needs CONTROL_PLANE_ASSETS, see README.
 e2e: $(STAMP)
 	$(BIN)/pytest tests/e2e -p no:cacheprovider -rs -v
+
+# create-pod latency through the control plane: no admission, a ValidatingAdmissionPolicy, this
+# webhook (docs/benchmarks.md, "Through the API server"); results in e2e-latency.json.
+e2e-bench: $(STAMP)
+	DRA_E2E_BENCH=1 DRA_E2E_BENCH_OUT=$(CURDIR)/e2e-latency.json \
+		$(BIN)/pytest tests/e2e/test_latency.py -p no:cacheprovider -rs -v -s
 
 bench: $(STAMP)
 	$(BIN)/pytest tests/benchmarks --benchmark-only --benchmark-columns=min,median,mean,ops,rounds

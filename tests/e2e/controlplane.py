@@ -3,7 +3,7 @@ kube-scheduler, from the binaries in CONTROL_PLANE_ASSETS (see tests/assets.py).
 
 The tests' session fixture (tests/e2e/conftest.py) and `make e2e` use it; for development,
 
-    CONTROL_PLANE_ASSETS=... python -m tests.e2e.controlplane [--dir DIR]
+    CONTROL_PLANE_ASSETS=... python -m tests.e2e.controlplane [--dir DIR] [--fleet]
 
 starts one, prints the admin kubeconfig's path and `export KUBECONFIG=...`, and stops it on
 Ctrl-C (docs/control-plane.md).
@@ -419,6 +419,9 @@ def _main() -> int:
         description="Start a local control plane from CONTROL_PLANE_ASSETS until Ctrl-C.",
     )
     parser.add_argument("--dir", type=Path, default=None, help="its folder (default: a new one)")
+    parser.add_argument(
+        "--fleet", action="store_true", help="publish the tests' GPU fleet (tests/e2e/fleet.py)"
+    )
     args = parser.parse_args()
     assets = os.environ.get("CONTROL_PLANE_ASSETS", "")
     if not assets:
@@ -434,6 +437,13 @@ def _main() -> int:
         plane.stop()
         print(error, file=sys.stderr)
         return 1
+    if args.fleet:
+        from tests.e2e.fleet import publish
+        from tests.e2e.kube import Kube
+
+        kube = Kube(plane)
+        publish(kube)
+        kube.close()
     print(f"control plane up in {plane.startup_seconds:.1f} s at {plane.url}; logs in {root}/logs")
     print(f"webhook identity: {plane.kubeconfig(WEBHOOK)}")
     print(f"export KUBECONFIG={plane.kubeconfig(ADMIN)}", flush=True)
