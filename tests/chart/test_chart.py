@@ -421,7 +421,10 @@ def test_an_external_url_gets_the_given_ca_bundle_and_no_in_cluster_workload(mod
     assert len(entries) == 7
     for kind, webhook in entries:
         path = "/mutate" if kind.startswith("Mutating") else "/validate"
-        assert webhook["clientConfig"] == {"url": values["url"] + path, "caBundle": values["caBundle"]}
+        assert webhook["clientConfig"] == {
+            "url": values["url"] + path,
+            "caBundle": values["caBundle"],
+        }
     for kind in ("MutatingWebhookConfiguration", "ValidatingWebhookConfiguration"):
         assert "annotations" not in _one(docs, kind)["metadata"]
 
