@@ -115,7 +115,7 @@ def test_create_pod_latency_without_admission_with_a_policy_and_with_the_webhook
         o.container("cuda", claims=("gpu",)),
         claims=[{"name": "gpu", "resourceClaimTemplateName": "one"}],
     )
-    # gated: the scheduler and the claim controller leave them alone, only admission is measured
+    # gated: the scheduler leaves them alone
     spec["schedulingGates"] = [{"name": "bench"}]
     results: dict[str, dict[str, float]] = {}
     for concurrency in CONCURRENCY:
