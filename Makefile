@@ -10,7 +10,7 @@ STAMP := $(VENV)/.installed-$(shell cat pyproject.toml requirements-dev.txt | ck
 # One resolution for every platform, for the oldest Python the project supports.
 COMPILE := $(BIN)/uv pip compile pyproject.toml --universal --python-version 3.11 --generate-hashes --quiet
 
-.PHONY: run test lint bench loadtest e2e lock image clean
+.PHONY: run test lint bench loadtest e2e e2e-bench lock image clean
 
 $(STAMP): pyproject.toml requirements-dev.txt
 	$(PYTHON) -m venv $(VENV)
@@ -35,6 +35,12 @@ test: lint
 # The control-plane suite alone (tests/e2e): needs CONTROL_PLANE_ASSETS, see README.
 e2e: $(STAMP)
 	$(BIN)/pytest tests/e2e -p no:cacheprovider -rs -v
+
+# create-pod latency through the control plane: no admission, a ValidatingAdmissionPolicy, this
+# webhook (docs/benchmarks.md, "Through the API server"); results in e2e-latency.json.
+e2e-bench: $(STAMP)
+	DRA_E2E_BENCH=1 DRA_E2E_BENCH_OUT=$(CURDIR)/e2e-latency.json \
+		$(BIN)/pytest tests/e2e/test_latency.py -p no:cacheprovider -rs -v -s
 
 bench: $(STAMP)
 	$(BIN)/pytest tests/benchmarks --benchmark-only --benchmark-columns=min,median,mean,ops,rounds

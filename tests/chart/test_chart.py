@@ -32,6 +32,8 @@ from tests.assets import k8s_tool
 REPO = Path(__file__).resolve().parents[2]
 CHART = REPO / "charts" / "dra-webhook"
 VALUES_FILES = sorted((CHART / "ci").glob("*-values.yaml"))
+EXTERNAL_URL_VALUES = CHART / "ci" / "external-url-values.yaml"
+IN_CLUSTER_VALUES_FILES = [v for v in VALUES_FILES if v != EXTERNAL_URL_VALUES]
 FIXTURES = REPO / "tests" / "fixtures" / "apiserver-v1.36.2"
 K8S_VERSION = "1.34.0"
 RELEASE, NAMESPACE = "rel", "dra-system"
@@ -87,6 +89,9 @@ def _webhooks(docs: tuple[Obj, ...]) -> Iterator[tuple[str, Obj]]:
 
 
 by_values_file = pytest.mark.parametrize("values", VALUES_FILES, ids=lambda p: p.stem)
+by_in_cluster_values_file = pytest.mark.parametrize(
+    "values", IN_CLUSTER_VALUES_FILES, ids=lambda p: p.stem
+)
 
 
 def test_the_values_matrix_covers_defaults_cert_manager_self_signed_and_hpa() -> None:
@@ -97,6 +102,7 @@ def test_the_values_matrix_covers_defaults_cert_manager_self_signed_and_hpa() ->
         "self-signed-values",
         "hpa-values",
         "policy-wide-values",
+        "external-url-values",
     } <= names
 
 
@@ -118,6 +124,8 @@ def test_the_chart_lints_cleanly_in_strict_mode(values: Path) -> None:
         ("webhook.validating.timeoutSeconds=31", "maximum"),
         ("certificates.mode=vault", "value must be one of"),
         ("service.extra=1", "additional properties 'extra' not allowed"),
+        ("webhook.url=http://127.0.0.1:9443", "does not match pattern"),
+        ("webhook.caBundle=not base64!", "does not match pattern"),
     ],
 )
 def test_the_values_schema_refuses_unknown_keys_and_bad_values(
@@ -227,7 +235,7 @@ def test_object_names_fit_in_63_characters_and_never_collide(values: Path) -> No
 # -- the workload ---------------------------------------------------------------------------
 
 
-@by_values_file
+@by_in_cluster_values_file
 def test_the_deployment_runs_hardened_with_https_probes(values: Path) -> None:
     docs = _render(values)
     pod = _one(docs, "Deployment")["spec"]["template"]["spec"]
@@ -389,6 +397,44 @@ def test_cert_manager_mode_injects_the_ca_of_the_serving_certificate(values: Pat
     ]
 
 
+@pytest.mark.parametrize("mode", ["selfSigned", "certManager"])
+def test_an_external_url_gets_the_given_ca_bundle_and_no_in_cluster_workload(mode: str) -> None:
+    """webhook.url (development, the control-plane tests): every entry calls the URL with the
+    given caBundle; the chart makes no Secret, Deployment or Service for a server it does not
+    run, and cert-manager is not asked to inject a CA over the given one."""
+    values = yaml.safe_load(EXTERNAL_URL_VALUES.read_text())["webhook"]
+    result = _run_helm(
+        "template", RELEASE, str(CHART), "-n", NAMESPACE, "-f", str(EXTERNAL_URL_VALUES),
+        "--set", f"certificates.mode={mode}",
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    docs = tuple(d for d in yaml.safe_load_all(result.stdout) if d)
+    assert {d["kind"] for d in docs} == {
+        "ServiceAccount",
+        "ClusterRole",
+        "ClusterRoleBinding",
+        "ConfigMap",
+        "MutatingWebhookConfiguration",
+        "ValidatingWebhookConfiguration",
+    }
+    entries = list(_webhooks(docs))
+    assert len(entries) == 7
+    for kind, webhook in entries:
+        path = "/mutate" if kind.startswith("Mutating") else "/validate"
+        assert webhook["clientConfig"] == {
+            "url": values["url"] + path,
+            "caBundle": values["caBundle"],
+        }
+    for kind in ("MutatingWebhookConfiguration", "ValidatingWebhookConfiguration"):
+        assert "annotations" not in _one(docs, kind)["metadata"]
+
+
+def test_a_ca_bundle_without_an_external_url_is_refused() -> None:
+    result = _run_helm("template", RELEASE, str(CHART), "--set", "webhook.caBundle=QUJD")
+    assert result.returncode != 0
+    assert "webhook.caBundle is only used with webhook.url" in result.stderr
+
+
 # -- the webhook configurations -------------------------------------------------------------
 
 
@@ -406,15 +452,21 @@ def test_every_webhook_speaks_v1_with_equivalent_matching_and_values_for_failure
         else:
             assert webhook["failurePolicy"] == side["failurePolicy"]
         assert webhook["timeoutSeconds"] == side["timeoutSeconds"]
-        service = webhook["clientConfig"]["service"]
-        assert (service["namespace"], service["port"]) == (NAMESPACE, 443)
+        path = "/mutate" if kind.startswith("Mutating") else "/validate"
+        if settings.get("url"):
+            assert webhook["clientConfig"]["url"] == settings["url"] + path
+        else:
+            service = webhook["clientConfig"]["service"]
+            assert (service["namespace"], service["port"], service["path"]) == (
+                NAMESPACE,
+                443,
+                path,
+            )
         if kind.startswith("Mutating"):
-            assert service["path"] == "/mutate"
             assert webhook["reinvocationPolicy"] == "IfNeeded"
             creates_templates = not webhook["name"].startswith("claims.")
             assert webhook["sideEffects"] == ("NoneOnDryRun" if creates_templates else "None")
         else:
-            assert service["path"] == "/validate"
             assert webhook["sideEffects"] == "None"
 
 

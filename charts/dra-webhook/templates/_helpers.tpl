@@ -142,6 +142,15 @@ Argument: the CEL path of the pod spec, e.g. "object.spec".
 {{- end }}
 
 {{/*
+"true" when the webhook runs in the cluster (a Deployment behind a Service, the default); empty
+when webhook.url points the API server at a server outside it (development, the control-plane
+tests), which needs only the webhook configurations, RBAC, the ServiceAccount and the policy.
+*/}}
+{{- define "dra-webhook.inCluster" -}}
+{{- if not .Values.webhook.url }}true{{ end }}
+{{- end }}
+
+{{/*
 The common fields of every webhook entry. Arguments: dict with root (.), path (/mutate or
 /validate), failurePolicy, timeoutSeconds.
 */}}
@@ -151,11 +160,15 @@ matchPolicy: Equivalent
 failurePolicy: {{ .failurePolicy }}
 timeoutSeconds: {{ .timeoutSeconds }}
 clientConfig:
+  {{- if .root.Values.webhook.url }}
+  url: {{ printf "%s%s" (trimSuffix "/" .root.Values.webhook.url) .path | quote }}
+  {{- else }}
   service:
     name: {{ include "dra-webhook.fullname" .root }}
     namespace: {{ .root.Release.Namespace }}
     path: {{ .path }}
     port: {{ .root.Values.service.port }}
+  {{- end }}
   {{- if .caBundle }}
   caBundle: {{ .caBundle }}
   {{- end }}

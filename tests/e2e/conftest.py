@@ -1,0 +1,176 @@
+"""The control-plane suite's fixtures and its one-line-per-journey report.
+
+One control plane per test session (tests/e2e/controlplane.py), stopped by PID at the end; when a
+test that used it fails, the tail of each process's log is attached to the failure. Tests belong
+to a journey by `pytestmark = pytest.mark.journey("<name>")`; the terminal summary prints one line
+per journey with its verdict.
+"""
+
+from __future__ import annotations
+
+import itertools
+import re
+import time
+from collections import defaultdict
+from collections.abc import Callable, Iterator
+
+import pytest
+
+from tests.assets import control_plane_assets, k8s_tool
+from tests.e2e.controlplane import ControlPlane, ControlPlaneError
+from tests.e2e.fleet import publish
+from tests.e2e.kube import Kube, release_devices
+from tests.e2e.webhook import Webhook, start_webhook, stop_webhook
+
+_PLANE: list[ControlPlane] = []
+"""The session's control plane, for the failure hook and the summary (fixtures cannot reach
+hooks any other way)."""
+_WEBHOOK: list[Webhook] = []
+
+
+JOURNEYS = ("dra-only", "translate", "quotas", "defaults", "satisfiability", "faults", "latency")
+"""The order journeys run in: faults stops the API server, and latency is best measured last."""
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    def rank(item: pytest.Item) -> int:
+        marker = item.get_closest_marker("journey")
+        return JOURNEYS.index(marker.args[0]) + 1 if marker else 0
+
+    items.sort(key=rank)  # stable: the order within a journey is the file's
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "journey(name): the user journey a control-plane test walks")
+
+
+@pytest.fixture(scope="session")
+def control_plane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ControlPlane]:
+    """etcd, kube-apiserver, kube-controller-manager and kube-scheduler on loopback."""
+    assets = control_plane_assets()  # skips with the how-to, or fails under CI=true
+    plane = ControlPlane(assets, tmp_path_factory.mktemp("control-plane"))
+    _PLANE.append(plane)
+    try:
+        plane.start()
+    except ControlPlaneError as error:
+        plane.stop()
+        pytest.fail(f"the control plane did not start: {error}")
+    yield plane
+    plane.stop()
+
+
+@pytest.fixture(scope="session")
+def kube(control_plane: ControlPlane) -> Iterator[Kube]:
+    """The admin's client (system:masters)."""
+    client = Kube(control_plane)
+    yield client
+    client.close()
+
+
+@pytest.fixture(scope="session")
+def fleet(kube: Kube) -> None:
+    """Two Ready nodes with NVIDIA GPUs and MIG devices, and their DeviceClasses."""
+    publish(kube)
+
+
+@pytest.fixture(scope="session")
+def helm() -> str:
+    return k8s_tool("helm")
+
+
+@pytest.fixture(scope="session")
+def webhook(
+    control_plane: ControlPlane,
+    kube: Kube,
+    fleet: None,
+    helm: str,
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[Webhook]:
+    """`dra-webhook serve --kubeconfig` with the chart's RBAC and policy, registered from the
+    chart's webhook configurations (tests/e2e/webhook.py)."""
+    running = start_webhook(control_plane, kube, helm, tmp_path_factory.mktemp("webhook"))
+    _WEBHOOK.append(running)
+    yield running
+    stop_webhook(running)
+
+
+_NAMES = itertools.count(1)
+
+
+@pytest.fixture
+def namespace(kube: Kube, request: pytest.FixtureRequest) -> Iterator[Callable[..., str]]:
+    """Make a fresh namespace with labels, named after the test: namespace("dra-only", **labels).
+
+    Afterwards its devices go back to the fleet (four whole GPUs are soon gone otherwise): the
+    workloads are deleted, the pods too at once (no kubelet would confirm their end), and the
+    claims, whose allocation the scheduler then forgets.
+    """
+    made: list[str] = []
+
+    def make(mode: str | None = None, **labels: str) -> str:
+        base = re.sub(r"[^a-z0-9]+", "-", request.node.name.lower().removeprefix("test_"))[:40]
+        name = f"{base.strip('-')}-{next(_NAMES)}"
+        if mode is not None:
+            labels = {"gpu-mode": mode, **labels}
+        made.append(name)
+        return kube.namespace(name, **labels)
+
+    yield make
+    for name in made:
+        release_devices(kube, name)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:  # type: ignore[misc]
+    report: pytest.TestReport = yield
+    if report.failed and _PLANE and "control_plane" in getattr(item, "fixturenames", ()):
+        report.sections.append(("control-plane logs", _PLANE[0].log_tails()))
+        if _WEBHOOK:
+            tail = _WEBHOOK[0].server.log.read_text(errors="replace").splitlines()[-40:]
+            report.sections.append(("webhook log", "\n".join(tail)))
+    return report  # type: ignore[return-value]
+
+
+_JOURNEYS: dict[str, list[pytest.TestReport]] = defaultdict(list)
+_STARTED = time.monotonic()
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    journey = _journey_of(report)
+    if journey and (report.when == "call" or report.outcome != "passed"):
+        _JOURNEYS[journey].append(report)
+
+
+def _journey_of(report: pytest.TestReport) -> str | None:
+    for key, value in report.user_properties:
+        if key == "journey":
+            return str(value)
+    return None
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    marker = item.get_closest_marker("journey")
+    if marker is not None:
+        item.user_properties.append(("journey", marker.args[0]))
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    if not _JOURNEYS and not _PLANE:
+        return
+    write = terminalreporter.write_line
+    terminalreporter.section("journeys through the control plane")
+    if _PLANE and _PLANE[0].startup_seconds:
+        write(f"control plane: API server answered {_PLANE[0].startup_seconds:.1f} s after start")
+    for journey, reports in _JOURNEYS.items():
+        outcomes: dict[str, int] = defaultdict(int)
+        for report in reports:
+            outcome = "xfailed" if hasattr(report, "wasxfail") else report.outcome
+            outcomes[outcome] += 1
+        verdict = "FAILED" if outcomes.get("failed") else "passed"
+        if set(outcomes) == {"skipped"}:
+            verdict = "skipped"
+        counts = ", ".join(f"{n} {o}" for o, n in sorted(outcomes.items()))
+        seconds = sum(r.duration for r in reports)
+        write(f"journey {journey:<16} {verdict:<8} ({counts}; {seconds:.1f} s)")
+    write(f"session: {time.monotonic() - _STARTED:.1f} s")

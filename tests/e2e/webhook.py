@@ -1,0 +1,163 @@
+"""The webhook under test: `dra-webhook serve --kubeconfig` registered from the Helm chart.
+
+What the chart renders is what the API server gets, with nothing written by hand:
+
+1. `helm template` of the ServiceAccount, ClusterRole, ClusterRoleBinding and policy ConfigMap
+   (tests/e2e/values.yaml over the chart's defaults); the RBAC objects are applied as rendered,
+   and the ConfigMap's policy.yaml is the file the process reads;
+2. the process runs with the control plane's *webhook* identity, which the chart's binding names
+   (system:serviceaccount:dra-webhook:dra-webhook): its only permissions are docs/rbac.md's
+   ClusterRole, so a missing verb shows up as a stale view or a failed template create;
+3. once it is ready, `helm template --show-only templates/webhooks.yaml` with `webhook.url` and
+   `webhook.caBundle` (the CA of the certificates minted for it) gives the two webhook
+   configurations, applied as rendered: the real API server evaluates their namespaceSelector,
+   rules and matchConditions.
+"""
+
+from __future__ import annotations
+
+import base64
+import re
+import subprocess
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from app.certs import mint
+from tests.conftest import TlsServer, start_server, stop_server
+from tests.e2e.controlplane import WEBHOOK, ControlPlane
+from tests.e2e.kube import ApiError, Kube
+
+REPO = Path(__file__).resolve().parents[2]
+CHART = REPO / "charts" / "dra-webhook"
+VALUES = Path(__file__).with_name("values.yaml")
+RELEASE = NAMESPACE = "dra-webhook"
+ENV = {
+    "DRA_WEBHOOK_NAMESPACE": NAMESPACE,
+    # an API server outage shows in /readyz after 2 s, and the view reconnects within a second
+    "DRA_WEBHOOK_STALE_AFTER_SECONDS": "2",
+    "DRA_WEBHOOK_BACKOFF_INITIAL_SECONDS": "0.1",
+    "DRA_WEBHOOK_BACKOFF_MAX_SECONDS": "1",
+    "DRA_WEBHOOK_LOG_LEVEL": "INFO",
+}
+Obj = dict[str, Any]
+
+
+def render(helm: str, *args: str) -> list[Obj]:
+    result = subprocess.run(
+        [helm, "template", RELEASE, str(CHART), "-n", NAMESPACE, "-f", str(VALUES), *args],
+        capture_output=True, text=True, check=False, timeout=120,
+    )  # fmt: skip
+    if result.returncode != 0:
+        raise RuntimeError(f"helm template failed: {result.stderr}")
+    return [doc for doc in yaml.safe_load_all(result.stdout) if doc]
+
+
+@dataclass
+class Webhook:
+    server: TlsServer
+    configurations: list[Obj]
+    policy: Path
+
+    def get(self, path: str) -> tuple[int, str]:
+        with self.server.client() as client:
+            answer = client.get(path)
+        return answer.status_code, answer.text
+
+    def readyz(self) -> int:
+        try:
+            return self.get("/readyz")[0]
+        except OSError:
+            return 0
+
+    def metric(self, name: str, **labels: str) -> float:
+        """The sum of a metric's samples whose labels include `labels` (0 when absent)."""
+        total = 0.0
+        for line in self.get("/metrics")[1].splitlines():
+            match = re.match(r"^([a-zA-Z_:][\w:]*)(\{[^}]*\})? (\S+)$", line)
+            if not match or match.group(1) != name:
+                continue
+            found = dict(re.findall(r'(\w+)="([^"]*)"', match.group(2) or ""))
+            if all(found.get(k) == v for k, v in labels.items()):
+                total += float(match.group(3))
+        return total
+
+    def reviews(self) -> float:
+        """Reviews answered so far, on both endpoints."""
+        return self.metric("dra_webhook_admission_duration_seconds_count")
+
+
+def start_webhook(
+    plane: ControlPlane, kube: Kube, helm: str, workdir: Path, *, register: bool = True
+) -> Webhook:
+    """Permissions and policy from the chart, the process, then (register) its configurations."""
+    workdir.mkdir(parents=True, exist_ok=True)
+    policy = workdir / "policy.yaml"
+    if not policy.exists():
+        kube.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}})
+        shown = ("serviceaccount", "rbac", "configmap")
+        for doc in render(helm, *(f"--show-only=templates/{name}.yaml" for name in shown)):
+            if doc["kind"] == "ConfigMap":
+                policy.write_text(doc["data"]["policy.yaml"])
+            else:
+                kube.apply(doc)
+    server = start_server(
+        workdir,
+        "--kubeconfig", str(plane.kubeconfig(WEBHOOK)), "--config", str(policy),
+        cert_dir=_certs(workdir / "certs"), env=ENV,
+    )  # fmt: skip
+    ca_bundle = base64.b64encode((server.cert_dir / "ca.crt").read_bytes()).decode()
+    configurations = render(
+        helm,
+        "--show-only=templates/webhooks.yaml",
+        f"--set=webhook.url={server.base_url}",
+        f"--set=webhook.caBundle={ca_bundle}",
+    )
+    webhook = Webhook(server, configurations, policy)
+    if register:
+        for doc in configurations:
+            kube.apply(doc)
+        _wait_until_called(kube, webhook)
+    return webhook
+
+
+def stop_webhook(webhook: Webhook) -> None:
+    stop_server(webhook.server)
+
+
+def _certs(folder: Path) -> Path:
+    if not (folder / "tls.crt").exists():
+        mint(folder)
+    return folder
+
+
+def _wait_until_called(kube: Kube, webhook: Webhook, timeout: float = 30) -> None:
+    """The API server picks up new configurations from its informer: wait until a dry-run
+    legacy pod in a dra-only namespace comes back denied by this webhook."""
+    name = "e2e-webhook-probe"
+    kube.namespace(name, **{"gpu-mode": "dra-only"})
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "probe", "namespace": name},
+        "spec": {
+            "containers": [
+                {"name": "c", "image": "pause", "resources": {"limits": {"nvidia.com/gpu": "1"}}}
+            ]
+        },
+    }
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            kube.create(pod, dry_run=True)
+        except ApiError as error:
+            if "dra-webhook" in error.message and "denied" in error.message:
+                return
+        if time.monotonic() > deadline:
+            raise AssertionError(
+                f"the API server never called the webhook: {webhook.server.log.read_text()[-3000:]}"
+            )
+        time.sleep(0.2)
