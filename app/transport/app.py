@@ -31,6 +31,14 @@ from app.k8s.templates import template_mismatch
 from app.metrics import Metrics
 from app.pipeline import Decision, Endpoint, Pipeline
 from app.policies.base import Request
+from app.transport.limits import (
+    RECEIVED_AT,
+    STATS,
+    ByteBudget,
+    OverloadedError,
+    TransportStats,
+    check_queue_time,
+)
 from app.transport.response import encode, review_response
 from app.transport.review import decode_review
 
@@ -49,16 +57,34 @@ class _Webhook:
         self.pipeline = pipeline
         self.source = source
         self.metrics = metrics
+        self.stats = TransportStats()
+        self.budget = ByteBudget(settings.max_buffered_bytes)
         self._creating: dict[tuple[str, str], asyncio.Future[None]] = {}
         """Template creates in flight, by (namespace, name): shared by concurrent admissions."""
         self._namespace_lookups: dict[str, asyncio.Task[dict[str, Any] | None]] = {}
         """Namespace lookups in flight (cache misses), by name."""
 
     async def handle(self, http: HttpRequest, endpoint: Endpoint) -> Response:
+        held: list[int] = [0]  # body bytes taken from the budget, given back when answered
+        try:
+            return await self._handle(http, endpoint, held)
+        finally:
+            self.budget.give(held[0])
+
+    async def _handle(self, http: HttpRequest, endpoint: Endpoint, held: list[int]) -> Response:
         started = time.perf_counter()
         try:
-            body = await self._read_body(http)
+            body = await self._read_body(http, held)
+            received = http.scope.get("state", {}).get(RECEIVED_AT)
+            if received is not None:
+                check_queue_time(
+                    time.monotonic() - received,
+                    self.settings.max_queue_seconds,
+                    http.scope.get("query_string", b""),
+                )
             request = decode_review(body)
+        except OverloadedError as exc:
+            return self._refuse(exc)
         except ReviewError as exc:
             self.metrics.bad_requests.inc()
             logger.info("bad request", extra={"endpoint": endpoint.value, "error": str(exc)})
@@ -118,7 +144,16 @@ class _Webhook:
         except Exception:  # a bug in a source: the pipeline answers per failure.unknownNamespace
             logger.exception("namespace lookup raised", extra={"ns": name})
 
-    async def _read_body(self, http: HttpRequest) -> bytes:
+    def _refuse(self, exc: OverloadedError) -> Response:
+        self.stats.refused[exc.reason] += 1
+        return Response(
+            orjson.dumps({"message": str(exc)}),
+            status_code=429,
+            headers={"retry-after": "1"},
+            media_type=JSON,
+        )
+
+    async def _read_body(self, http: HttpRequest, held: list[int]) -> bytes:
         content_type = http.headers.get("content-type", "")
         if content_type.split(";", 1)[0].strip().lower() != JSON:
             raise ReviewError(f"content type must be {JSON}, not {content_type or 'missing'!r}")
@@ -129,6 +164,8 @@ class _Webhook:
                 raise ReviewError("invalid Content-Length")
             if int(declared) > limit:
                 raise ReviewError(f"body of {declared} bytes is over the limit of {limit}")
+            self.budget.take(int(declared))
+            held[0] = int(declared)
             return await http.body()
         chunks: list[bytes] = []
         size = 0
@@ -136,6 +173,8 @@ class _Webhook:
             size += len(chunk)
             if size > limit:
                 raise ReviewError(f"body is over the limit of {limit} bytes")
+            self.budget.take(len(chunk))
+            held[0] = size
             chunks.append(chunk)
         return b"".join(chunks)
 
@@ -254,9 +293,10 @@ def create_app(
         metrics.watch_source(stats)  # a live source's list/watch counters
     metrics.watch_cel(pipeline.compiled.cel.cache, pipeline.compiled.cel.index)
     webhook = _Webhook(settings, pipeline, source, metrics)
+    metrics.watch_transport(webhook.stats)
 
     @asynccontextmanager
-    async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+    async def lifespan(_: FastAPI) -> AsyncIterator[dict[str, Any]]:
         await source.start()
         # Everything built so far (policy, compiled CEL, a static view) lives as long as the
         # process: keep it out of the collector's full passes, which would otherwise pause the
@@ -271,7 +311,8 @@ def create_app(
             else None
         )
         try:
-            yield
+            # uvicorn hands the lifespan state to every connection: the protocol counts there
+            yield {STATS: webhook.stats}
         finally:
             if refresher is not None:
                 refresher.cancel()
