@@ -42,6 +42,13 @@ class Settings(BaseSettings):
     """Largest AdmissionReview accepted: objects are <= ~1.5 MiB in etcd, an UPDATE carries two."""
     log_level: str = "INFO"
 
+    health_port: int = Field(default=8081, ge=0, le=65535)
+    """Plain-HTTP port of the probes (/healthz, /readyz), served on a thread of its own so that
+    they answer fast however busy the webhook port is; 0: no health listener."""
+    health_stall_seconds: float = Field(default=60.0, gt=0)
+    """/healthz on the health port fails once the admission event loop has not run for this
+    long (wedged, not busy)."""
+
     # Transport limits (docs/security.md, "Transport limits"): what one client with a socket to
     # the port can hold. Over a limit the server answers at once (429, 431 or 408), never queues.
     max_connections: int = Field(default=1024, ge=1)

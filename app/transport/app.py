@@ -31,6 +31,7 @@ from app.k8s.templates import template_mismatch
 from app.metrics import Metrics
 from app.pipeline import Decision, Endpoint, Pipeline
 from app.policies.base import Request
+from app.transport.health import HealthServer, Heartbeat
 from app.transport.limits import (
     RECEIVED_AT,
     STATS,
@@ -279,8 +280,13 @@ def create_app(
     policy: Policy | None = None,
     source: ClusterSource | None = None,
     metrics: Metrics | None = None,
+    health_listener: bool = False,
 ) -> FastAPI:
-    """Build the ASGI app. Nothing starts until the lifespan runs."""
+    """Build the ASGI app. Nothing starts until the lifespan runs.
+
+    `health_listener`: also serve the probes on `settings.health_port` (app.transport.health)
+    while the lifespan runs; the server's workers do, in-process tests need not.
+    """
     settings = settings if settings is not None else Settings()
     policy = policy if policy is not None else load_policy(settings.policy_file)
     if source is None:
@@ -294,9 +300,24 @@ def create_app(
     metrics.watch_cel(pipeline.compiled.cel.cache, pipeline.compiled.cel.index)
     webhook = _Webhook(settings, pipeline, source, metrics)
     metrics.watch_transport(webhook.stats)
+    heartbeat = Heartbeat()
+    health = (
+        HealthServer(
+            settings.host,
+            settings.health_port,
+            ready=lambda: _readiness(source.view),
+            heartbeat=heartbeat,
+            stall_after=settings.health_stall_seconds,
+        )
+        if health_listener and settings.health_port
+        else None
+    )
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[dict[str, Any]]:
+        heartbeat.start(asyncio.get_running_loop())
+        if health is not None:
+            health.start()
         await source.start()
         # Everything built so far (policy, compiled CEL, a static view) lives as long as the
         # process: keep it out of the collector's full passes, which would otherwise pause the
@@ -320,6 +341,9 @@ def create_app(
                     await refresher
             await source.stop()
             metrics.close()
+            heartbeat.stop()
+            if health is not None:
+                health.stop()
 
     app = FastAPI(
         title="dra-webhook",
@@ -350,16 +374,8 @@ def create_app(
     @app.get("/readyz")
     async def readyz() -> Response:
         """Ready once every kind is listed, and while none is stale (out of sync too long)."""
-        view = source.view
-        stale = view.stale_kinds
-        if view.synced and not stale:
-            return Response(b'{"ready":true}', media_type=JSON)
-        missing = sorted(k.value for k in Kind if k not in view.synced_kinds())
-        return Response(
-            orjson.dumps({"ready": False, "unsynced": missing, "stale": sorted(stale)}),
-            status_code=503,
-            media_type=JSON,
-        )
+        ready, body = _readiness(source.view)
+        return Response(body, status_code=200 if ready else 503, media_type=JSON)
 
     @app.get("/metrics")
     async def metrics_endpoint() -> Response:
@@ -372,6 +388,15 @@ def create_app(
 VIEW_GAUGE_INTERVAL_SECONDS = 5.0
 
 
+def _readiness(view: ClusterView) -> tuple[bool, bytes]:
+    """Whether the view can be trusted (every kind listed, none stale), and why not."""
+    stale = view.stale_kinds
+    if view.synced and not stale:
+        return True, b'{"ready":true}'
+    missing = sorted(k.value for k in Kind if k not in view.synced_kinds())
+    return False, orjson.dumps({"ready": False, "unsynced": missing, "stale": sorted(stale)})
+
+
 async def _refresh_view_gauges(metrics: Metrics, source: ClusterSource) -> None:
     while True:
         await asyncio.sleep(VIEW_GAUGE_INTERVAL_SECONDS)
@@ -380,4 +405,4 @@ async def _refresh_view_gauges(metrics: Metrics, source: ClusterSource) -> None:
 
 def create_app_from_env() -> FastAPI:
     """Factory for uvicorn workers: every setting comes from DRA_WEBHOOK_* variables."""
-    return create_app(Settings())
+    return create_app(Settings(), health_listener=True)
