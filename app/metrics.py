@@ -306,4 +306,18 @@ class _SourceCollector(Collector):
         templates.add_metric(("created",), self._stats.templates_created)
         templates.add_metric(("exists",), self._stats.templates_existing)
         templates.add_metric(("error",), self._stats.template_errors)
-        yield from (in_sync, lists, relists, errors, idle, events, templates)
+        deletes = CounterMetricFamily(
+            "dra_webhook_template_deletes",
+            "Unused translation templates garbage-collected, by result (deleted; kept: changed "
+            "since judged unused; error).",
+            labels=("result",),
+        )
+        deletes.add_metric(("deleted",), self._stats.templates_deleted)
+        deletes.add_metric(("kept",), self._stats.templates_kept)
+        deletes.add_metric(("error",), self._stats.template_delete_errors)
+        touches = CounterMetricFamily(
+            "dra_webhook_template_touches",
+            "Templates an admission relied on while no claim of theirs existed (marked used).",
+            value=self._stats.templates_touched,
+        )
+        yield from (in_sync, lists, relists, errors, idle, events, templates, deletes, touches)

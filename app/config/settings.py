@@ -91,6 +91,11 @@ class Settings(BaseSettings):
     """Objects per list page: bounds the memory of one response on a large cluster."""
     list_timeout_seconds: float = Field(default=60.0, gt=0)
     """Timeout of one list page (up to `list_page_size` objects)."""
+    template_gc_grace_seconds: float = Field(default=3600.0, ge=0)
+    """Translation's templates that no ResourceClaim was made from, and no admission touched, for
+    this long are deleted (app.cluster.template_gc); 0 keeps them forever."""
+    template_gc_interval_seconds: float = Field(default=60.0, gt=0)
+    """Seconds between two garbage-collection passes over the view's templates."""
     api_timeout_seconds: float = Field(default=5.0, gt=0)
     """Timeout of a template create or read. The create runs while the API server waits for the
     webhook (its timeoutSeconds, 10 s by default): keep it below that."""

@@ -24,6 +24,7 @@ from starlette.requests import ClientDisconnect
 from app.cluster.factory import build_source
 from app.cluster.source import ClusterSource
 from app.cluster.stats import SourceStats
+from app.cluster.templates import ManagedTemplates
 from app.cluster.view import ClusterView, Kind
 from app.config import Policy, Settings, load_policy
 from app.errors import ReviewError, TemplateConflictError, TemplateCreateError
@@ -46,6 +47,7 @@ from app.transport.review import decode_review
 logger = logging.getLogger(__name__)
 
 JSON = "application/json"
+TOUCH_MEMO_LIMIT = 4096
 
 
 class _Webhook:
@@ -64,6 +66,18 @@ class _Webhook:
         """Template creates in flight, by (namespace, name): shared by concurrent admissions."""
         self._namespace_lookups: dict[str, asyncio.Task[dict[str, Any] | None]] = {}
         """Namespace lookups in flight (cache misses), by name."""
+        self._collected = (
+            source.view.derived(ManagedTemplates)
+            if getattr(source, "collects_templates", False)
+            else None
+        )
+        """With template garbage collection: which templates claims were made from."""
+        self._touched: dict[tuple[str, str], float] = {}
+        """Templates this replica touched, and when (monotonic): at most one touch per
+        `_touch_every` each."""
+        self._touch_every = settings.template_gc_grace_seconds / 4
+        self._touching: dict[tuple[str, str], asyncio.Future[None]] = {}
+        """Touches in flight, by (namespace, name): shared by concurrent admissions."""
 
     async def handle(self, http: HttpRequest, endpoint: Endpoint) -> Response:
         held: list[int] = [0]  # body bytes taken from the budget, given back when answered
@@ -190,6 +204,7 @@ class _Webhook:
         """
         view = self.source.view
         missing = []
+        idle = []
         for template in decision.templates:
             meta = template["metadata"]
             found = view.get(Kind.RESOURCE_CLAIM_TEMPLATE, meta["name"], meta["namespace"])
@@ -198,9 +213,13 @@ class _Webhook:
             elif (problem := template_mismatch(found, template)) is not None:
                 message = f"ResourceClaimTemplate {meta['namespace']}/{meta['name']} exists, but "
                 return self._conflict(request, template, TemplateConflictError(message + problem))
-        if request.dry_run or not missing:
+            elif self._collected is not None and self._idle(meta["namespace"], meta["name"]):
+                idle.append(template)
+        if request.dry_run or not (missing or idle):
             return decision  # the common case: every template already known, nothing to await
-        outcomes = await asyncio.gather(*map(self._ensure, missing), return_exceptions=True)
+        jobs = [*map(self._ensure, missing), *map(self._keep, idle)]
+        outcomes = await asyncio.gather(*jobs, return_exceptions=True)
+        missing += idle
         for template, outcome in zip(missing, outcomes, strict=True):
             if isinstance(outcome, TemplateConflictError):
                 return self._conflict(request, template, outcome)
@@ -209,6 +228,44 @@ class _Webhook:
             if isinstance(outcome, BaseException):
                 raise outcome
         return decision
+
+    def _idle(self, namespace: str, name: str) -> bool:
+        """A template no claim was made from, that this replica has not touched lately: garbage
+        collection could be about to delete it (app.cluster.template_gc)."""
+        assert self._collected is not None
+        key = (namespace, name)
+        if key in self._touching:
+            return True  # wait for that touch, as for a create in flight
+        if self._collected.in_use(namespace, name):
+            return False
+        touched = self._touched.get(key)
+        return touched is None or time.monotonic() - touched > self._touch_every
+
+    async def _keep(self, template: dict[str, Any]) -> None:
+        """Touch an idle template before a pod relies on it; create it again if it is gone.
+        Concurrent admissions of the shape share one touch."""
+        meta = template["metadata"]
+        key = (meta["namespace"], meta["name"])
+        task = self._touching.get(key)
+        if task is None:
+            task = asyncio.ensure_future(self._touch(key, template))
+            self._touching[key] = task
+            task.add_done_callback(lambda done: self._forget_touch(key, done))
+        await asyncio.shield(task)
+
+    async def _touch(self, key: tuple[str, str], template: dict[str, Any]) -> None:
+        if not await self.source.touch_claim_template(*key):
+            await self._ensure(template)
+        self._remember_touch(key)
+
+    def _forget_touch(self, key: tuple[str, str], done: asyncio.Future[None]) -> None:
+        if self._touching.get(key) is done:
+            del self._touching[key]
+
+    def _remember_touch(self, key: tuple[str, str]) -> None:
+        if len(self._touched) >= TOUCH_MEMO_LIMIT:
+            self._touched.clear()
+        self._touched[key] = time.monotonic()
 
     async def _ensure(self, template: dict[str, Any]) -> None:
         meta = template["metadata"]
@@ -224,6 +281,9 @@ class _Webhook:
     async def _create(self, template: dict[str, Any]) -> None:
         await self.source.create_claim_template(template)
         self.metrics.templates_created.inc()
+        if self._collected is not None:  # as fresh as a touch
+            meta = template["metadata"]
+            self._remember_touch((meta["namespace"], meta["name"]))
 
     def _forget(self, key: tuple[str, str], done: asyncio.Future[None]) -> None:
         if self._creating.get(key) is done:

@@ -290,6 +290,19 @@ def test_every_transport_limit_value_reaches_the_server_as_its_setting() -> None
         assert getattr(Settings(), field) == limits[key], key
 
 
+def test_template_garbage_collection_values_reach_the_server_with_its_defaults() -> None:
+    from app.config import Settings
+
+    docs = _render(CHART / "ci" / "default-values.yaml")
+    container = _one(docs, "Deployment")["spec"]["template"]["spec"]["containers"][0]
+    env = {e["name"]: e.get("value") for e in container["env"]}
+    gc = yaml.safe_load((CHART / "values.yaml").read_text())["templateGarbageCollection"]
+    assert env["DRA_WEBHOOK_TEMPLATE_GC_GRACE_SECONDS"] == str(gc["graceSeconds"])
+    assert env["DRA_WEBHOOK_TEMPLATE_GC_INTERVAL_SECONDS"] == str(gc["intervalSeconds"])
+    assert Settings().template_gc_grace_seconds == gc["graceSeconds"]
+    assert Settings().template_gc_interval_seconds == gc["intervalSeconds"]
+
+
 def test_the_network_policy_is_on_by_default_and_admits_the_webhook_port_only() -> None:
     docs = _render(CHART / "ci" / "default-values.yaml")
     policy = _one(docs, "NetworkPolicy")["spec"]
@@ -353,7 +366,10 @@ def test_the_cluster_role_grants_only_what_the_server_uses() -> None:
         for r in ("deviceclasses", "resourceslices", "resourceclaims", "resourceclaimtemplates")
         for v in read
     }
-    expected.add(("resource.k8s.io", "resourceclaimtemplates", "create"))
+    # translation's templates: created, touched and garbage-collected (docs/rbac.md)
+    expected |= {
+        ("resource.k8s.io", "resourceclaimtemplates", v) for v in ("create", "patch", "delete")
+    }
     assert granted == expected
     binding = _one(docs, "ClusterRoleBinding")
     assert binding["subjects"] == [
