@@ -41,6 +41,7 @@ from app.transport.limits import (
     TransportStats,
     check_queue_time,
 )
+from app.transport.memory import Trimmer
 from app.transport.response import encode, review_response
 from app.transport.review import decode_review
 
@@ -85,6 +86,7 @@ class _Webhook:
             return await self._handle(http, endpoint, held)
         finally:
             self.budget.give(held[0])
+            self.stats.released += held[0]
 
     async def _handle(self, http: HttpRequest, endpoint: Endpoint, held: list[int]) -> Response:
         started = time.perf_counter()
@@ -360,24 +362,11 @@ def create_app(
     metrics.watch_cel(pipeline.compiled.cel.cache, pipeline.compiled.cel.index)
     webhook = _Webhook(settings, pipeline, source, metrics)
     metrics.watch_transport(webhook.stats)
-    heartbeat = Heartbeat()
-    health = (
-        HealthServer(
-            settings.host,
-            settings.health_port,
-            ready=lambda: _readiness(source.view),
-            heartbeat=heartbeat,
-            stall_after=settings.health_stall_seconds,
-        )
-        if health_listener and settings.health_port
-        else None
-    )
+    housekeeping = _Housekeeping(settings, webhook, health_listener)
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[dict[str, Any]]:
-        heartbeat.start(asyncio.get_running_loop())
-        if health is not None:
-            health.start()
+        housekeeping.start()
         await source.start()
         # Everything built so far (policy, compiled CEL, a static view) lives as long as the
         # process: keep it out of the collector's full passes, which would otherwise pause the
@@ -401,9 +390,7 @@ def create_app(
                     await refresher
             await source.stop()
             metrics.close()
-            heartbeat.stop()
-            if health is not None:
-                health.stop()
+            await housekeeping.stop()
 
     app = FastAPI(
         title="dra-webhook",
@@ -446,6 +433,43 @@ def create_app(
 
 
 VIEW_GAUGE_INTERVAL_SECONDS = 5.0
+
+
+class _Housekeeping:
+    """What runs beside the admissions while the lifespan does: the loop's heartbeat, the health
+    listener (app.transport.health) and the memory trimmer (app.transport.memory)."""
+
+    def __init__(self, settings: Settings, webhook: _Webhook, health_listener: bool) -> None:
+        stats = webhook.stats
+        self.heartbeat = Heartbeat()
+        self.health = (
+            HealthServer(
+                settings.host,
+                settings.health_port,
+                ready=lambda: _readiness(webhook.source.view),
+                heartbeat=self.heartbeat,
+                stall_after=settings.health_stall_seconds,
+            )
+            if health_listener and settings.health_port
+            else None
+        )
+        self.trimmer = Trimmer(lambda: (stats.closed, stats.released))
+        self._task: asyncio.Task[None] | None = None
+
+    def start(self) -> None:
+        self.heartbeat.start(asyncio.get_running_loop())
+        if self.health is not None:
+            self.health.start()
+        self._task = asyncio.create_task(self.trimmer.run(), name="memory trimmer")
+
+    async def stop(self) -> None:
+        self.heartbeat.stop()
+        if self._task is not None:
+            self._task.cancel()
+            with suppress(asyncio.CancelledError):
+                await self._task
+        if self.health is not None:
+            self.health.stop()
 
 
 def _readiness(view: ClusterView) -> tuple[bool, bytes]:

@@ -47,6 +47,10 @@ class TransportStats:
     """Plain counters the protocol and the handler update; exported at scrape time."""
 
     connections: int = 0
+    closed: int = 0
+    """Connections closed so far (the memory trimmer watches it)."""
+    released: int = 0
+    """Request body bytes handled and let go of so far."""
     refused: dict[str, int] = field(default_factory=lambda: dict.fromkeys(REFUSALS, 0))
 
 

@@ -122,6 +122,7 @@ class LimitedHttpToolsProtocol(HttpToolsProtocol):
         stats = self._stats
         if stats is not None:
             stats.connections -= 1
+            stats.closed += 1
         super().connection_lost(exc)
 
     def data_received(self, data: bytes) -> None:
