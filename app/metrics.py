@@ -22,8 +22,9 @@ from __future__ import annotations
 
 import os
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
+from typing import Protocol
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client import values as prometheus_values
@@ -204,6 +205,12 @@ class Metrics:
         self._collectors.append(collector)
         self.registry.register(collector)
 
+    def watch_transport(self, stats: TransportCounters) -> None:
+        """Expose the connection count and load refusals, read from `stats` at every scrape."""
+        collector = _TransportCollector(stats)
+        self._collectors.append(collector)
+        self.registry.register(collector)
+
     def observe_view(self, view: ClusterView) -> None:
         """Copy the cluster view's sync state and sizes into the gauges."""
         synced, stale = view.synced_kinds(), view.stale_kinds
@@ -226,6 +233,39 @@ class Metrics:
         """On worker exit: drop this process's live-gauge files so it stops counting as live."""
         if self.multiprocess_dir is not None:
             mark_process_dead(os.getpid(), str(self.multiprocess_dir))  # type: ignore[no-untyped-call]
+
+
+class TransportCounters(Protocol):
+    """What the transport counts (`app.transport.limits.TransportStats`)."""
+
+    @property
+    def connections(self) -> int: ...
+
+    @property
+    def refused(self) -> Mapping[str, int]: ...
+
+
+class _TransportCollector(Collector):
+    """Open connections and refusals for load, this worker's (docs/security.md)."""
+
+    def __init__(self, stats: TransportCounters) -> None:
+        self._stats = stats
+
+    def collect(self) -> Iterator[Metric]:
+        yield GaugeMetricFamily(
+            "dra_webhook_open_connections",
+            "Connections open on the webhook port (this worker).",
+            value=self._stats.connections,
+        )
+        refused = CounterMetricFamily(
+            "dra_webhook_refused",
+            "Requests and connections refused for load or limits, by reason (connections, "
+            "header_bytes, header_timeout, body_timeout, buffered_bytes, queue).",
+            labels=("reason",),
+        )
+        for reason, count in sorted(self._stats.refused.items()):
+            refused.add_metric((reason,), count)
+        yield refused
 
 
 class _CelCollector(Collector):
@@ -323,4 +363,18 @@ class _SourceCollector(Collector):
         templates.add_metric(("created",), self._stats.templates_created)
         templates.add_metric(("exists",), self._stats.templates_existing)
         templates.add_metric(("error",), self._stats.template_errors)
-        yield from (in_sync, lists, relists, errors, idle, events, templates)
+        deletes = CounterMetricFamily(
+            "dra_webhook_template_deletes",
+            "Unused translation templates garbage-collected, by result (deleted; kept: changed "
+            "since judged unused; error).",
+            labels=("result",),
+        )
+        deletes.add_metric(("deleted",), self._stats.templates_deleted)
+        deletes.add_metric(("kept",), self._stats.templates_kept)
+        deletes.add_metric(("error",), self._stats.template_delete_errors)
+        touches = CounterMetricFamily(
+            "dra_webhook_template_touches",
+            "Templates an admission relied on while no claim of theirs existed (marked used).",
+            value=self._stats.templates_touched,
+        )
+        yield from (in_sync, lists, relists, errors, idle, events, templates, deletes, touches)

@@ -12,6 +12,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from enum import StrEnum
 
+from app.cluster.templates import ManagedTemplates
 from app.cluster.usage import SliceNodes, TemplateCounts, claim_usage
 from app.cluster.view import ClusterView, Kind
 from app.config import Policy
@@ -208,6 +209,7 @@ class Pipeline:
         claim_usage(view)
         view.derived(SliceNodes)
         view.derived(TemplateCounts)
+        view.derived(ManagedTemplates)
         self._exempt = frozenset(policy.exempt_namespaces) | {own_namespace, "kube-system"}
         modes = policy.namespace_modes
         self._label = modes.label

@@ -12,6 +12,7 @@ from app.certs import TLS_CERT, TLS_KEY, CertReloader
 from app.config import Settings
 from app.logs import logging_config
 from app.metrics import MULTIPROC_ENV, prepare_multiprocess_dir
+from app.transport.protocol import ConnectionLimits, LimitedHttpToolsProtocol
 
 APP_FACTORY = "app.transport.app:create_app_from_env"
 
@@ -22,10 +23,18 @@ class _TlsConfig(uvicorn.Config):
     `load()` runs in each worker process, so every worker builds its own reloader.
     """
 
-    def __init__(self, *args: Any, cert_dir: str, reload_interval: float, **kwargs: Any) -> None:
+    def __init__(
+        self,
+        *args: Any,
+        cert_dir: str,
+        reload_interval: float,
+        connection_limits: ConnectionLimits,
+        **kwargs: Any,
+    ) -> None:
         super().__init__(*args, **kwargs)
         self.cert_dir = cert_dir
         self.reload_interval = reload_interval
+        self.connection_limits = connection_limits
 
     def load(self) -> None:
         super().load()
@@ -52,7 +61,10 @@ def build_config(settings: Settings) -> uvicorn.Config:
         port=settings.port,
         workers=settings.workers,
         loop="uvloop",
-        http="httptools",
+        # httptools, with the limits it lacks (docs/security.md, "Transport limits")
+        http=LimitedHttpToolsProtocol,
+        timeout_keep_alive=settings.idle_timeout_seconds,
+        h11_max_incomplete_event_size=settings.max_header_bytes,
         lifespan="on",
         ssl_certfile=os.path.join(cert_dir, TLS_CERT),
         ssl_keyfile=os.path.join(cert_dir, TLS_KEY),
@@ -63,6 +75,12 @@ def build_config(settings: Settings) -> uvicorn.Config:
         server_header=False,
         cert_dir=cert_dir,
         reload_interval=settings.cert_reload_interval_seconds,
+        connection_limits=ConnectionLimits(
+            max_connections=settings.max_connections,
+            max_header_bytes=settings.max_header_bytes,
+            header_timeout=settings.header_timeout_seconds,
+            body_timeout=settings.body_timeout_seconds,
+        ),
     )
 
 

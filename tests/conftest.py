@@ -197,6 +197,8 @@ class TlsServer:
     cert_dir: Path
     process: subprocess.Popen[bytes]
     log: Path
+    health_port: int = 0
+    """The plain-HTTP health listener's port (DRA_WEBHOOK_HEALTH_PORT)."""
 
     @property
     def ca(self) -> str:
@@ -222,6 +224,7 @@ def start_server(
         cert_dir = workdir / "certs"
         mint(cert_dir)
     port = free_port()
+    env = {"DRA_WEBHOOK_HEALTH_PORT": str(free_port()), **(env or {})}
     log = workdir / f"server-{port}.log"
     with log.open("wb") as log_file:
         process = subprocess.Popen(
@@ -241,9 +244,11 @@ def start_server(
             stdout=log_file,
             stderr=subprocess.STDOUT,
             cwd=workdir,
-            env={**os.environ, **(env or {})},
+            env={**os.environ, **env},
         )
-    server = TlsServer(f"https://127.0.0.1:{port}", cert_dir, process, log)
+    server = TlsServer(
+        f"https://127.0.0.1:{port}", cert_dir, process, log, int(env["DRA_WEBHOOK_HEALTH_PORT"])
+    )
     deadline = time.monotonic() + 20
     path = "/readyz" if wait_ready else "/healthz"
     with server.client() as client:

@@ -24,11 +24,14 @@ watches. The generated `CoreV1Api`/`ResourceV1Api` classes are not used: importi
 ~1 s and ~30 MB per worker for ~350 model classes this path never touches, and their create
 would validate the template into a model class.
 
-The one write is `create_claim_template`: AlreadyExists is success once the stored template is
+The writes are to translation's ResourceClaimTemplates only. `create_claim_template`:
+AlreadyExists is success once the stored template is
 read back and found to be the one translation built (labelled as ours, the same spec; otherwise
 TemplateConflictError), and the object enters the view before the call returns, so the next
 admission finds it without waiting for the watch event (which, when it comes, is the same version
-and changes nothing).
+and changes nothing). `touch_claim_template` and `delete_claim_template` serve their garbage
+collection (app.cluster.template_gc): a touch marks a template an admission relies on, a delete
+is conditioned on the uid and resourceVersion judged unused.
 """
 
 from __future__ import annotations
@@ -50,12 +53,13 @@ from app.cluster.backoff import Backoff
 from app.cluster.ratelimit import ExpiringSet, TokenBucket
 from app.cluster.slim import slim
 from app.cluster.stats import KindStats, SourceStats
+from app.cluster.template_gc import TemplateCollector
 from app.cluster.view import ClusterView, Kind, Obj, object_key
 from app.config.settings import ClusterSource as SourceKind
 from app.config.settings import Settings
 from app.errors import ConfigError, TemplateConflictError, TemplateCreateError
 from app.k8s.names import is_dns_label, is_dns_subdomain
-from app.k8s.templates import template_mismatch
+from app.k8s.templates import LAST_USED_LABEL, template_mismatch
 
 logger = logging.getLogger(__name__)
 
@@ -71,6 +75,7 @@ COLLECTIONS: dict[Kind, str] = {
     Kind.RESOURCE_QUOTA: "/api/v1/resourcequotas",
 }
 """Where each kind is listed and watched, across all namespaces (see docs/rbac.md)."""
+MERGE_PATCH = "application/merge-patch+json"
 SHORT_WATCH_SECONDS = 1.0
 """A watch that ends cleanly sooner than this without any event counts as a failure (backoff),
 so an API server that accepts and at once closes watches is not hammered."""
@@ -97,13 +102,14 @@ class Api:
         query: list[tuple[str, str]] | None = None,
         body: Obj | None = None,
         timeout: float,
+        content_type: str = "application/json",
     ) -> aiohttp.ClientResponse:
         """Send one request; the response with its body not read yet (the caller releases it)."""
         params = await self.client.param_serialize(
             method=method,
             resource_path=path,
             query_params=query or None,
-            header_params={"Accept": "application/json", "Content-Type": "application/json"},
+            header_params={"Accept": "application/json", "Content-Type": content_type},
             body=body,
             auth_settings=["BearerToken"],
         )
@@ -112,10 +118,18 @@ class Api:
         return response
 
     async def request(
-        self, method: str, path: str, *, body: Obj | None = None, timeout: float
+        self,
+        method: str,
+        path: str,
+        *,
+        body: Obj | None = None,
+        timeout: float,
+        content_type: str = "application/json",
     ) -> tuple[int, bytes]:
         """Send one request; its status and whole body."""
-        response = await self.open(method, path, body=body, timeout=timeout)
+        response = await self.open(
+            method, path, body=body, timeout=timeout, content_type=content_type
+        )
         try:
             return response.status, await response.read()
         finally:
@@ -189,6 +203,15 @@ class LiveSource:
         self._not_found = ExpiringSet(
             settings.namespace_not_found_seconds, settings.namespace_not_found_entries
         )
+        self.collects_templates = settings.template_gc_grace_seconds > 0
+        """Unused translation templates are deleted (app.cluster.template_gc): admissions that
+        rely on one no claim uses yet touch it first (`touch_claim_template`)."""
+        self.collector = TemplateCollector(
+            view,
+            self.delete_claim_template,
+            self.stats,
+            grace_seconds=settings.template_gc_grace_seconds,
+        )
         for kind in Kind:
             view.mark_stale(kind)
 
@@ -208,6 +231,11 @@ class LiveSource:
             )
             self._watchers.append(watcher)
             self._tasks.append(asyncio.create_task(watcher.run(), name=f"watch {kind.value}"))
+        if self.collects_templates:
+            interval = self._settings.template_gc_interval_seconds
+            self._tasks.append(
+                asyncio.create_task(self.collector.run(interval), name="template gc")
+            )
         logger.info("watching the cluster", extra={"kinds": [k.value for k in Kind]})
 
     async def stop(self) -> None:
@@ -320,6 +348,72 @@ class LiveSource:
         if self.view.get(Kind.RESOURCE_CLAIM_TEMPLATE, name, namespace) is None:
             self.view.apply(Kind.RESOURCE_CLAIM_TEMPLATE, created)
 
+    async def touch_claim_template(self, namespace: str, name: str) -> bool:
+        """Mark a template as relied on now (LAST_USED_LABEL); False when it no longer exists.
+
+        The write changes its resourceVersion, so a garbage-collection delete decided on the
+        version before fails its precondition (app.cluster.template_gc). Raises
+        TemplateCreateError when the API server cannot be asked.
+        """
+        path = f"{RESOURCE_API}/namespaces/{namespace}/resourceclaimtemplates/{name}"
+        patch = {"metadata": {"labels": {LAST_USED_LABEL: f"{time.time():.6f}"}}}
+        try:
+            status, body = await self._request("PATCH", path, patch, MERGE_PATCH)
+        except TimeoutError as exc:
+            timeout = self._settings.api_timeout_seconds
+            raise TemplateCreateError(f"the API server did not answer within {timeout}s") from exc
+        except (aiohttp.ClientError, OSError) as exc:
+            raise TemplateCreateError(f"API server unreachable: {_describe(exc)}") from exc
+        if status == 404:
+            found = self.view.get(Kind.RESOURCE_CLAIM_TEMPLATE, name, namespace)
+            if found is not None:
+                self.view.remove(Kind.RESOURCE_CLAIM_TEMPLATE, found)
+            return False
+        if status != 200:
+            raise TemplateCreateError(_status_text(status, body))
+        self.stats.templates_touched += 1
+        touched = _object_or(body, {})
+        if touched:
+            self.view.apply(Kind.RESOURCE_CLAIM_TEMPLATE, touched)
+        return True
+
+    async def delete_claim_template(self, template: Obj) -> str:
+        """Delete the version of `template` the view holds, and only that one.
+
+        "deleted"; "gone" when it did not exist (NotFound is success); "changed" when its uid or
+        resourceVersion no longer match (409: touched or replaced meanwhile, so kept); "error".
+        """
+        meta = template["metadata"]
+        namespace, name = meta.get("namespace") or "", meta["name"]
+        path = f"{RESOURCE_API}/namespaces/{namespace}/resourceclaimtemplates/{name}"
+        options = {
+            "apiVersion": "v1",
+            "kind": "DeleteOptions",
+            "preconditions": {
+                "uid": meta.get("uid"),
+                "resourceVersion": meta.get("resourceVersion"),
+            },
+        }
+        try:
+            status, body = await self._request("DELETE", path, options)
+        except (TemplateCreateError, TimeoutError, aiohttp.ClientError, OSError) as exc:
+            logger.warning(
+                "template delete failed",
+                extra={"ns": namespace, "template": name, "error": _describe(exc)},
+            )
+            return "error"
+        if status in (200, 202):
+            return "deleted"
+        if status == 404:
+            return "gone"
+        if status == 409:
+            return "changed"
+        logger.warning(
+            "template delete failed",
+            extra={"ns": namespace, "template": name, "error": _status_text(status, body)},
+        )
+        return "error"
+
     async def _existing_template(self, path: str, sent: Obj) -> Obj:
         """The stored template after AlreadyExists. Raises TemplateCreateError if unreadable."""
         name = f"{sent['metadata']['namespace']}/{sent['metadata']['name']}"
@@ -336,11 +430,21 @@ class LiveSource:
             f"that it is ours: {_status_text(status, body)}"
         )
 
-    async def _request(self, method: str, path: str, body: Obj | None = None) -> tuple[int, bytes]:
+    async def _request(
+        self,
+        method: str,
+        path: str,
+        body: Obj | None = None,
+        content_type: str = "application/json",
+    ) -> tuple[int, bytes]:
         if self._api is None:
             raise TemplateCreateError("the live cluster source is not started")
         return await self._api.request(
-            method, path, body=body, timeout=self._settings.api_timeout_seconds
+            method,
+            path,
+            body=body,
+            timeout=self._settings.api_timeout_seconds,
+            content_type=content_type,
         )
 
 

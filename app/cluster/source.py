@@ -34,3 +34,7 @@ class ClusterSource(Protocol):
 
         On success the template is in the view before this returns.
         """
+
+    async def touch_claim_template(self, namespace: str, name: str) -> bool:
+        """Mark a template as relied on now, so that garbage collection keeps it; False when it
+        no longer exists (the caller creates it again). Raises TemplateCreateError."""

@@ -124,3 +124,7 @@ class StaticSource:
         """Record the template in the view, as the live source would after its create."""
         self.created_templates.append(template)
         self.view.apply(Kind.RESOURCE_CLAIM_TEMPLATE, template)
+
+    async def touch_claim_template(self, namespace: str, name: str) -> bool:
+        """Nothing deletes a static view's templates: there is nothing to protect them from."""
+        return self.view.get(Kind.RESOURCE_CLAIM_TEMPLATE, name, namespace) is not None

@@ -42,3 +42,10 @@ class SourceStats:
     templates_existing: int = 0
     """Template creates answered AlreadyExists (another replica or an earlier request won)."""
     template_errors: int = 0
+    templates_deleted: int = 0
+    """Unused translation templates removed by garbage collection (app.cluster.template_gc)."""
+    templates_kept: int = 0
+    """Deletes refused by their precondition: the template changed (was touched) meanwhile."""
+    template_delete_errors: int = 0
+    templates_touched: int = 0
+    """Templates an admission relied on while no claim of theirs existed (LAST_USED_LABEL)."""

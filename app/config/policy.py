@@ -133,6 +133,11 @@ class Translation(_Model):
     """A pod whose translation would add more resource claims than this is denied."""
     max_templates_per_pod: int = Field(default=8, alias="maxTemplatesPerPod", ge=1, le=256)
     """A pod whose translation would need more ResourceClaimTemplates (API creates) is denied."""
+    max_templates_per_namespace: int = Field(
+        default=100, alias="maxTemplatesPerNamespace", ge=1, le=10000
+    )
+    """A pod whose translation needs a new ResourceClaimTemplate in a namespace that already
+    holds this many made by dra-webhook is denied (unused ones are garbage-collected)."""
 
     @field_validator("template_name_prefix", "claim_name_prefix")
     @classmethod

@@ -5,7 +5,7 @@ from __future__ import annotations
 from enum import StrEnum
 from pathlib import Path
 
-from pydantic import Field
+from pydantic import Field, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 
@@ -41,6 +41,33 @@ class Settings(BaseSettings):
     max_body_bytes: int = Field(default=8 * 1024 * 1024, ge=1024)
     """Largest AdmissionReview accepted: objects are <= ~1.5 MiB in etcd, an UPDATE carries two."""
     log_level: str = "INFO"
+
+    health_port: int = Field(default=8081, ge=0, le=65535)
+    """Plain-HTTP port of the probes (/healthz, /readyz), served on a thread of its own so that
+    they answer fast however busy the webhook port is; 0: no health listener."""
+    health_stall_seconds: float = Field(default=60.0, gt=0)
+    """/healthz on the health port fails once the admission event loop has not run for this
+    long (wedged, not busy)."""
+
+    # Transport limits (docs/security.md, "Transport limits"): what one client with a socket to
+    # the port can hold. Over a limit the server answers at once (429, 431 or 408), never queues.
+    max_connections: int = Field(default=1024, ge=1)
+    """Open connections per worker; one more is answered 429 and closed at once (~50 KB each)."""
+    max_header_bytes: int = Field(default=16 * 1024, ge=1024)
+    """Bytes of a request line and headers; over it: 431. httptools itself has no limit."""
+    header_timeout_seconds: float = Field(default=5.0, gt=0)
+    """From the first byte of a request to the end of its headers; then 408 and closed."""
+    body_timeout_seconds: float = Field(default=10.0, gt=0)
+    """From the end of the headers to the end of the body; then 408 and closed."""
+    idle_timeout_seconds: int = Field(default=5, ge=1)
+    """A connection with no request in progress is closed after this (uvicorn's keep-alive
+    timeout, also applied to a connection that never sends a request)."""
+    max_buffered_bytes: int = Field(default=64 * 1024 * 1024, ge=1024)
+    """Request body bytes held at once by one worker, over every request; a review that would go
+    over is answered 429 before its body is read. At least `max_body_bytes`."""
+    max_queue_seconds: float = Field(default=2.0, gt=0)
+    """A review that waited longer than this between its headers arriving and its turn (or past
+    the `?timeout=` the API server sends) is answered 429 without being decoded."""
     shutdown_grace_seconds: float = Field(default=20.0, ge=0)
     cert_reload_interval_seconds: float = Field(default=2.0, gt=0)
     metrics_dir: Path | None = None
@@ -64,6 +91,11 @@ class Settings(BaseSettings):
     """Objects per list page: bounds the memory of one response on a large cluster."""
     list_timeout_seconds: float = Field(default=60.0, gt=0)
     """Timeout of one list page (up to `list_page_size` objects)."""
+    template_gc_grace_seconds: float = Field(default=3600.0, ge=0)
+    """Translation's templates that no ResourceClaim was made from, and no admission touched, for
+    this long are deleted (app.cluster.template_gc); 0 keeps them forever."""
+    template_gc_interval_seconds: float = Field(default=60.0, gt=0)
+    """Seconds between two garbage-collection passes over the view's templates."""
     api_timeout_seconds: float = Field(default=5.0, gt=0)
     """Timeout of a template create or read. The create runs while the API server waits for the
     webhook (its timeoutSeconds, 10 s by default): keep it below that."""
@@ -77,3 +109,12 @@ class Settings(BaseSettings):
     watch still brings it as soon as it is created)."""
     namespace_not_found_entries: int = Field(default=4096, ge=1)
     """How many such answers are remembered (least recently asked forgotten first)."""
+
+    @model_validator(mode="after")
+    def _budget_holds_one_review(self) -> Settings:
+        if self.max_buffered_bytes < self.max_body_bytes:
+            raise ValueError(
+                f"max_buffered_bytes ({self.max_buffered_bytes}) must be at least max_body_bytes "
+                f"({self.max_body_bytes}): the largest review could never be read"
+            )
+        return self

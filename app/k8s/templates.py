@@ -13,6 +13,14 @@ from typing import Any
 
 MANAGED_BY_LABEL = "app.kubernetes.io/managed-by"
 MANAGED_BY = "dra-webhook"
+TEMPLATE_LABEL = "dra-webhook/template"
+"""Set in a translation template's `spec.metadata.labels` to the template's name. The resource
+claim controller copies those labels onto every ResourceClaim it makes from the template, so the
+claims the view already watches say which templates are in use (template garbage collection)."""
+LAST_USED_LABEL = "dra-webhook/last-used"
+"""On a translation template: when an admission last relied on it while no claim of it existed
+(Unix seconds, microsecond precision). Template garbage collection leaves it alone for a grace
+period after; writing it also changes the resourceVersion a pending delete is conditioned on."""
 
 Obj = dict[str, Any]
 
@@ -34,12 +42,22 @@ def template_mismatch(stored: Obj, wanted: Obj) -> str | None:
 
 
 def _comparable(spec: Any) -> Any:
+    """The spec without a `metadata` that is empty or only translation's template label: a
+    template made before that label existed is still the one translation builds."""
     if not isinstance(spec, dict):
         return spec
     metadata = spec.get("metadata")
-    if metadata is None or (isinstance(metadata, dict) and _empty_metadata(metadata)):
+    if metadata is None or (
+        isinstance(metadata, dict) and (_empty_metadata(metadata) or _only_ours(metadata))
+    ):
         return {key: value for key, value in spec.items() if key != "metadata"}
     return spec
+
+
+def _only_ours(metadata: Obj) -> bool:
+    labels = metadata.get("labels")
+    rest = {k: v for k, v in metadata.items() if k != "labels"}
+    return isinstance(labels, dict) and set(labels) == {TEMPLATE_LABEL} and _empty_metadata(rest)
 
 
 def _empty_metadata(metadata: Obj) -> bool:

@@ -33,6 +33,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from app.cluster.templates import ManagedTemplates
 from app.cluster.view import ClusterView, Kind
 from app.config.policy import Translation
 from app.errors import ObjectShapeError
@@ -243,13 +244,16 @@ def _check_caps(spec: PodSpecRef, namespace: str, ctx: Context, analysis: Analys
 class _OverCapError(Exception):
     """Planning stopped: the pod needs more claims or templates than the policy allows."""
 
-    def __init__(self, spec: PodSpecRef, what: str, key: str, cap: int) -> None:
+    def __init__(
+        self, spec: PodSpecRef, what: str, key: str, cap: int, message: str | None = None
+    ) -> None:
         super().__init__(key)
         self.problem = Problem(
             ("", "", key),
             Violation(
                 spec.path,
-                f"translating this pod needs more than {cap} {what}, the limit set by "
+                message
+                or f"translating this pod needs more than {cap} {what}, the limit set by "
                 f"translation.{key} in the dra-webhook policy: ask for devices in fewer "
                 f"containers or with fewer different counts, or raise translation.{key}",
             ),
@@ -350,14 +354,45 @@ class _Plan:
         if len(self.entries) >= self.max_claims:
             raise _OverCapError(self.spec, "resource claims", "maxClaimsPerPod", self.max_claims)
         template = self.ctx.compiled.templates.get(self.namespace, mapping, count)
-        if template.name not in self.templates and len(self.templates) >= self.max_templates:
-            raise _OverCapError(
-                self.spec, "ResourceClaimTemplates", "maxTemplatesPerPod", self.max_templates
-            )
+        if template.name not in self.templates:
+            if len(self.templates) >= self.max_templates:
+                raise _OverCapError(
+                    self.spec, "ResourceClaimTemplates", "maxTemplatesPerPod", self.max_templates
+                )
+            self._check_namespace_cap(template.name)
         name = self.names.new(tail, who)
         self.entries.append({"name": name, "resourceClaimTemplateName": template.name})
         self.templates.setdefault(template.name, template.template)
         return _Claim(name, count, template, owner)
+
+    def _check_namespace_cap(self, name: str) -> None:
+        """A new template must fit under translation.maxTemplatesPerNamespace (templates the view
+        holds cost nothing: only a create is capped)."""
+        view = self.ctx.view
+        if view.get(Kind.RESOURCE_CLAIM_TEMPLATE, name, self.namespace) is not None:
+            return
+        cap = self.ctx.policy.translation.max_templates_per_namespace
+        held = view.derived(ManagedTemplates).count(self.namespace)
+        new = sum(
+            1
+            for other in self.templates
+            if view.get(Kind.RESOURCE_CLAIM_TEMPLATE, other, self.namespace) is None
+        )
+        if held + new >= cap:
+            key = "maxTemplatesPerNamespace"
+            raise _OverCapError(
+                self.spec,
+                "ResourceClaimTemplates",
+                key,
+                cap,
+                message=(
+                    f"translating this pod needs a new ResourceClaimTemplate ({name}), but "
+                    f"namespace {self.namespace} already holds {held} made by dra-webhook, the "
+                    f"limit set by translation.{key} in the dra-webhook policy: ask for a device "
+                    "count or type that pods here already use, wait until unused templates are "
+                    f"removed, or raise translation.{key}"
+                ),
+            )
 
     def _use(self, ref: ContainerRef, claims: Iterable[_Claim]) -> None:
         names = self.claims_of.setdefault(ref.pointer, [])

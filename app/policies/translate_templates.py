@@ -16,7 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from app.k8s.templates import MANAGED_BY, MANAGED_BY_LABEL
+from app.k8s.templates import MANAGED_BY, MANAGED_BY_LABEL, TEMPLATE_LABEL
 from app.policies.legacy import DeviceMapping
 
 Obj = dict[str, Any]
@@ -85,7 +85,9 @@ class TemplateBuilder:
                 "namespace": namespace,
                 "labels": {MANAGED_BY_LABEL: MANAGED_BY},
             },
-            "spec": {"spec": spec},
+            # copied by the resource claim controller onto the claims it makes: they say the
+            # template is in use (app.cluster.templates)
+            "spec": {"metadata": {"labels": {TEMPLATE_LABEL: name}}, "spec": spec},
         }
         return ClaimTemplate(name, mapping.device_class_name, count, template)
 

@@ -24,6 +24,7 @@ from starlette.requests import ClientDisconnect
 from app.cluster.factory import build_source
 from app.cluster.source import ClusterSource
 from app.cluster.stats import SourceStats
+from app.cluster.templates import ManagedTemplates
 from app.cluster.view import ClusterView, Kind
 from app.config import Policy, Settings, load_policy
 from app.errors import ReviewError, TemplateConflictError, TemplateCreateError
@@ -31,12 +32,23 @@ from app.k8s.templates import template_mismatch
 from app.metrics import Metrics
 from app.pipeline import Decision, Endpoint, Pipeline
 from app.policies.base import Request
+from app.transport.health import HealthServer, Heartbeat
+from app.transport.limits import (
+    RECEIVED_AT,
+    STATS,
+    ByteBudget,
+    OverloadedError,
+    TransportStats,
+    check_queue_time,
+)
+from app.transport.memory import Trimmer
 from app.transport.response import encode, review_response
 from app.transport.review import decode_review
 
 logger = logging.getLogger(__name__)
 
 JSON = "application/json"
+TOUCH_MEMO_LIMIT = 4096
 
 
 class _Webhook:
@@ -49,16 +61,47 @@ class _Webhook:
         self.pipeline = pipeline
         self.source = source
         self.metrics = metrics
+        self.stats = TransportStats()
+        self.budget = ByteBudget(settings.max_buffered_bytes)
         self._creating: dict[tuple[str, str], asyncio.Future[None]] = {}
         """Template creates in flight, by (namespace, name): shared by concurrent admissions."""
         self._namespace_lookups: dict[str, asyncio.Task[dict[str, Any] | None]] = {}
         """Namespace lookups in flight (cache misses), by name."""
+        self._collected = (
+            source.view.derived(ManagedTemplates)
+            if getattr(source, "collects_templates", False)
+            else None
+        )
+        """With template garbage collection: which templates claims were made from."""
+        self._touched: dict[tuple[str, str], float] = {}
+        """Templates this replica touched, and when (monotonic): at most one touch per
+        `_touch_every` each."""
+        self._touch_every = settings.template_gc_grace_seconds / 4
+        self._touching: dict[tuple[str, str], asyncio.Future[None]] = {}
+        """Touches in flight, by (namespace, name): shared by concurrent admissions."""
 
     async def handle(self, http: HttpRequest, endpoint: Endpoint) -> Response:
+        held: list[int] = [0]  # body bytes taken from the budget, given back when answered
+        try:
+            return await self._handle(http, endpoint, held)
+        finally:
+            self.budget.give(held[0])
+            self.stats.released += held[0]
+
+    async def _handle(self, http: HttpRequest, endpoint: Endpoint, held: list[int]) -> Response:
         started = time.perf_counter()
         try:
-            body = await self._read_body(http)
+            body = await self._read_body(http, held)
+            received = http.scope.get("state", {}).get(RECEIVED_AT)
+            if received is not None:
+                check_queue_time(
+                    time.monotonic() - received,
+                    self.settings.max_queue_seconds,
+                    http.scope.get("query_string", b""),
+                )
             request = decode_review(body)
+        except OverloadedError as exc:
+            return self._refuse(exc)
         except ReviewError as exc:
             self.metrics.bad_requests.inc()
             logger.info("bad request", extra={"endpoint": endpoint.value, "error": str(exc)})
@@ -118,7 +161,16 @@ class _Webhook:
         except Exception:  # a bug in a source: the pipeline answers per failure.unknownNamespace
             logger.exception("namespace lookup raised", extra={"ns": name})
 
-    async def _read_body(self, http: HttpRequest) -> bytes:
+    def _refuse(self, exc: OverloadedError) -> Response:
+        self.stats.refused[exc.reason] += 1
+        return Response(
+            orjson.dumps({"message": str(exc)}),
+            status_code=429,
+            headers={"retry-after": "1"},
+            media_type=JSON,
+        )
+
+    async def _read_body(self, http: HttpRequest, held: list[int]) -> bytes:
         content_type = http.headers.get("content-type", "")
         if content_type.split(";", 1)[0].strip().lower() != JSON:
             raise ReviewError(f"content type must be {JSON}, not {content_type or 'missing'!r}")
@@ -129,6 +181,8 @@ class _Webhook:
                 raise ReviewError("invalid Content-Length")
             if int(declared) > limit:
                 raise ReviewError(f"body of {declared} bytes is over the limit of {limit}")
+            self.budget.take(int(declared))
+            held[0] = int(declared)
             return await http.body()
         chunks: list[bytes] = []
         size = 0
@@ -136,6 +190,8 @@ class _Webhook:
             size += len(chunk)
             if size > limit:
                 raise ReviewError(f"body is over the limit of {limit} bytes")
+            self.budget.take(len(chunk))
+            held[0] = size
             chunks.append(chunk)
         return b"".join(chunks)
 
@@ -150,6 +206,7 @@ class _Webhook:
         """
         view = self.source.view
         missing = []
+        idle = []
         for template in decision.templates:
             meta = template["metadata"]
             found = view.get(Kind.RESOURCE_CLAIM_TEMPLATE, meta["name"], meta["namespace"])
@@ -158,9 +215,13 @@ class _Webhook:
             elif (problem := template_mismatch(found, template)) is not None:
                 message = f"ResourceClaimTemplate {meta['namespace']}/{meta['name']} exists, but "
                 return self._conflict(request, template, TemplateConflictError(message + problem))
-        if request.dry_run or not missing:
+            elif self._collected is not None and self._idle(meta["namespace"], meta["name"]):
+                idle.append(template)
+        if request.dry_run or not (missing or idle):
             return decision  # the common case: every template already known, nothing to await
-        outcomes = await asyncio.gather(*map(self._ensure, missing), return_exceptions=True)
+        jobs = [*map(self._ensure, missing), *map(self._keep, idle)]
+        outcomes = await asyncio.gather(*jobs, return_exceptions=True)
+        missing += idle
         for template, outcome in zip(missing, outcomes, strict=True):
             if isinstance(outcome, TemplateConflictError):
                 return self._conflict(request, template, outcome)
@@ -169,6 +230,44 @@ class _Webhook:
             if isinstance(outcome, BaseException):
                 raise outcome
         return decision
+
+    def _idle(self, namespace: str, name: str) -> bool:
+        """A template no claim was made from, that this replica has not touched lately: garbage
+        collection could be about to delete it (app.cluster.template_gc)."""
+        assert self._collected is not None
+        key = (namespace, name)
+        if key in self._touching:
+            return True  # wait for that touch, as for a create in flight
+        if self._collected.in_use(namespace, name):
+            return False
+        touched = self._touched.get(key)
+        return touched is None or time.monotonic() - touched > self._touch_every
+
+    async def _keep(self, template: dict[str, Any]) -> None:
+        """Touch an idle template before a pod relies on it; create it again if it is gone.
+        Concurrent admissions of the shape share one touch."""
+        meta = template["metadata"]
+        key = (meta["namespace"], meta["name"])
+        task = self._touching.get(key)
+        if task is None:
+            task = asyncio.ensure_future(self._touch(key, template))
+            self._touching[key] = task
+            task.add_done_callback(lambda done: self._forget_touch(key, done))
+        await asyncio.shield(task)
+
+    async def _touch(self, key: tuple[str, str], template: dict[str, Any]) -> None:
+        if not await self.source.touch_claim_template(*key):
+            await self._ensure(template)
+        self._remember_touch(key)
+
+    def _forget_touch(self, key: tuple[str, str], done: asyncio.Future[None]) -> None:
+        if self._touching.get(key) is done:
+            del self._touching[key]
+
+    def _remember_touch(self, key: tuple[str, str]) -> None:
+        if len(self._touched) >= TOUCH_MEMO_LIMIT:
+            self._touched.clear()
+        self._touched[key] = time.monotonic()
 
     async def _ensure(self, template: dict[str, Any]) -> None:
         meta = template["metadata"]
@@ -184,6 +283,9 @@ class _Webhook:
     async def _create(self, template: dict[str, Any]) -> None:
         await self.source.create_claim_template(template)
         self.metrics.templates_created.inc()
+        if self._collected is not None:  # as fresh as a touch
+            meta = template["metadata"]
+            self._remember_touch((meta["namespace"], meta["name"]))
 
     def _forget(self, key: tuple[str, str], done: asyncio.Future[None]) -> None:
         if self._creating.get(key) is done:
@@ -240,8 +342,13 @@ def create_app(
     policy: Policy | None = None,
     source: ClusterSource | None = None,
     metrics: Metrics | None = None,
+    health_listener: bool = False,
 ) -> FastAPI:
-    """Build the ASGI app. Nothing starts until the lifespan runs."""
+    """Build the ASGI app. Nothing starts until the lifespan runs.
+
+    `health_listener`: also serve the probes on `settings.health_port` (app.transport.health)
+    while the lifespan runs; the server's workers do, in-process tests need not.
+    """
     settings = settings if settings is not None else Settings()
     policy = policy if policy is not None else load_policy(settings.policy_file)
     if source is None:
@@ -254,9 +361,12 @@ def create_app(
         metrics.watch_source(stats)  # a live source's list/watch counters
     metrics.watch_cel(pipeline.compiled.cel.cache, pipeline.compiled.cel.index)
     webhook = _Webhook(settings, pipeline, source, metrics)
+    metrics.watch_transport(webhook.stats)
+    housekeeping = _Housekeeping(settings, webhook, health_listener)
 
     @asynccontextmanager
-    async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+    async def lifespan(_: FastAPI) -> AsyncIterator[dict[str, Any]]:
+        housekeeping.start()
         await source.start()
         # Everything built so far (policy, compiled CEL, a static view) lives as long as the
         # process: keep it out of the collector's full passes, which would otherwise pause the
@@ -271,7 +381,8 @@ def create_app(
             else None
         )
         try:
-            yield
+            # uvicorn hands the lifespan state to every connection: the protocol counts there
+            yield {STATS: webhook.stats}
         finally:
             if refresher is not None:
                 refresher.cancel()
@@ -279,6 +390,7 @@ def create_app(
                     await refresher
             await source.stop()
             metrics.close()
+            await housekeeping.stop()
 
     app = FastAPI(
         title="dra-webhook",
@@ -309,16 +421,8 @@ def create_app(
     @app.get("/readyz")
     async def readyz() -> Response:
         """Ready once every kind is listed, and while none is stale (out of sync too long)."""
-        view = source.view
-        stale = view.stale_kinds
-        if view.synced and not stale:
-            return Response(b'{"ready":true}', media_type=JSON)
-        missing = sorted(k.value for k in Kind if k not in view.synced_kinds())
-        return Response(
-            orjson.dumps({"ready": False, "unsynced": missing, "stale": sorted(stale)}),
-            status_code=503,
-            media_type=JSON,
-        )
+        ready, body = _readiness(source.view)
+        return Response(body, status_code=200 if ready else 503, media_type=JSON)
 
     @app.get("/metrics")
     async def metrics_endpoint() -> Response:
@@ -331,6 +435,52 @@ def create_app(
 VIEW_GAUGE_INTERVAL_SECONDS = 5.0
 
 
+class _Housekeeping:
+    """What runs beside the admissions while the lifespan does: the loop's heartbeat, the health
+    listener (app.transport.health) and the memory trimmer (app.transport.memory)."""
+
+    def __init__(self, settings: Settings, webhook: _Webhook, health_listener: bool) -> None:
+        stats = webhook.stats
+        self.heartbeat = Heartbeat()
+        self.health = (
+            HealthServer(
+                settings.host,
+                settings.health_port,
+                ready=lambda: _readiness(webhook.source.view),
+                heartbeat=self.heartbeat,
+                stall_after=settings.health_stall_seconds,
+            )
+            if health_listener and settings.health_port
+            else None
+        )
+        self.trimmer = Trimmer(lambda: (stats.closed, stats.released))
+        self._task: asyncio.Task[None] | None = None
+
+    def start(self) -> None:
+        self.heartbeat.start(asyncio.get_running_loop())
+        if self.health is not None:
+            self.health.start()
+        self._task = asyncio.create_task(self.trimmer.run(), name="memory trimmer")
+
+    async def stop(self) -> None:
+        self.heartbeat.stop()
+        if self._task is not None:
+            self._task.cancel()
+            with suppress(asyncio.CancelledError):
+                await self._task
+        if self.health is not None:
+            self.health.stop()
+
+
+def _readiness(view: ClusterView) -> tuple[bool, bytes]:
+    """Whether the view can be trusted (every kind listed, none stale), and why not."""
+    stale = view.stale_kinds
+    if view.synced and not stale:
+        return True, b'{"ready":true}'
+    missing = sorted(k.value for k in Kind if k not in view.synced_kinds())
+    return False, orjson.dumps({"ready": False, "unsynced": missing, "stale": sorted(stale)})
+
+
 async def _refresh_view_gauges(metrics: Metrics, source: ClusterSource) -> None:
     while True:
         await asyncio.sleep(VIEW_GAUGE_INTERVAL_SECONDS)
@@ -339,4 +489,4 @@ async def _refresh_view_gauges(metrics: Metrics, source: ClusterSource) -> None:
 
 def create_app_from_env() -> FastAPI:
     """Factory for uvicorn workers: every setting comes from DRA_WEBHOOK_* variables."""
-    return create_app(Settings())
+    return create_app(Settings(), health_listener=True)

@@ -236,7 +236,7 @@ def test_object_names_fit_in_63_characters_and_never_collide(values: Path) -> No
 
 
 @by_in_cluster_values_file
-def test_the_deployment_runs_hardened_with_https_probes(values: Path) -> None:
+def test_the_deployment_runs_hardened_with_probes_on_the_health_port(values: Path) -> None:
     docs = _render(values)
     pod = _one(docs, "Deployment")["spec"]["template"]["spec"]
     (container,) = pod["containers"]
@@ -247,16 +247,21 @@ def test_the_deployment_runs_hardened_with_https_probes(values: Path) -> None:
     assert security["readOnlyRootFilesystem"] is True
     assert security["allowPrivilegeEscalation"] is False
     assert security["capabilities"] == {"drop": ["ALL"]}
+    # probes go to the health listener (own port, thread and loop), not the busy webhook port
     assert container["livenessProbe"]["httpGet"] == {
         "path": "/healthz",
-        "port": "https",
-        "scheme": "HTTPS",
+        "port": "health",
+        "scheme": "HTTP",
     }
     assert container["readinessProbe"]["httpGet"] == {
         "path": "/readyz",
-        "port": "https",
-        "scheme": "HTTPS",
+        "port": "health",
+        "scheme": "HTTP",
     }
+    env = {e["name"]: e.get("value") for e in container["env"]}
+    health_port = _values(values)["healthPort"]
+    assert {"name": "health", "containerPort": health_port, "protocol": "TCP"} in container["ports"]
+    assert env["DRA_WEBHOOK_HEALTH_PORT"] == str(health_port)
     assert container["resources"]["requests"]
     assert {"--config=/etc/dra-webhook/policy.yaml", "--in-cluster"} <= set(container["args"])
     assert "--cert-dir=/etc/dra-webhook/certs" in container["args"]
@@ -265,6 +270,65 @@ def test_the_deployment_runs_hardened_with_https_probes(values: Path) -> None:
     assert "emptyDir" in volumes[mounts["/tmp"]]
     assert volumes[mounts["/etc/dra-webhook/certs"]]["secret"]["secretName"]
     assert pod["affinity"] and pod["topologySpreadConstraints"]
+
+
+LIMIT_SETTINGS = {
+    "maxConnections": "DRA_WEBHOOK_MAX_CONNECTIONS",
+    "maxHeaderBytes": "DRA_WEBHOOK_MAX_HEADER_BYTES",
+    "headerTimeoutSeconds": "DRA_WEBHOOK_HEADER_TIMEOUT_SECONDS",
+    "bodyTimeoutSeconds": "DRA_WEBHOOK_BODY_TIMEOUT_SECONDS",
+    "idleTimeoutSeconds": "DRA_WEBHOOK_IDLE_TIMEOUT_SECONDS",
+    "maxBufferedBytes": "DRA_WEBHOOK_MAX_BUFFERED_BYTES",
+    "maxQueueSeconds": "DRA_WEBHOOK_MAX_QUEUE_SECONDS",
+}
+
+
+def test_every_transport_limit_value_reaches_the_server_as_its_setting() -> None:
+    from app.config import Settings
+
+    docs = _render(CHART / "ci" / "default-values.yaml")
+    container = _one(docs, "Deployment")["spec"]["template"]["spec"]["containers"][0]
+    env = {e["name"]: e.get("value") for e in container["env"]}
+    limits = yaml.safe_load((CHART / "values.yaml").read_text())["limits"]
+    assert set(limits) == set(LIMIT_SETTINGS)
+    for key, variable in LIMIT_SETTINGS.items():
+        assert env[variable] == str(limits[key]), key
+        # the chart's defaults are the server's
+        field = variable.removeprefix("DRA_WEBHOOK_").lower()
+        assert getattr(Settings(), field) == limits[key], key
+
+
+def test_template_garbage_collection_values_reach_the_server_with_its_defaults() -> None:
+    from app.config import Settings
+
+    docs = _render(CHART / "ci" / "default-values.yaml")
+    container = _one(docs, "Deployment")["spec"]["template"]["spec"]["containers"][0]
+    env = {e["name"]: e.get("value") for e in container["env"]}
+    gc = yaml.safe_load((CHART / "values.yaml").read_text())["templateGarbageCollection"]
+    assert env["DRA_WEBHOOK_TEMPLATE_GC_GRACE_SECONDS"] == str(gc["graceSeconds"])
+    assert env["DRA_WEBHOOK_TEMPLATE_GC_INTERVAL_SECONDS"] == str(gc["intervalSeconds"])
+    assert Settings().template_gc_grace_seconds == gc["graceSeconds"]
+    assert Settings().template_gc_interval_seconds == gc["intervalSeconds"]
+
+
+def test_the_network_policy_is_on_by_default_and_admits_the_webhook_port_only() -> None:
+    docs = _render(CHART / "ci" / "default-values.yaml")
+    policy = _one(docs, "NetworkPolicy")["spec"]
+    assert policy["policyTypes"] == ["Ingress"]
+    (rule,) = policy["ingress"]
+    assert rule["ports"] == [{"port": "https", "protocol": "TCP"}]
+    assert "from" not in rule  # any source by default: the API server's address varies
+    selected = _one(docs, "Deployment")["spec"]["selector"]["matchLabels"]
+    assert policy["podSelector"]["matchLabels"] == selected
+
+
+def test_the_network_policy_can_be_turned_off_or_narrowed_to_given_sources() -> None:
+    off = _run_helm("template", RELEASE, str(CHART), "--set", "networkPolicy.enabled=false")
+    assert off.returncode == 0, off.stderr
+    assert "kind: NetworkPolicy" not in off.stdout
+    docs = _render(CHART / "ci" / "self-signed-values.yaml")
+    (rule,) = _one(docs, "NetworkPolicy")["spec"]["ingress"]
+    assert rule["from"] == [{"ipBlock": {"cidr": "10.0.0.0/8"}}]
 
 
 def test_two_replicas_by_default_kept_available_by_a_disruption_budget() -> None:
@@ -310,7 +374,10 @@ def test_the_cluster_role_grants_only_what_the_server_uses() -> None:
         for r in ("deviceclasses", "resourceslices", "resourceclaims", "resourceclaimtemplates")
         for v in read
     }
-    expected.add(("resource.k8s.io", "resourceclaimtemplates", "create"))
+    # translation's templates: created, touched and garbage-collected (docs/rbac.md)
+    expected |= {
+        ("resource.k8s.io", "resourceclaimtemplates", v) for v in ("create", "patch", "delete")
+    }
     assert granted == expected
     binding = _one(docs, "ClusterRoleBinding")
     assert binding["subjects"] == [

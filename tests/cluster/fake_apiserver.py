@@ -13,7 +13,10 @@ It speaks the parts of the API the live source uses, in the real wire format:
 - `GET /api/v1/namespaces/{name}` and `GET .../namespaces/{ns}/resourceclaims/{name}`: the
   object or 404.
 - `POST .../namespaces/{ns}/resourceclaimtemplates`: 201 with the stored object, or 409
-  `AlreadyExists`; `GET .../resourceclaimtemplates/{name}`: the object or 404.
+  `AlreadyExists`; `GET .../resourceclaimtemplates/{name}`: the object or 404;
+  `PATCH` (merge patch of `metadata.labels`): the updated object or 404; `DELETE` with
+  DeleteOptions `preconditions` (uid, resourceVersion): 200, 404, or 409 `Conflict` when a
+  precondition does not hold, as kube-apiserver answers.
 - Every request must carry the bearer token of the kubeconfig it writes, or gets 401.
 
 Tests steer it: `put`/`delete` objects (each a new resourceVersion and a watch event), `hold` a
@@ -115,6 +118,8 @@ class FakeApiServer:
         """Lists and watches of a kind answered with this (code, reason) instead."""
         self.create_error: tuple[int, str, str] | None = None
         self.before_create_response: Callable[[Obj], Awaitable[None]] | None = None
+        self.before_delete: Callable[[Obj], Awaitable[None]] | None = None
+        """Runs after a DELETE is received, before its preconditions are checked (a race)."""
         self.requests: list[tuple[str, str, dict[str, str]]] = []
         """(method, path, query) of every request, in order."""
         self.port = 0
@@ -288,6 +293,10 @@ class FakeApiServer:
             namespace = parts[0]
             if request.method == "POST" and len(parts) == 2:
                 return await self._create(request, namespace)
+            if request.method == "DELETE" and len(parts) == 3:
+                return await self._delete_template(request, namespace, parts[2])
+            if request.method == "PATCH" and len(parts) == 3:
+                return await self._patch_template(request, namespace, parts[2])
             if request.method == "GET" and len(parts) == 3:
                 found = self.store[Kind.RESOURCE_CLAIM_TEMPLATE].get((namespace, parts[2]))
                 if found is None:
@@ -422,6 +431,46 @@ class FakeApiServer:
         if self.before_create_response is not None:
             await self.before_create_response(stored)
         return web.Response(body=orjson.dumps(stored), status=201, content_type="application/json")
+
+    async def _delete_template(
+        self, request: web.Request, namespace: str, name: str
+    ) -> web.Response:
+        options = orjson.loads(await request.read() or b"{}")
+        if self.before_delete is not None:
+            await self.before_delete(options)
+        found = self.store[Kind.RESOURCE_CLAIM_TEMPLATE].get((namespace, name))
+        if found is None:
+            return _status_response(status(404, "NotFound", f"{name} not found"))
+        wanted = options.get("preconditions") or {}
+        meta = found["metadata"]
+        for field_name in ("uid", "resourceVersion"):
+            if wanted.get(field_name) and wanted[field_name] != meta.get(field_name):
+                return _status_response(
+                    status(
+                        409,
+                        "Conflict",
+                        f"Operation cannot be fulfilled on resourceclaimtemplates.resource.k8s.io"
+                        f' "{name}": the {field_name} in the precondition ({wanted[field_name]})'
+                        f" does not match the {field_name} in record ({meta.get(field_name)})",
+                    )
+                )
+        self.delete(Kind.RESOURCE_CLAIM_TEMPLATE, name, namespace)
+        return web.Response(body=orjson.dumps(status(200, "", "")), content_type="application/json")
+
+    async def _patch_template(
+        self, request: web.Request, namespace: str, name: str
+    ) -> web.Response:
+        assert request.content_type == "application/merge-patch+json", request.content_type
+        patch = orjson.loads(await request.read())
+        found = self.store[Kind.RESOURCE_CLAIM_TEMPLATE].get((namespace, name))
+        if found is None:
+            return _status_response(status(404, "NotFound", f"{name} not found"))
+        updated = copy.deepcopy(found)
+        labels = updated["metadata"].setdefault("labels", {})
+        labels.update(patch.get("metadata", {}).get("labels", {}))
+        del updated["metadata"]["resourceVersion"]
+        stored = self.put(updated)
+        return web.Response(body=orjson.dumps(stored), content_type="application/json")
 
 
 def _status_response(body: Obj) -> web.Response:

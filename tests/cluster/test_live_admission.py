@@ -15,6 +15,7 @@ import pytest
 from app.cluster.live import LiveSource
 from app.cluster.view import ClusterView, Kind
 from app.config import Settings, load_policy
+from app.k8s.templates import LAST_USED_LABEL, TEMPLATE_LABEL
 from app.metrics import Metrics
 from app.pipeline import Endpoint
 from app.transport.app import create_app
@@ -212,3 +213,76 @@ async def test_a_namespace_the_api_server_does_not_know_fails_closed(
     answer = await _answer(client, "validate", review("pod-create-legacy-gpu", namespace="ghost"))
     assert answer["allowed"] is False
     assert answer["status"]["code"] == 503
+
+
+# -- template garbage collection: an admission relies on an idle template ---------------------
+
+
+@pytest.fixture
+async def collecting_client(
+    quota_apiserver: FakeApiServer, tmp_path: Path
+) -> AsyncIterator[httpx.AsyncClient]:
+    """Like `client`, with template garbage collection on (a grace no test waits out)."""
+    settings: Settings = live_settings(
+        quota_apiserver.write_kubeconfig(tmp_path / "kubeconfig"),
+        template_gc_grace_seconds=3600,
+    )
+    app = create_app(
+        settings,
+        policy=load_policy(POLICY_FILE),
+        source=LiveSource(ClusterView(), settings),
+        metrics=Metrics(),
+    )
+    async with app.router.lifespan_context(app):
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://webhook") as http:
+            await eventually(lambda: _ready(http), "the live view to sync", timeout=10)
+            yield http
+
+
+async def test_a_pod_relying_on_a_template_no_claim_uses_touches_it_once_before_the_answer(
+    quota_apiserver: FakeApiServer, collecting_client: httpx.AsyncClient
+) -> None:
+    stored = quota_apiserver.put(_our_template())  # made by another replica, no claim yet
+    name = stored["metadata"]["name"]
+    await asyncio.sleep(0.2)  # the watch brings it into the view
+    answers = await asyncio.gather(
+        *(_answer(collecting_client, "mutate", _legacy_pod()) for _ in range(5))
+    )
+    assert all(a["allowed"] for a in answers)
+    assert _calls(quota_apiserver, "PATCH") == [f"{TEMPLATES}/{name}"]  # one touch, not five
+    assert _calls(quota_apiserver, "POST") == []
+    labels = quota_apiserver.store[Kind.RESOURCE_CLAIM_TEMPLATE][("ml-research", name)]["metadata"][
+        "labels"
+    ]
+    assert LAST_USED_LABEL in labels
+
+
+async def test_a_template_deleted_by_another_replicas_collector_is_created_again_before_the_answer(
+    quota_apiserver: FakeApiServer, collecting_client: httpx.AsyncClient
+) -> None:
+    stored = quota_apiserver.put(_our_template())
+    name = stored["metadata"]["name"]
+    await asyncio.sleep(0.2)
+    quota_apiserver.hold(Kind.RESOURCE_CLAIM_TEMPLATE)  # this replica has not seen the delete
+    quota_apiserver.delete(Kind.RESOURCE_CLAIM_TEMPLATE, name, "ml-research")
+    answer = await _answer(collecting_client, "mutate", _legacy_pod())
+    assert answer["allowed"] is True
+    assert _calls(quota_apiserver, "PATCH") == [f"{TEMPLATES}/{name}"]
+    assert _calls(quota_apiserver, "POST") == [TEMPLATES]
+    assert ("ml-research", name) in quota_apiserver.store[Kind.RESOURCE_CLAIM_TEMPLATE]
+    quota_apiserver.release(Kind.RESOURCE_CLAIM_TEMPLATE)
+
+
+async def test_a_template_whose_claims_exist_is_used_without_any_api_call(
+    quota_apiserver: FakeApiServer, collecting_client: httpx.AsyncClient
+) -> None:
+    stored = quota_apiserver.put(_our_template())
+    name = stored["metadata"]["name"]
+    made = claim("pod-a-gpu-cuda-x7", exact(count=2))
+    made["metadata"]["labels"] = {TEMPLATE_LABEL: name}
+    quota_apiserver.put(made)
+    await asyncio.sleep(0.2)
+    answer = await _answer(collecting_client, "mutate", _legacy_pod())
+    assert answer["allowed"] is True
+    assert _calls(quota_apiserver, "PATCH") == [] and _calls(quota_apiserver, "POST") == []

@@ -1,5 +1,6 @@
 """docs/rbac.md grants exactly what the live source uses: every request it makes is allowed,
-and nothing beyond get/list/watch on the six kinds and create on resourceclaimtemplates."""
+and nothing beyond get/list/watch on the six kinds and create, patch and delete on
+resourceclaimtemplates (translation's templates: made, touched, garbage-collected)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import pytest
 import yaml
 
 from app.cluster.live import LiveSource
-from app.cluster.view import ClusterView
+from app.cluster.view import ClusterView, Kind
 from app.config import Settings
 from tests.cluster import objects
 from tests.cluster.conftest import eventually
@@ -25,6 +26,7 @@ VIEW_KINDS = {
     ("resource.k8s.io", "resourceclaims"),
     ("resource.k8s.io", "resourceclaimtemplates"),
 }
+TEMPLATE_WRITES = ("create", "patch", "delete")
 Grant = tuple[str, str, str]  # (apiGroup, resource, verb)
 
 
@@ -51,14 +53,16 @@ def needed(method: str, path: str, query: dict[str, str]) -> Grant:
     resource = rest[0]
     if method == "POST":
         return group, resource, "create"
+    if method in ("PATCH", "DELETE"):
+        return group, resource, method.lower()
     if len(rest) == 2:
         return group, resource, "get"
     return group, resource, "watch" if query.get("watch") == "true" else "list"
 
 
-def test_the_documented_role_grants_read_on_six_kinds_and_create_on_templates_only() -> None:
+def test_the_documented_role_grants_read_on_six_kinds_and_writes_on_templates_only() -> None:
     expected = {(g, r, v) for g, r in VIEW_KINDS for v in ("get", "list", "watch")}
-    expected.add(("resource.k8s.io", "resourceclaimtemplates", "create"))
+    expected |= {("resource.k8s.io", "resourceclaimtemplates", v) for v in TEMPLATE_WRITES}
     assert documented_grants() == expected
 
 
@@ -73,8 +77,12 @@ async def test_every_request_the_live_source_makes_is_allowed_by_the_documented_
         await eventually(lambda: len({p for _, p, q in apiserver.requests if "watch" in q}) == 6)
         await source.create_claim_template(objects.claim_template("new", "ml-research"))
         await source.create_claim_template(objects.claim_template("one-gpu", "ml-research"))
+        assert await source.touch_claim_template("ml-research", "one-gpu")
+        template = source.view.get(Kind.RESOURCE_CLAIM_TEMPLATE, "new", "ml-research")
+        assert template is not None
+        assert await source.delete_claim_template(template) == "deleted"
     finally:
         await source.stop()
     used = {needed(method, path, query) for method, path, query in apiserver.requests}
     assert used <= documented_grants()
-    assert {verb for _, _, verb in used} == {"list", "watch", "create", "get"}
+    assert {verb for _, _, verb in used} == {"list", "watch", "create", "get", "patch", "delete"}

@@ -1,0 +1,185 @@
+"""Transport limits of the real server (uvicorn + httptools over TLS): what a client with a socket
+to the webhook port can hold, and how fast it is refused.
+
+Each test talks raw HTTP/1.1 over TLS, so that it can send what no well-behaved client would: a
+huge head, half a body, nothing at all. Limits are set small through DRA_WEBHOOK_* variables.
+"""
+
+from __future__ import annotations
+
+import socket
+import ssl
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import orjson
+import pytest
+
+from tests.conftest import TlsServer, load_fixture, start_server, stop_server
+
+pytestmark = pytest.mark.slow
+
+LIMITS = {
+    "DRA_WEBHOOK_MAX_CONNECTIONS": "6",
+    "DRA_WEBHOOK_MAX_HEADER_BYTES": "8192",
+    "DRA_WEBHOOK_HEADER_TIMEOUT_SECONDS": "1",
+    "DRA_WEBHOOK_BODY_TIMEOUT_SECONDS": "1",
+    "DRA_WEBHOOK_IDLE_TIMEOUT_SECONDS": "1",
+    "DRA_WEBHOOK_MAX_BODY_BYTES": "1048576",
+    "DRA_WEBHOOK_MAX_BUFFERED_BYTES": "1572864",
+}
+REVIEW = orjson.dumps(load_fixture("pod-create-legacy-gpu"))
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TlsServer]:
+    found = start_server(tmp_path_factory.mktemp("limits"), env=LIMITS)
+    yield found
+    stop_server(found)
+
+
+def _connect(server: TlsServer, timeout: float = 5.0) -> ssl.SSLSocket:
+    host, port = server.base_url.removeprefix("https://").split(":")
+    raw = socket.create_connection((host, int(port)), timeout=timeout)
+    return server.ssl_context().wrap_socket(raw, server_hostname=host)
+
+
+def _head(path: str = "/validate", length: int = len(REVIEW), extra: str = "") -> bytes:
+    return (
+        f"POST {path}?timeout=10s HTTP/1.1\r\nHost: webhook\r\n"
+        f"Content-Type: application/json\r\nContent-Length: {length}\r\n{extra}\r\n"
+    ).encode()
+
+
+def _read_response(sock: ssl.SSLSocket) -> tuple[int, bytes]:
+    """Status and whole response (until the server closes or the body is complete)."""
+    data = b""
+    while b"\r\n\r\n" not in data:
+        chunk = sock.recv(65536)
+        if not chunk:
+            break
+        data += chunk
+    if not data:
+        return 0, b""
+    head, _, body = data.partition(b"\r\n\r\n")
+    length = next(
+        (
+            int(line.split(b":", 1)[1])
+            for line in head.split(b"\r\n")
+            if line.lower().startswith(b"content-length:")
+        ),
+        0,
+    )
+    while len(body) < length:
+        chunk = sock.recv(65536)
+        if not chunk:
+            break
+        body += chunk
+    return int(head.split(b" ", 2)[1]), head + b"\r\n\r\n" + body
+
+
+def _closed_within(sock: ssl.SSLSocket, seconds: float) -> bool:
+    """Whether the server closes the connection within `seconds` (whatever it sent first)."""
+    sock.settimeout(seconds)
+    try:
+        while sock.recv(65536):
+            pass
+    except TimeoutError:
+        return False
+    except (ConnectionError, ssl.SSLError):
+        return True
+    return True
+
+
+def test_a_valid_review_is_still_answered(server: TlsServer) -> None:
+    with _connect(server) as sock:
+        sock.sendall(_head() + REVIEW)
+        status, _ = _read_response(sock)
+    assert status == 200
+
+
+def test_a_head_over_the_header_limit_is_refused_with_431(server: TlsServer) -> None:
+    with _connect(server) as sock:
+        sock.sendall(_head(extra=f"X-Big: {'a' * 32768}\r\n") + REVIEW)
+        status, response = _read_response(sock)
+    assert status == 431, response[:200]
+
+
+def test_a_head_trickled_forever_is_cut_at_the_header_timeout(server: TlsServer) -> None:
+    with _connect(server) as sock:
+        sock.sendall(b"POST /validate HTTP/1.1\r\nHost: w\r\n")
+        started = time.monotonic()
+        status, _ = _read_response(sock)
+    assert status in (0, 408)
+    assert time.monotonic() - started < 4
+
+
+def test_half_a_body_is_cut_at_the_body_timeout_with_408(server: TlsServer) -> None:
+    with _connect(server) as sock:
+        sock.sendall(_head(length=len(REVIEW)) + REVIEW[: len(REVIEW) // 2])
+        started = time.monotonic()
+        status, _ = _read_response(sock)
+    assert status == 408
+    assert time.monotonic() - started < 4
+
+
+def test_a_connection_that_never_sends_a_request_is_closed_when_idle(server: TlsServer) -> None:
+    with _connect(server) as sock:
+        assert _closed_within(sock, 4)
+
+
+def test_bodies_over_the_buffered_bytes_budget_are_refused_with_429(server: TlsServer) -> None:
+    big = 1_000_000
+    with _connect(server) as holder, _connect(server) as second:
+        holder.sendall(_head(length=big) + b"{" + b" " * 100_000)  # holds its budget
+        time.sleep(0.3)
+        second.sendall(_head(length=big) + b" " * big)
+        status, response = _read_response(second)
+    assert status == 429, response[:300]
+    assert b"retry-after" in response.lower()
+    with _connect(server) as sock:  # the budget is returned once the holder is gone
+        sock.sendall(_head() + REVIEW)
+        assert _read_response(sock)[0] == 200
+
+
+def test_connections_over_the_cap_are_refused_at_once_with_429(server: TlsServer) -> None:
+    held = [_connect(server) for _ in range(int(LIMITS["DRA_WEBHOOK_MAX_CONNECTIONS"]))]
+    try:
+        time.sleep(0.2)
+        with _connect(server) as extra:
+            started = time.monotonic()
+            status, _ = _read_response(extra)
+        assert status == 429
+        assert time.monotonic() - started < 1
+    finally:
+        for sock in held:
+            sock.close()
+    time.sleep(0.3)
+    with _connect(server) as sock:  # room again once they are gone
+        sock.sendall(_head() + REVIEW)
+        assert _read_response(sock)[0] == 200
+
+
+def test_a_request_that_waited_past_the_api_servers_timeout_is_refused(tmp_path: Path) -> None:
+    """In process: a review whose head arrived longer ago than its `?timeout=` is not decoded."""
+    from fastapi.testclient import TestClient
+
+    from app.transport.limits import RECEIVED_AT
+    from tests.conftest import build_app
+
+    harness = build_app()
+    try:
+        app = harness.client.app
+
+        async def late(scope, receive, send):  # type: ignore[no-untyped-def]
+            scope.setdefault("state", {})[RECEIVED_AT] = time.monotonic() - 30
+            await app(scope, receive, send)  # type: ignore[operator]
+
+        answer = TestClient(late).post(  # the app's lifespan already runs (harness)
+            "/validate?timeout=10s", content=REVIEW, headers={"content-type": "application/json"}
+        )
+        assert answer.status_code == 429
+        assert b'dra_webhook_refused_total{reason="queue"} 1.0' in harness.metrics.render()
+    finally:
+        harness.client.__exit__(None, None, None)
