@@ -150,7 +150,13 @@ class _Answers:
         self.paths: list[str] = []
 
     async def request(
-        self, method: str, path: str, *, body: Any = None, timeout: float
+        self,
+        method: str,
+        path: str,
+        *,
+        body: Any = None,
+        timeout: float,
+        content_type: str = "application/json",
     ) -> tuple[int, bytes]:
         self.paths.append(path)
         return self.answers.get(path, (404, b"{}"))
