@@ -38,8 +38,6 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from lark import Token, Tree
-
 __all__ = ["MAX_U64", "Node", "estimate_cost", "parse"]
 
 MAX_U64: Final = 2**64 - 1
@@ -257,7 +255,8 @@ _MACROS: Final = frozenset({"all", "exists", "exists_one", "map", "filter"})
 
 
 class _Builder:
-    def expr(self, tree: Tree[Any]) -> Node:
+    def expr(self, tree: Any) -> Node:
+        """Rewrite one node of celpy's Lark tree (its `data` names the grammar rule)."""
         method = getattr(self, "_" + str(tree.data), None)
         if method is None:
             raise UnsupportedError(f"syntax {tree.data}")
@@ -283,7 +282,7 @@ class _Builder:
     def _operator(self, children: list[Any]) -> Node:
         if len(children) == 1 or children[0] is None:
             return self.expr(children[-1])
-        left: Tree[Any] = children[0]
+        left = children[0]
         return _call(
             _RELATIONS[str(left.data)], self.expr(left.children[0]), self.expr(children[1])
         )
@@ -369,7 +368,7 @@ class _Builder:
 
     _mapinits = _exprlist
 
-    def _literal(self, children: list[Token]) -> Node:
+    def _literal(self, children: list[Any]) -> Node:
         token = children[0]
         kind, text = token.type, str(token)
         if kind in ("STRING_LIT", "MLSTRING_LIT"):
