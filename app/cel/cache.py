@@ -121,7 +121,7 @@ class CompileCache:
                         f"estimated cost {cost:,} exceeds the limit of {MAX_SELECTOR_COST:,} "
                         "(as the API server's for a DRA selector)",
                     )
-                program.cost = cost
+                program.cost = max(1, cost)
             entry.program = program
         except CelCompileError as error:
             entry.error = error

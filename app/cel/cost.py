@@ -2,17 +2,13 @@
 
 Kubernetes refuses a DRA selector longer than 10 KiB or whose estimated cost exceeds 1,000,000
 (`resource.k8s.io` validation: CELSelectorExpressionMaxLength, CELSelectorExpressionMaxCost,
-checked with cel-go's cost estimator over the DRA device type, whose maps hold at most 32
-attributes or capacities per device), and stops evaluation at the same runtime cost limit.
+checked with cel-go's cost estimator over the DRA device type). :func:`estimate` is that
+estimate, computed by :mod:`app.cel.estimate` (a port of cel-go's estimator with the DRA size
+bounds and the Kubernetes library costs), once per compile and kept with the compiled program.
 
-Neither backend exposes a typed AST or a cost estimator, so this is our own, coarser estimate on
-the token stream (:mod:`app.cel.syntax`): every operator, identifier, selection or call costs 1;
-a string literal costs a tenth of its length (cel-go's traversal factor); a comprehension macro
-(`all`, `exists`, `exists_one`, `map`, `filter`) costs its range size times its body, where the
-range is a list literal's length or, for anything else, 32 (the most attributes or capacities a
-device can publish). Nested macros multiply. It bounds the work of one evaluation from above, so
-an expression under the limit also stays under the runtime limit; estimated once per compile and
-kept with the compiled program.
+Syntax the port cannot parse (celpy's grammar lacks the optional-value syntax ``.?x``/``[?k]``)
+falls back to the coarse token estimate below, which is what the webhook used before: a bound
+of the work of one evaluation, not the API server's figure.
 
 The per-review budget (:class:`Budget`) charges each selector evaluation its estimate and each
 selector compiled for the review a fixed amount, so one huge claim (32 requests x 8 alternatives
@@ -25,6 +21,7 @@ from typing import Final
 
 from app.cel import syntax
 from app.cel.errors import CelError
+from app.cel.estimate import UnsupportedError, estimate_cost
 
 __all__ = [
     "COMPILE_CHARGE",
@@ -32,6 +29,7 @@ __all__ = [
     "MAX_SELECTOR_LENGTH",
     "Budget",
     "BudgetExceededError",
+    "coarse_estimate",
     "estimate",
 ]
 
@@ -67,7 +65,16 @@ class Budget:
 
 
 def estimate(expression: str) -> int:
-    """An upper bound of the cost of one evaluation of ``expression``."""
+    """cel-go's estimated maximum cost of ``expression`` as a DRA selector (the API server's
+    figure), or the coarse token estimate where the port cannot parse the expression."""
+    try:
+        return estimate_cost(expression)
+    except UnsupportedError:
+        return coarse_estimate(expression)
+
+
+def coarse_estimate(expression: str) -> int:
+    """A token-based bound of the work of one evaluation (the fallback)."""
     tokens = syntax.tokenize(expression)
     return max(1, round(_cost(tokens, 0, len(tokens))))
 

@@ -28,7 +28,16 @@ hooks any other way)."""
 _WEBHOOK: list[Webhook] = []
 
 
-JOURNEYS = ("dra-only", "translate", "quotas", "defaults", "satisfiability", "faults", "latency")
+JOURNEYS = (
+    "dra-only",
+    "translate",
+    "quotas",
+    "defaults",
+    "satisfiability",
+    "cel-cost",
+    "faults",
+    "latency",
+)
 """The order journeys run in: faults stops the API server, and latency is best measured last."""
 
 
