@@ -86,5 +86,6 @@ ENV PATH=/opt/dra-webhook/bin:$PATH \
 # Relative paths (the default certs/ folder) land on the writable /tmp.
 WORKDIR /tmp
 USER 65532:65532
-EXPOSE 8443
+# 8443: admission over HTTPS; 8081: /healthz and /readyz over plain HTTP on their own loop (probes).
+EXPOSE 8443 8081
 ENTRYPOINT ["dra-webhook", "serve"]

@@ -120,5 +120,7 @@ def test_a_json_line_keeps_extras_exceptions_and_values_json_cannot_hold() -> No
     )
     assert line["exc_info"].startswith("Traceback") and "bad quantity" in line["exc_info"]
     assert re.fullmatch(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}", line["time"])
+    # The text keeps the separators log searches rely on (`"uid": "u-2"`, as always written).
+    assert '"uid": "u-2"' in formatter.format(record)
     # Nothing of the LogRecord's own bookkeeping leaks into the line.
     assert not {"args", "msg", "pathname", "lineno", "created", "exc_text"} & set(line)
