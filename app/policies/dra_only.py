@@ -13,7 +13,7 @@ from __future__ import annotations
 from app.k8s.objects import PodSpecRef, pod_spec
 from app.policies.base import ALLOW, Context, Mode, Request, Result, Violation
 from app.translation.legacy import DeviceMapping, LegacyRequest, legacy_requests, offence_keys
-from app.translation.plan import ClaimNames, tail
+from app.translation.plan import ClaimNames, claim_name, tail
 
 
 def check(request: Request, ctx: Context) -> Result:
@@ -98,8 +98,10 @@ def _snippet(
         return ""
     # Named as translation names claims (the same names for the same pod), without making its
     # whole plan: that costs more than the rest of the denial, and the fix is a sketch.
-    claim_names = ClaimNames(set(), prefix)
-    named = [claim_names.new(tail(r.resource), r.container.name) for r, _ in mapped]
+    named = [claim_name(prefix, r.resource, r.container.name) for r, _ in mapped]
+    if len(set(named)) < len(named):  # two names ending alike: numbered as translation does
+        claim_names = ClaimNames(set(), prefix)
+        named = [claim_names.new(tail(r.resource), r.container.name) for r, _ in mapped]
     lines = [f"Remove the resources above and add to {spec.path}:", "  resourceClaims:"]
     for (r, m), name in zip(mapped, named, strict=True):
         lines += [

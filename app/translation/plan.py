@@ -415,6 +415,13 @@ def claim_base(prefix: str, tail: str, who: str) -> str:
     return slug("-".join(p for p in (prefix, tail, who) if p), MAX_NAME) or "claim"
 
 
+@functools.lru_cache(maxsize=4096)
+def claim_name(prefix: str, resource: str, container: str) -> str:
+    """The name translation gives the claim of one container's legacy request, before
+    numbering (<prefix>-<resource's last part>-<container>); memoized."""
+    return claim_base(prefix, tail(resource), container)
+
+
 def _existing_claim_names(spec: PodSpecRef) -> set[str]:
     names: set[str] = set()
     for index, entry in enumerate(list_field(spec.spec, "resourceClaims", spec.path)):
