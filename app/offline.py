@@ -23,7 +23,7 @@ from app.k8s.objects import pod_spec
 from app.pipeline import Decision, Endpoint, Pipeline
 from app.policies.base import Request
 from app.policies.compiled import Compiled
-from app.policies.legacy import legacy_requests
+from app.translation.legacy import legacy_requests
 
 Obj = dict[str, Any]
 

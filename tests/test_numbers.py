@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import pytest
 
-from app.cel.engine import BACKENDS, Engine, Environment, get_engine
+from app.cel.engine import BACKENDS, Engine, Environment
 from app.cel.errors import CelCompileError, CelEvalError
+from app.cel.factory import get_engine
 from app.cel.semver import SemverError, parse_semver
 from app.k8s.quantity import QuantityError, parse_quantity
 from tests.conftest import AppHarness, review

@@ -1,6 +1,7 @@
 """The engine interface: compile an expression once, evaluate the program many times.
 
-Two backends implement it (chosen by name, e.g. from config):
+Two backends implement it, picked by name by :func:`app.cel.factory.get_engine` (this module
+imports neither):
 
 - ``"cel-expr-python"`` (default): Google's CEL over cel-cpp. Type-checks with the Kubernetes
   types, evaluates in a few microseconds.
@@ -12,7 +13,7 @@ Both bind the same Kubernetes library (:mod:`app.cel.library`) and see the same 
 
 Usage::
 
-    engine = get_engine("cel-expr-python")
+    engine = get_engine("cel-expr-python")  # from app.cel.factory
     program = engine.compile('device.driver == "gpu.nvidia.com"', SELECTOR)
     program.evaluate(engine.device_activation(device))  # -> True
 
@@ -23,7 +24,6 @@ the same kinds.
 
 from __future__ import annotations
 
-import threading
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -40,7 +40,6 @@ __all__ = [
     "Engine",
     "Environment",
     "Program",
-    "get_engine",
 ]
 
 DEFAULT_BACKEND: Final = "cel-expr-python"
@@ -105,32 +104,3 @@ class Engine(ABC):
     @abstractmethod
     def device_activation(self, device: Device) -> Any:
         """The activation of :data:`SELECTOR` for one device (build once, evaluate many)."""
-
-
-_engines: dict[str, Engine] = {}
-_engines_lock = threading.Lock()
-
-
-def get_engine(name: str = DEFAULT_BACKEND) -> Engine:
-    """The shared engine of a backend (``"cel-expr-python"`` or ``"cel-python"``)."""
-    engine = _engines.get(name)
-    if engine is not None:
-        return engine
-    with _engines_lock:
-        engine = _engines.get(name)
-        if engine is None:
-            engine = _new_engine(name)
-            _engines[name] = engine
-    return engine
-
-
-def _new_engine(name: str) -> Engine:
-    if name == "cel-expr-python":
-        from app.cel.backends.cel_expr import CelExprEngine
-
-        return CelExprEngine()
-    if name == "cel-python":
-        from app.cel.backends.celpy_engine import CelPyEngine
-
-        return CelPyEngine()
-    raise ValueError(f"unknown CEL backend {name!r}; choose one of {', '.join(BACKENDS)}")

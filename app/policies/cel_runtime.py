@@ -9,7 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from app.cel.cache import CompileCache
-from app.cel.engine import SELECTOR, Engine, get_engine
+from app.cel.engine import SELECTOR, Engine
+from app.cel.factory import get_engine
 from app.cel.index import DeviceIndex
 from app.config import Policy
 

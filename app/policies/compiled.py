@@ -7,10 +7,11 @@ from dataclasses import dataclass
 from app.config import Policy
 from app.policies.cel_runtime import CelRuntime
 from app.policies.defaults import ClaimDefaults, compile_selectors, translation_hook
-from app.policies.legacy import LegacyMatcher, MappingResolver
 from app.policies.quota import QuotaRules
 from app.policies.rules import CompiledRule, compile_rules
-from app.policies.translate_templates import TemplateBuilder
+from app.translation import TranslationRules
+from app.translation.legacy import LegacyMatcher, MappingResolver
+from app.translation.templates import TemplateBuilder
 
 
 @dataclass(frozen=True, slots=True)
@@ -21,6 +22,8 @@ class Compiled:
     mappings: MappingResolver
     templates: TemplateBuilder
     """Translation's ResourceClaimTemplates; template hooks (DeviceClass defaults) go here."""
+    translation: TranslationRules
+    """The three above plus the policy's translation options: what `translation.plan` takes."""
     cel: CelRuntime
     rules: tuple[CompiledRule, ...]
     quotas: QuotaRules
@@ -33,10 +36,14 @@ class Compiled:
         compile_selectors(policy.defaults, cel.engine, cel.cache)
         defaults = ClaimDefaults(policy.defaults)
         hooks = (translation_hook(defaults),) if defaults.classes else ()
+        legacy = LegacyMatcher(policy.legacy_resources)
+        mappings = MappingResolver(policy.mappings)
+        templates = TemplateBuilder(policy.translation.template_name_prefix, hooks=hooks)
         return cls(
-            legacy=LegacyMatcher(policy.legacy_resources),
-            mappings=MappingResolver(policy.mappings),
-            templates=TemplateBuilder(policy.translation.template_name_prefix, hooks=hooks),
+            legacy=legacy,
+            mappings=mappings,
+            templates=templates,
+            translation=TranslationRules(legacy, mappings, templates, policy.translation),
             cel=cel,
             rules=compile_rules(policy.cel.rules, cel.engine, cel.cache),
             quotas=QuotaRules(policy.quotas, policy.resource_quotas),

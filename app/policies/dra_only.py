@@ -12,7 +12,8 @@ from __future__ import annotations
 
 from app.k8s.objects import PodSpecRef, pod_spec
 from app.policies.base import ALLOW, Context, Mode, Request, Result, Violation
-from app.policies.legacy import DeviceMapping, LegacyRequest, legacy_requests, offence_keys
+from app.translation.legacy import DeviceMapping, LegacyRequest, legacy_requests, offence_keys
+from app.translation.plan import ClaimNames, claim_name, tail
 
 
 def check(request: Request, ctx: Context) -> Result:
@@ -67,7 +68,7 @@ def check(request: Request, ctx: Context) -> Result:
             f"namespace {request.namespace} is dra-only ({label}): "
             "request GPUs through DRA resourceClaims, not extended resources"
         ),
-        details=_snippet(spec, resolved),
+        details=_snippet(spec, resolved, ctx.policy.translation.claim_name_prefix),
     )
 
 
@@ -88,28 +89,30 @@ def _fix(mapping: DeviceMapping | None, r: LegacyRequest) -> str:
     return f"use DeviceClass {mapping.device_class_name} (count {r.amount})"
 
 
-def claim_name(r: LegacyRequest) -> str:
-    """A readable pod-level claim name for the snippet: <container>-<resource's last part>."""
-    tail = r.resource.rsplit("/", 1)[-1]
-    return f"{r.container.name}-{tail}"[:63].strip("-.").lower()
-
-
-def _snippet(spec: PodSpecRef, resolved: list[tuple[LegacyRequest, DeviceMapping | None]]) -> str:
+def _snippet(
+    spec: PodSpecRef, resolved: list[tuple[LegacyRequest, DeviceMapping | None]], prefix: str
+) -> str:
     """The resourceClaims YAML that replaces the legacy requests (mapped ones only)."""
     mapped = [(r, m) for r, m in resolved if m is not None]
     if not mapped:
         return ""
+    # Named as translation names claims (the same names for the same pod), without making its
+    # whole plan: that costs more than the rest of the denial, and the fix is a sketch.
+    named = [claim_name(prefix, r.resource, r.container.name) for r, _ in mapped]
+    if len(set(named)) < len(named):  # two names ending alike: numbered as translation does
+        claim_names = ClaimNames(set(), prefix)
+        named = [claim_names.new(tail(r.resource), r.container.name) for r, _ in mapped]
     lines = [f"Remove the resources above and add to {spec.path}:", "  resourceClaims:"]
-    for r, m in mapped:
+    for (r, m), name in zip(mapped, named, strict=True):
         lines += [
-            f"  - name: {claim_name(r)}",
-            f"    resourceClaimTemplateName: {claim_name(r)}  # a ResourceClaimTemplate with "
+            f"  - name: {name}",
+            f"    resourceClaimTemplateName: {name}  # a ResourceClaimTemplate with "
             f"devices.requests[0].exactly: {{deviceClassName: {m.device_class_name}, "
             f"count: {r.amount}}}" + (f", selectors: {list(m.selectors)}" if m.selectors else ""),
         ]
     by_container: dict[tuple[str, str], list[str]] = {}
-    for r, _ in mapped:
-        by_container.setdefault((r.container.field, r.container.name), []).append(claim_name(r))
+    for (r, _), name in zip(mapped, named, strict=True):
+        by_container.setdefault((r.container.field, r.container.name), []).append(name)
     for (field, name), claims in by_container.items():
         lines += [f"  {field}:", f"  - name: {name}", "    resources:", "      claims:"]
         lines += [f"      - name: {c}" for c in claims]

@@ -39,7 +39,7 @@ from app.k8s.objects import PodSpecRef, list_field, object_name, pod_spec
 from app.k8s.quantity import QuantityError, parse_quantity
 from app.policies import translate
 from app.policies.base import ALLOW, Context, Mode, Obj, Request, Result, Violation
-from app.policies.legacy import LegacyRequest
+from app.translation import TranslationPlan
 
 RESOURCE_QUOTA_SUFFIX = ".deviceclass.resource.k8s.io/devices"
 """ResourceQuota `hard` key of a DeviceClass's device count: `<class>` + this."""
@@ -333,7 +333,7 @@ _SINGULAR = {"replicas": "replica", "parallel pods": "parallel pod"}
 
 
 @dataclass(frozen=True, slots=True)
-class _PodDemand:
+class PodDemand:
     """What one pod of a workload will claim, by DeviceClass."""
 
     devices: Mapping[str, int]
@@ -354,7 +354,7 @@ def _check_workload(
     spec = pod_spec(request.kind, obj)
     if spec is None or request.kind == "PodTemplate":
         return ALLOW
-    translated = _translated(spec, request.namespace, ctx)
+    translated = _translation(spec, request.namespace, ctx)
     if _charged_at_owner(request.kind, obj):
         found = _Findings()
         _check_translated_requests(translated, quota, found)
@@ -482,7 +482,7 @@ def _before(request: Request, ctx: Context) -> tuple[dict[str, int], int]:
         return {}, 0
     try:
         old_demand = _pod_demand(
-            old_spec, request.namespace, ctx, _translated(old_spec, request.namespace, ctx)
+            old_spec, request.namespace, ctx, _translation(old_spec, request.namespace, ctx)
         )
         old_pods, _ = _pods(request.kind, request.old_object, ctx.view)
     except ObjectShapeError:
@@ -526,68 +526,22 @@ def _pods(kind: str, obj: Obj, view: ClusterView) -> tuple[int, str]:
     return value, unit if value != 1 else _SINGULAR[unit]
 
 
-@dataclass(frozen=True, slots=True)
-class _Translated:
-    """A legacy request translation will turn into a claim: its DeviceClass and count."""
-
-    request: LegacyRequest
-    device_class: str
-    amount: int
-
-
-def _translated(spec: PodSpecRef, namespace: str, ctx: Context) -> list[_Translated]:
-    """In translate-mode namespaces, the legacy requests translation will turn into claims
-    (those it can translate: it denies the others itself, with its own message)."""
+def _translation(spec: PodSpecRef, namespace: str, ctx: Context) -> TranslationPlan | None:
+    """In translate-mode namespaces, the plan of the claims translation will give the pods
+    (what it cannot translate it denies itself, with its own message)."""
     if ctx.mode is not Mode.TRANSLATE:
-        return []
-    return [
-        _Translated(want.legacy, want.mapping.device_class_name, want.count)
-        for want in translate.analyse(spec, namespace, ctx).wants
-        if want.count > 0
-    ]
+        return None
+    return translate.plan_for(spec, namespace, ctx)
 
 
-def _translation_claims(translated: list[_Translated], share: bool) -> list[tuple[str, int]]:
-    """(DeviceClass, count) of each claim translation gives one pod, by its rule.
-
-    App containers and sidecars get a claim each. With `initContainers: share`, an init container
-    shares the smallest claim of a container that does not run alongside it (regular containers,
-    sidecars started after it) holding its N devices, and those with none share one top-up claim
-    per legacy name, sized for the largest of them; with `separate`, each init container gets a
-    claim of its own.
-    """
-    claims: list[tuple[str, int]] = []
-    inits: dict[str, list[_Translated]] = {}
-    app_side: dict[str, list[_Translated]] = {}
-    for t in translated:
-        container = t.request.container
-        if share and not container.runs_with_app:
-            inits.setdefault(t.request.resource, []).append(t)
-            continue
-        claims.append((t.device_class, t.amount))
-        app_side.setdefault(t.request.resource, []).append(t)
-    for resource, group in inits.items():
-        top_up = 0
-        for init in group:
-            ref = init.request.container
-            fits = any(
-                a.amount >= init.amount
-                and (
-                    a.request.container.field == "containers"
-                    or a.request.container.index > ref.index
-                )
-                for a in app_side.get(resource, [])
-            )
-            if not fits:
-                top_up = max(top_up, init.amount)
-        if top_up > 0:
-            claims.append((group[0].device_class, top_up))
-    return claims
+def pod_demand(spec: PodSpecRef, namespace: str, ctx: Context) -> PodDemand:
+    """Devices and claims one pod of `spec` will hold in `namespace`, as quota counts them."""
+    return _pod_demand(spec, namespace, ctx, _translation(spec, namespace, ctx))
 
 
 def _pod_demand(
-    spec: PodSpecRef, namespace: str, ctx: Context, translated: list[_Translated]
-) -> _PodDemand:
+    spec: PodSpecRef, namespace: str, ctx: Context, translated: TranslationPlan | None
+) -> PodDemand:
     """Devices and claims one pod will hold: its template claims, plus the claims translation
     will give it for its legacy requests."""
     devices: dict[str, int] = {}
@@ -610,29 +564,31 @@ def _pod_demand(
         for device_class, amount in counted.devices.items():
             devices[device_class] = devices.get(device_class, 0) + amount
         unbounded |= counted.unbounded
-    if translated:
-        share = ctx.policy.translation.init_containers == "share"
-        for device_class, amount in _translation_claims(translated, share):
-            devices[device_class] = devices.get(device_class, 0) + amount
+    if translated is not None:
+        for claim in translated.claims:
+            devices[claim.device_class] = devices.get(claim.device_class, 0) + claim.count
             claims += 1
-    return _PodDemand(devices, frozenset(unbounded), claims)
+    return PodDemand(devices, frozenset(unbounded), claims)
 
 
 def _check_translated_requests(
-    translated: list[_Translated], quota: NamespaceQuota, found: _Findings
+    translated: TranslationPlan | None, quota: NamespaceQuota, found: _Findings
 ) -> None:
     """Per-request and per-claim limits for the claims translation will make."""
-    if not quota:
+    if not quota or translated is None:
         return
-    for t in translated:
+    for want in translated.wants:
+        if want.count <= 0:
+            continue
+        device_class = want.mapping.device_class_name
         for scope, word in ((PER_REQUEST, "request"), (PER_CLAIM, "claim")):
-            if breach := quota.breach(scope, t.device_class, t.amount):
-                legacy = t.request
+            if breach := quota.breach(scope, device_class, want.count):
+                legacy = want.legacy
                 found.add(
                     legacy.path,
                     f"container {legacy.container.name} asks for {legacy.resource}: "
                     f"{legacy.amount}, which translation turns into a claim for "
-                    f"{_devices(t.amount, t.device_class)}; at most {breach.limit} per {word}",
+                    f"{_devices(want.count, device_class)}; at most {breach.limit} per {word}",
                     breach,
                 )
                 break

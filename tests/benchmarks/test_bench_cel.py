@@ -14,7 +14,8 @@ import pytest
 
 from app.cel.cache import CompileCache
 from app.cel.device import devices_of_slice
-from app.cel.engine import BACKENDS, SELECTOR, Engine, get_engine
+from app.cel.engine import BACKENDS, SELECTOR, Engine
+from app.cel.factory import get_engine
 from app.cel.index import DeviceIndex
 
 CLASS = ('device.driver == "gpu.nvidia.com"',)

@@ -7,7 +7,8 @@ from typing import Any
 import pytest
 
 from app.cel.device import Device, devices_of_slice
-from app.cel.engine import BACKENDS, Engine, get_engine
+from app.cel.engine import BACKENDS, Engine
+from app.cel.factory import get_engine
 
 GPU_SLICE: dict[str, Any] = {
     "apiVersion": "resource.k8s.io/v1",

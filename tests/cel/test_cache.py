@@ -11,8 +11,9 @@ import pytest
 
 from app.cel.cache import CompileCache
 from app.cel.device import Device
-from app.cel.engine import ADMISSION, SELECTOR, Engine, Environment, Program, get_engine
+from app.cel.engine import ADMISSION, SELECTOR, Engine, Environment, Program
 from app.cel.errors import CelCompileError
+from app.cel.factory import get_engine
 
 
 class SlowCountingEngine(Engine):

@@ -120,7 +120,7 @@ mappings:
 
 
 def test_mapping_patterns_match_in_linear_time() -> None:
-    from app.policies.legacy import MappingResolver
+    from app.translation.legacy import MappingResolver
 
     policy = parse_policy(
         """
@@ -139,7 +139,7 @@ mappings:
 
 def test_legacy_globs_match_in_linear_time_and_as_before() -> None:
     from app.config.policy import LegacyResources
-    from app.policies.legacy import LegacyMatcher
+    from app.translation.legacy import LegacyMatcher
 
     matcher = LegacyMatcher(
         LegacyResources(names=("nvidia.com/mig-*", "gpu.intel.com/*", "x.io/a?c", "y.io/[!b]z"))

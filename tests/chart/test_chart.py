@@ -25,7 +25,8 @@ import pytest
 import yaml
 from cryptography import x509
 
-from app.cel.engine import ADMISSION, BACKENDS, get_engine
+from app.cel.engine import ADMISSION, BACKENDS
+from app.cel.factory import get_engine
 from app.config.policy import load_policy, parse_policy
 from tests.assets import k8s_tool
 

@@ -164,8 +164,28 @@ def test_one_denial_lists_every_offending_container_and_the_replacement() -> Non
     lines = [line for line in decision.message.splitlines() if line.startswith("- ")]
     assert len(lines) == 4
     assert "resourceClaims:" in decision.message
-    assert "- name: b-gpu" in decision.message
+    assert "- name: gpu-b" in decision.message
     assert "deviceClassName: gpu.amd.com" in decision.message
+
+
+def test_the_fix_names_the_claims_translation_would_make_for_the_same_pod() -> None:
+    spec = {
+        "containers": [
+            container("a", limits={GPU: "2"}),
+            container("b", limits={GPU: "1", "amd.com/gpu": "1"}),
+        ]
+    }
+    denied = decide(pod(**spec))
+    assert not denied.allowed
+    translated = make_pipeline().review(
+        Endpoint.MUTATE, decode_review(orjson.dumps(wrap(pod(ns="ml-research", **spec))))
+    )
+    (entries,) = [op["value"] for op in translated.patch if op["path"] == "/spec/resourceClaims"]
+    names = [e["name"] for e in entries]
+    assert names == ["gpu-a", "gpu-b", "gpu-b-2"]
+    fix = denied.message.split("add to spec:", 1)[1]
+    suggested = [line.split(": ", 1)[1] for line in fix.splitlines() if line.startswith("  - name")]
+    assert suggested[: len(entries)] == names
 
 
 def test_plain_pods_and_pods_with_claims_are_allowed_untouched() -> None:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import copy
-import re
 from typing import Any
 
 import jsonpatch
@@ -12,7 +11,10 @@ import pytest
 
 from app.cluster.view import Kind
 from app.config import Policy
+from app.k8s.objects import pod_spec
 from app.pipeline import Decision, Endpoint, Pipeline
+from app.policies.base import Context, Mode
+from app.policies.quota import pod_demand
 from app.transport.review import decode_review
 from tests.claim_objects import (
     GPU,
@@ -706,11 +708,24 @@ def _legacy_pod(init: list[Obj], app: list[Obj]) -> Obj:
     }
 
 
-def _forecast(decision: Decision) -> tuple[int, int]:
-    devices = re.search(r"Pod p needs (\d+) devices? of gpu\.nvidia\.com", decision.message)
-    claims = re.search(r"x (\d+) ResourceClaims", decision.message)
-    assert devices and claims, decision.message
-    return int(devices.group(1)), int(claims.group(1))
+def _forecast(pipeline: Pipeline, pod: Obj) -> tuple[int, int]:
+    """(devices of gpu.nvidia.com, claims) quota counts for one pod, read from its forecast."""
+    spec = pod_spec("Pod", pod)
+    assert spec is not None
+    labels = pipeline.view.namespace_labels("ml-research")
+    assert labels is not None
+    ctx = Context(pipeline.view, pipeline.policy, pipeline.compiled, Mode.TRANSLATE, labels)
+    demand = pod_demand(spec, "ml-research", ctx)
+    assert set(demand.devices) <= {"gpu.nvidia.com"}
+    return demand.devices.get("gpu.nvidia.com", 0), demand.claims
+
+
+def _assert_denied_with(decision: Decision, devices: int, claims: int) -> None:
+    """The denial carries the forecast's arithmetic (the zero quota denies any device)."""
+    assert not decision.allowed
+    unit = "device" if devices == 1 else "devices"
+    assert f"Pod p needs {devices} {unit} of gpu.nvidia.com;" in decision.message
+    assert f"x {claims} ResourceClaims = {claims};" in decision.message
 
 
 @pytest.mark.parametrize("init_mode", ["share", "separate"])
@@ -737,7 +752,8 @@ def test_the_quota_forecast_for_a_legacy_pod_matches_the_claims_translation_make
     policy = policy_from(ZERO + f"translation: {{initContainers: {init_mode}}}\n")
     pipeline = make_pipeline(cluster_objects(), policy)
     pod = _legacy_pod(init, app)
-    forecast = _forecast(decide(pipeline, pod))
+    forecast = _forecast(pipeline, pod)
+    _assert_denied_with(decide(pipeline, pod), *forecast)
 
     mutated = decide(pipeline, pod, endpoint=Endpoint.MUTATE)
     assert mutated.allowed and mutated.patch, mutated.message
@@ -751,4 +767,5 @@ def test_the_quota_forecast_for_a_legacy_pod_matches_the_claims_translation_make
         for e in entries
     )
     assert forecast == (made_devices, len(entries))
-    assert _forecast(decide(pipeline, translated)) == forecast
+    assert _forecast(pipeline, translated) == forecast
+    _assert_denied_with(decide(pipeline, translated), *forecast)

@@ -13,7 +13,7 @@ from app.cluster.view import ClusterView
 from app.config.policy import Mapping
 from app.errors import PolicyError
 from app.pipeline import Endpoint
-from app.policies.legacy import (
+from app.translation.legacy import (
     DeviceMapping,
     MappingResolver,
     expand_rule,

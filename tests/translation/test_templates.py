@@ -8,8 +8,8 @@ from typing import Any
 import kubernetes_validate
 import pytest
 
-from app.policies.legacy import DeviceMapping
-from app.policies.translate_templates import TemplateBuilder, request_name, template_name
+from app.translation.legacy import DeviceMapping
+from app.translation.templates import TemplateBuilder, request_name, template_name
 
 GPU = DeviceMapping("gpu.nvidia.com")
 MIG_1G = DeviceMapping(

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from app.k8s.templates import MANAGED_BY, MANAGED_BY_LABEL, TEMPLATE_LABEL
-from app.policies.legacy import DeviceMapping
+from app.translation.legacy import DeviceMapping
 
 Obj = dict[str, Any]
 

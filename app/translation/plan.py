@@ -1,0 +1,634 @@
+"""The translation plan: what a pod spec's legacy requests become, as a pure value.
+
+`plan(spec, namespace, rules, view)` reads a pod spec and decides everything translation does:
+which legacy requests can be translated and which cannot (the problems), the pod-level claims
+and the ResourceClaimTemplates they are made from, which claims each container uses, and what
+leaves each container's `limits` and `requests`. It writes nothing and knows nothing of
+admission: the mutating policy turns a plan into a JSONPatch (`app.translation.patch`), quota
+adds up the devices of its claims, dra-only prints its claim names as the fix.
+
+The rules (docs/translation.md writes them out for users):
+
+- Regular containers and sidecars (init containers with `restartPolicy: Always`) each get a claim
+  of their own with their N devices, as a device plugin gives each container its own devices.
+- Init containers share: each gets the smallest claim of a container that does not run
+  alongside it (regular containers, sidecars started after it) holding at least its N devices.
+  Those with no such claim share one top-up claim per legacy name, sized for the largest of
+  them. With `translation.initContainers: separate` init containers get claims of their own.
+- A pod whose translation would add more than `translation.maxClaimsPerPod` claims or need more
+  than `translation.maxTemplatesPerPod` templates (or a new template in a namespace at
+  `maxTemplatesPerNamespace`) is over a cap: the first cap reached is the plan's `over_cap`.
+  Planning goes on past it without naming claims or building templates, so the device counts
+  stay whole and the cost per claim stays constant.
+- A legacy name with no mapping, a count that is not a whole number, limits and requests that
+  disagree, or a DeviceClass the pod already asks for through DRA: a problem each.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from app.cluster.templates import ManagedTemplates
+from app.cluster.view import ClusterView, Kind
+from app.config.policy import Translation
+from app.errors import ObjectShapeError
+from app.k8s.objects import ContainerRef, PodSpecRef, list_field
+from app.k8s.quantity import QuantityError, parse_quantity
+from app.k8s.templates import MANAGED_BY, MANAGED_BY_LABEL
+from app.translation.legacy import (
+    DeviceMapping,
+    LegacyMatcher,
+    LegacyRequest,
+    MappingResolver,
+    is_resource_name,
+    legacy_requests,
+)
+from app.translation.templates import MAX_NAME, ClaimTemplate, TemplateBuilder, slug
+
+Obj = dict[str, Any]
+
+Key = tuple[str, str, str]
+"""(container field, container name, resource): one legacy request, comparable across objects."""
+
+
+@dataclass(frozen=True, slots=True)
+class TranslationRules:
+    """What translation needs from the policy file, compiled once."""
+
+    legacy: LegacyMatcher
+    mappings: MappingResolver
+    templates: TemplateBuilder
+    config: Translation
+
+
+@dataclass(frozen=True, slots=True)
+class Want:
+    """A legacy request that can be translated: its whole-number count and its mapping."""
+
+    legacy: LegacyRequest
+    count: int
+    mapping: DeviceMapping
+
+
+@dataclass(frozen=True, slots=True)
+class Problem:
+    """Why one legacy request (or the pod) cannot be translated, at one field."""
+
+    key: Key
+    path: str
+    message: str
+
+
+@dataclass(frozen=True, slots=True)
+class PlannedClaim:
+    """A pod-level claim translation adds."""
+
+    name: str
+    """Empty for a claim planned past a cap (never written)."""
+    count: int
+    mapping: DeviceMapping
+    template: ClaimTemplate | None
+    """None for a claim planned past a cap."""
+    owner: ContainerRef | None
+    """The container it was made for; None for an init top-up claim."""
+
+    @property
+    def device_class(self) -> str:
+        return self.mapping.device_class_name
+
+
+@dataclass(slots=True)
+class TranslationPlan:
+    """Everything translating one pod spec means; built by `plan`, read by its callers."""
+
+    spec: PodSpecRef
+    wants: list[Want] = field(default_factory=list)
+    """The translatable legacy requests, in container order."""
+    problems: list[Problem] = field(default_factory=list)
+    over_cap: Problem | None = None
+    """The first per-pod or per-namespace cap the claims below go over."""
+    notes: list[str] = field(default_factory=list)
+    """Warnings that do not stop translation (a DRA claim the view does not know)."""
+    stale: dict[int, str] = field(default_factory=dict)
+    """Index -> name of pod-level entries from an earlier translation, to be replaced."""
+    claims: list[PlannedClaim] = field(default_factory=list)
+    """Pod-level claims, in the order they are added."""
+    claims_of: dict[str, list[str]] = field(default_factory=dict)
+    """Container pointer -> names of the claims it uses."""
+    claim_for: dict[Key, str] = field(default_factory=dict)
+    """Legacy request -> the claim that replaces it (not for a zero count)."""
+    templates: dict[str, Obj] = field(default_factory=dict)
+    """Template name -> the ResourceClaimTemplate to create, in first-use order."""
+    warnings: list[str] = field(default_factory=list)
+    """What was translated into what, one line per legacy request."""
+
+    @property
+    def all_problems(self) -> list[Problem]:
+        return self.problems + ([self.over_cap] if self.over_cap is not None else [])
+
+    def removed(self) -> dict[str, tuple[ContainerRef, set[str]]]:
+        """Container pointer -> (container, legacy names leaving its limits and requests)."""
+        found: dict[str, tuple[ContainerRef, set[str]]] = {}
+        for want in self.wants:
+            ref = want.legacy.container
+            found.setdefault(ref.pointer, (ref, set()))[1].add(want.legacy.resource)
+        return found
+
+    def devices(self) -> dict[str, int]:
+        """DeviceClass -> devices the planned claims hold."""
+        found: dict[str, int] = {}
+        for claim in self.claims:
+            found[claim.device_class] = found.get(claim.device_class, 0) + claim.count
+        return found
+
+
+def plan(
+    spec: PodSpecRef,
+    namespace: str,
+    rules: TranslationRules,
+    view: ClusterView,
+    *,
+    replace_own: bool = False,
+) -> TranslationPlan:
+    """Parse counts, resolve mappings, look for DRA conflicts, then plan claims and templates.
+
+    With `replace_own`, claims an earlier translation added are not conflicts but output to
+    redo: `kubectl apply` (client-side) of a workload translated before sends the legacy
+    request back from its manifest while keeping the claims the webhook added.
+    """
+    result = TranslationPlan(spec)
+    found = legacy_requests(spec, rules.legacy)
+    if not found:
+        return result
+    if replace_own:
+        _own_entries(spec, namespace, rules, view, result)
+    _analyse(found, spec, namespace=namespace, rules=rules, view=view, result=result)
+    if result.wants:
+        _Planner(spec, namespace, rules, view, result).add(result.wants)
+    return result
+
+
+def _analyse(
+    found: list[LegacyRequest],
+    spec: PodSpecRef,
+    *,
+    namespace: str,
+    rules: TranslationRules,
+    view: ClusterView,
+    result: TranslationPlan,
+) -> None:
+    for legacy in found:
+        if legacy.container.field == "ephemeralContainers":
+            continue  # may not have resources at all: the API server rejects it, not us
+        key = request_key(legacy)
+        if not is_resource_name(legacy.resource):
+            result.problems.append(_bad_name(legacy))
+            continue
+        count, bad = _count(legacy)
+        if bad is not None:
+            result.problems.append(bad)
+            continue
+        mapping = rules.mappings.resolve(legacy.resource, view)
+        if mapping is None:
+            result.problems.append(
+                Problem(
+                    key,
+                    legacy.path,
+                    f"no DeviceClass is known for {legacy.resource}: "
+                    + rules.mappings.missing_hint(legacy.resource),
+                )
+            )
+            continue
+        result.wants.append(Want(legacy, count, mapping))
+    if not result.wants:
+        return
+    in_use, unknown = _dra_classes(spec, namespace, view, skip=result.stale)
+    for want in result.wants:
+        device_class = want.mapping.device_class_name
+        where = in_use.get(device_class)
+        if where is not None:
+            result.problems.append(
+                Problem(
+                    request_key(want.legacy),
+                    want.legacy.path,
+                    f"{want.legacy.resource} maps to DeviceClass {device_class}, which "
+                    f"this pod already requests through DRA ({where}); ask for all "
+                    f"{device_class} devices through resourceClaims, not both ways",
+                )
+            )
+    result.notes += [
+        f"{where}: not in dra-webhook's cluster view; could not check that it asks for "
+        "another device type than the translated requests"
+        for where in unknown
+    ]
+
+
+def request_key(legacy: LegacyRequest) -> Key:
+    return legacy.container.field, legacy.container.name, legacy.resource
+
+
+# -- claims and templates --------------------------------------------------------------------
+
+
+def _cap_problem(spec: PodSpecRef, what: str, key: str, cap: int) -> Problem:
+    return Problem(
+        ("", "", key),
+        spec.path,
+        f"translating this pod needs more than {cap} {what}, the limit set by "
+        f"translation.{key} in the dra-webhook policy: ask for devices in fewer "
+        f"containers or with fewer different counts, or raise translation.{key}",
+    )
+
+
+class _Planner:
+    """Fills a plan's claims, templates and container references."""
+
+    def __init__(
+        self,
+        spec: PodSpecRef,
+        namespace: str,
+        rules: TranslationRules,
+        view: ClusterView,
+        result: TranslationPlan,
+    ) -> None:
+        self.spec = spec
+        self.namespace = namespace
+        self.rules = rules
+        self.view = view
+        self.result = result
+        config = rules.config
+        self.share = config.init_containers == "share"
+        taken = _existing_claim_names(spec) - set(result.stale.values())
+        self.names = ClaimNames(taken, config.claim_name_prefix)
+
+    def add(self, wants: list[Want]) -> None:
+        app_claims: dict[str, list[PlannedClaim]] = {}
+        inits: dict[str, list[Want]] = {}
+        for want in wants:
+            ref = want.legacy.container
+            if self.share and not ref.runs_with_app:
+                inits.setdefault(want.legacy.resource, []).append(want)
+                continue
+            if want.count == 0:
+                self._warn(_removed(want))
+                continue
+            claim = self._new_claim(want.mapping, want.count, _tail(want), ref.name, owner=ref)
+            self._use(want, claim)
+            app_claims.setdefault(want.legacy.resource, []).append(claim)
+            if claim.template is not None:
+                self._warn(
+                    f"{_translated(want)} -> claim {claim.name} (template {claim.template.name}, "
+                    f"class {claim.template.device_class})"
+                )
+        for resource, group in inits.items():
+            self._share(group, app_claims.get(resource, []))
+
+    def _share(self, inits: list[Want], app_claims: list[PlannedClaim]) -> None:
+        """Init containers of one resource: one claim each, the smallest big enough to share.
+
+        Each init container shares the smallest claim (first on a tie) of a container that does
+        not run alongside it and holds at least its N devices. Those with none share one top-up
+        claim, sized for the largest of them. So every init container references one claim, and
+        the work is init containers x app claims, both bounded (app claims by maxClaimsPerPod).
+        """
+        picks = [_smallest(app_claims, w) if w.count else None for w in inits]
+        need = max(
+            (w.count for w, pick in zip(inits, picks, strict=True) if w.count and pick is None),
+            default=0,
+        )
+        top: PlannedClaim | None = None
+        if need:
+            first = inits[0]
+            top = self._new_claim(first.mapping, need, _tail(first), "init", owner=None)
+        for want, pick in zip(inits, picks, strict=True):
+            if want.count == 0:
+                self._warn(_removed(want))
+                continue
+            shared = pick
+            if (
+                top is not None
+                and top.count >= want.count
+                and (pick is None or pick.count > top.count)
+            ):
+                shared = top
+            assert shared is not None  # the top-up is made for every init container without one
+            self._use(want, shared)
+            if shared.template is not None:
+                self._warn(
+                    f"{_translated(want)} -> shares claim {shared.name} (template "
+                    f"{shared.template.name}, class {want.mapping.device_class_name})"
+                )
+
+    def _warn(self, text: str) -> None:
+        if self.result.over_cap is None:
+            self.result.warnings.append(text)
+
+    def _new_claim(
+        self, mapping: DeviceMapping, count: int, tail: str, who: str, owner: ContainerRef | None
+    ) -> PlannedClaim:
+        result = self.result
+        template: ClaimTemplate | None = None
+        if result.over_cap is None:
+            config = self.rules.config
+            if len(result.claims) >= config.max_claims_per_pod:
+                result.over_cap = _cap_problem(
+                    self.spec, "resource claims", "maxClaimsPerPod", config.max_claims_per_pod
+                )
+            else:
+                template = self.rules.templates.get(self.namespace, mapping, count)
+                if template.name not in result.templates:
+                    result.over_cap = self._template_cap(template.name)
+        if result.over_cap is not None or template is None:
+            claim = PlannedClaim("", count, mapping, None, owner)
+        else:
+            claim = PlannedClaim(self.names.new(tail, who), count, mapping, template, owner)
+            result.templates.setdefault(template.name, template.template)
+        result.claims.append(claim)
+        return claim
+
+    def _template_cap(self, name: str) -> Problem | None:
+        """A new template must fit under maxTemplatesPerPod and maxTemplatesPerNamespace."""
+        cap = self.rules.config.max_templates_per_pod
+        if len(self.result.templates) >= cap:
+            return _cap_problem(self.spec, "ResourceClaimTemplates", "maxTemplatesPerPod", cap)
+        return self._namespace_cap(name)
+
+    def _namespace_cap(self, name: str) -> Problem | None:
+        """A new template must fit under translation.maxTemplatesPerNamespace (templates the view
+        holds cost nothing: only a create is capped)."""
+        view = self.view
+        if view.get(Kind.RESOURCE_CLAIM_TEMPLATE, name, self.namespace) is not None:
+            return None
+        cap = self.rules.config.max_templates_per_namespace
+        held = view.derived(ManagedTemplates).count(self.namespace)
+        new = sum(
+            1
+            for other in self.result.templates
+            if view.get(Kind.RESOURCE_CLAIM_TEMPLATE, other, self.namespace) is None
+        )
+        if held + new < cap:
+            return None
+        key = "maxTemplatesPerNamespace"
+        return Problem(
+            ("", "", key),
+            self.spec.path,
+            f"translating this pod needs a new ResourceClaimTemplate ({name}), but "
+            f"namespace {self.namespace} already holds {held} made by dra-webhook, the "
+            f"limit set by translation.{key} in the dra-webhook policy: ask for a device "
+            "count or type that pods here already use, wait until unused templates are "
+            f"removed, or raise translation.{key}",
+        )
+
+    def _use(self, want: Want, claim: PlannedClaim) -> None:
+        if not claim.name:
+            return
+        self.result.claim_for[request_key(want.legacy)] = claim.name
+        names = self.result.claims_of.setdefault(want.legacy.container.pointer, [])
+        if claim.name not in names:
+            names.append(claim.name)
+
+
+class ClaimNames:
+    """Readable pod-level claim names (<resource>-<container>) that never reuse a taken name."""
+
+    def __init__(self, taken: set[str], prefix: str) -> None:
+        self._taken = taken
+        self._prefix = prefix
+
+    def new(self, tail: str, who: str) -> str:
+        base = claim_base(self._prefix, tail, who)
+        name, n = base, 1
+        while name in self._taken:
+            n += 1
+            suffix = f"-{n}"
+            name = slug(base, MAX_NAME - len(suffix)) + suffix
+        self._taken.add(name)
+        return name
+
+
+@functools.lru_cache(maxsize=4096)
+def claim_base(prefix: str, tail: str, who: str) -> str:
+    """<prefix>-<tail>-<who> as a DNS label; memoized (container names repeat across pods)."""
+    return slug("-".join(p for p in (prefix, tail, who) if p), MAX_NAME) or "claim"
+
+
+@functools.lru_cache(maxsize=4096)
+def claim_name(prefix: str, resource: str, container: str) -> str:
+    """The name translation gives the claim of one container's legacy request, before
+    numbering (<prefix>-<resource's last part>-<container>); memoized."""
+    return claim_base(prefix, tail(resource), container)
+
+
+def _existing_claim_names(spec: PodSpecRef) -> set[str]:
+    names: set[str] = set()
+    for index, entry in enumerate(list_field(spec.spec, "resourceClaims", spec.path)):
+        if not isinstance(entry, dict):
+            raise ObjectShapeError(f"{spec.path}.resourceClaims[{index}]", "must be an object")
+        name = entry.get("name")
+        if isinstance(name, str):
+            names.add(name)
+    return names
+
+
+def _after(owner: ContainerRef | None, init: ContainerRef) -> bool:
+    """True when `owner` does not run alongside `init`: a regular container or a later sidecar."""
+    return owner is not None and (owner.field == "containers" or owner.index > init.index)
+
+
+def _smallest(claims: list[PlannedClaim], init: Want) -> PlannedClaim | None:
+    """The smallest claim (first on a tie) `init` may share that holds its N devices."""
+    found: PlannedClaim | None = None
+    for claim in claims:
+        if (
+            claim.count >= init.count
+            and (found is None or claim.count < found.count)
+            and _after(claim.owner, init.legacy.container)
+        ):
+            found = claim
+    return found
+
+
+def tail(resource: str) -> str:
+    """The last part of a resource name (gpu for nvidia.com/gpu), as claim names use it."""
+    return resource.rsplit("/", 1)[-1]
+
+
+def _tail(want: Want) -> str:
+    return tail(want.legacy.resource)
+
+
+def who(ref: ContainerRef) -> str:
+    if ref.is_sidecar:
+        return f"sidecar container {ref.name}"
+    if ref.field == "initContainers":
+        return f"init container {ref.name}"
+    return f"container {ref.name}"
+
+
+def _translated(want: Want) -> str:
+    return f"{who(want.legacy.container)}: {want.legacy.resource}: {want.legacy.amount}"
+
+
+def _removed(want: Want) -> str:
+    return f"{_translated(want)} -> removed (no devices asked for)"
+
+
+# -- DRA already in the pod ----------------------------------------------------------------
+
+
+def _own_entries(
+    spec: PodSpecRef,
+    namespace: str,
+    rules: TranslationRules,
+    view: ClusterView,
+    result: TranslationPlan,
+) -> None:
+    """Pod-level entries an earlier translation added, into `result.stale`.
+
+    An entry is ours only when the view holds its template and the template carries our
+    managed-by label: anything else is the user's and is never removed. An entry whose template
+    is named like ours but is not in the view cannot be told apart: a problem, rather than
+    removing what may be the user's or doubling the devices by translating next to it.
+    """
+    for index, entry in enumerate(list_field(spec.spec, "resourceClaims", spec.path)):
+        if not isinstance(entry, dict):
+            continue
+        name, template = entry.get("name"), entry.get("resourceClaimTemplateName")
+        if not isinstance(name, str) or not isinstance(template, str):
+            continue
+        obj = view.get(Kind.RESOURCE_CLAIM_TEMPLATE, template, namespace)
+        if obj is None:
+            if rules.templates.is_own_name(template):
+                result.problems.append(_unknown_own(spec, index, name, template))
+            continue
+        labels = obj.get("metadata", {}).get("labels")
+        if isinstance(labels, dict) and labels.get(MANAGED_BY_LABEL) == MANAGED_BY:
+            result.stale[index] = name
+
+
+def _unknown_own(spec: PodSpecRef, index: int, name: str, template: str) -> Problem:
+    return Problem(
+        ("resourceClaims", name, template),
+        f"{spec.path}.resourceClaims[{index}]",
+        f"{name}: ResourceClaimTemplate {template} is named like the ones dra-webhook "
+        "creates, but is not in its cluster view (not synced yet, or deleted), so this entry "
+        "cannot be told apart from one of your own; retry once the template exists, or "
+        "rename the entry's template",
+    )
+
+
+def _dra_classes(
+    spec: PodSpecRef, namespace: str, view: ClusterView, skip: Mapping[int, str]
+) -> tuple[dict[str, str], list[str]]:
+    """DeviceClasses the pod already asks for through DRA (class -> which entry), and the
+    entries whose ResourceClaim or ResourceClaimTemplate the view does not hold."""
+    in_use: dict[str, str] = {}
+    unknown: list[str] = []
+    for index, entry in enumerate(list_field(spec.spec, "resourceClaims", spec.path)):
+        where = f"{spec.path}.resourceClaims[{index}]"
+        if not isinstance(entry, dict):
+            raise ObjectShapeError(where, "must be an object")
+        if index in skip:
+            continue
+        claim_name = entry.get("resourceClaimName")
+        template_name = entry.get("resourceClaimTemplateName")
+        claim_spec: Any = None
+        if isinstance(claim_name, str) and claim_name:
+            described = f"{where} {entry.get('name')}: ResourceClaim {claim_name}"
+            obj = view.get(Kind.RESOURCE_CLAIM, claim_name, namespace)
+            if obj is not None:
+                claim_spec = obj.get("spec")
+        elif isinstance(template_name, str) and template_name:
+            described = f"{where} {entry.get('name')}: ResourceClaimTemplate {template_name}"
+            obj = view.get(Kind.RESOURCE_CLAIM_TEMPLATE, template_name, namespace)
+            if obj is not None:
+                outer = obj.get("spec")
+                claim_spec = outer.get("spec") if isinstance(outer, dict) else None
+        else:
+            continue  # neither is set: the API server rejects the pod
+        if obj is None:
+            unknown.append(described)
+            continue
+        for device_class in _classes_of(claim_spec):
+            in_use.setdefault(device_class, described)
+    return in_use, unknown
+
+
+def _classes_of(claim_spec: Any) -> Iterable[str]:
+    """Every deviceClassName a ResourceClaimSpec names (exactly and firstAvailable)."""
+    devices = claim_spec.get("devices") if isinstance(claim_spec, dict) else None
+    requests = devices.get("requests") if isinstance(devices, dict) else None
+    for item in requests if isinstance(requests, list) else ():
+        if not isinstance(item, dict):
+            continue
+        exactly = item.get("exactly")
+        if isinstance(exactly, dict) and isinstance(exactly.get("deviceClassName"), str):
+            yield exactly["deviceClassName"]
+        for sub in item.get("firstAvailable") or ():
+            if isinstance(sub, dict) and isinstance(sub.get("deviceClassName"), str):
+                yield sub["deviceClassName"]
+
+
+def _bad_name(legacy: LegacyRequest) -> Problem:
+    return Problem(
+        request_key(legacy),
+        legacy.path,
+        f"{legacy.resource!r} is not a valid resource name (an optional DNS-subdomain prefix and "
+        "'/', then at most 63 letters, digits, '-', '_' or '.', starting and ending with a letter "
+        "or digit): it is not translated",
+    )
+
+
+# -- counts --------------------------------------------------------------------------------
+
+
+def _count(legacy: LegacyRequest) -> tuple[int, Problem | None]:
+    """The whole-number count of a request, or why it has none."""
+    counts: dict[str, int] = {}
+    for which, raw in (("limits", legacy.limit), ("requests", legacy.request)):
+        if raw is None:
+            continue
+        value = _whole_number(raw)
+        if value is None:
+            return 0, Problem(
+                request_key(legacy),
+                f"{legacy.container.path}.resources.{which}[{legacy.resource}]",
+                f"{raw!s} is not a whole number: {legacy.resource} is counted in whole devices",
+            )
+        counts[which] = value
+    if len(counts) == 2 and counts["limits"] != counts["requests"]:
+        return 0, Problem(
+            request_key(legacy),
+            f"{legacy.container.path}.resources.requests[{legacy.resource}]",
+            f"requests ({legacy.request}) and limits ({legacy.limit}) of {legacy.resource} "
+            "differ; they must be equal",
+        )
+    return next(iter(counts.values())), None
+
+
+def _whole_number(raw: object) -> int | None:
+    """A quantity that is a non-negative whole number (`2`, `"2"`, `"1k"`, `"2000m"`), else None."""
+    if isinstance(raw, str):
+        return _whole_number_text(raw)
+    if not isinstance(raw, int | float):
+        return None
+    return _whole_number_of(raw)
+
+
+@functools.lru_cache(maxsize=1024)
+def _whole_number_text(raw: str) -> int | None:
+    """Memoized: the same few counts ("1", "2", "8") arrive again and again."""
+    return _whole_number_of(raw)
+
+
+def _whole_number_of(raw: str | int | float) -> int | None:
+    try:
+        quantity = parse_quantity(raw)
+    except QuantityError:
+        return None
+    if not quantity.is_integer() or quantity.sign() < 0:
+        return None
+    return quantity.as_int()
