@@ -19,8 +19,9 @@ import pytest
 
 from app.cel.cache import CompileCache
 from app.cel.cost import MAX_SELECTOR_COST, MAX_SELECTOR_LENGTH, estimate
-from app.cel.engine import DEFAULT_BACKEND, SELECTOR, get_engine
+from app.cel.engine import DEFAULT_BACKEND, SELECTOR
 from app.cel.errors import CelCompileError
+from app.cel.factory import get_engine
 from tests.e2e.kube import ApiError, Kube
 
 pytestmark = pytest.mark.journey("cel-cost")
