@@ -406,7 +406,24 @@ def merge(results: list[tuple[str, Result]], failed: Iterable[str] = ()) -> Deci
     )
 
 
+_DENIAL_TEXTS: dict[int, tuple[Result, str]] = {}
+"""Denial text by Result identity: checks memoize their denials (dra-only per request shape), so
+the same Result comes back for every pod of that shape. The Result is kept with its text, so its
+id cannot be reused while the entry lives."""
+
+
 def _denial_text(result: Result) -> str:
+    known = _DENIAL_TEXTS.get(id(result))
+    if known is not None and known[0] is result:
+        return known[1]
+    text = _build_denial_text(result)
+    if len(_DENIAL_TEXTS) >= 1024:
+        _DENIAL_TEXTS.clear()
+    _DENIAL_TEXTS[id(result)] = (result, text)
+    return text
+
+
+def _build_denial_text(result: Result) -> str:
     lines = [result.summary] if result.summary else []
     shown = result.violations[:MAX_LISTED_VIOLATIONS]
     lines += [f"- {v}" for v in shown]

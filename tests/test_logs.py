@@ -6,6 +6,7 @@ read what it wrote to stderr.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import re
@@ -16,7 +17,7 @@ from typing import Any
 import httpx
 import pytest
 
-from app.logs import JsonLines, configure_logging, logging_config
+from app.logs import JsonLines, JsonLinesHandler, configure_logging, logging_config
 from tests.conftest import FIXTURES, start_server, stop_server
 
 LEGACY_POD = FIXTURES / "pod-create-legacy-gpu.json"
@@ -122,3 +123,44 @@ def test_a_json_line_keeps_extras_exceptions_and_values_json_cannot_hold() -> No
     assert re.fullmatch(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}", line["time"])
     # Nothing of the LogRecord's own bookkeeping leaks into the line.
     assert not {"args", "msg", "pathname", "lineno", "created", "exc_text"} & set(line)
+
+
+def test_lines_of_one_event_loop_iteration_are_written_together_and_none_is_lost() -> None:
+    class Stream:
+        def __init__(self) -> None:
+            self.writes: list[str] = []
+
+        def write(self, text: str) -> None:
+            self.writes.append(text)
+
+        def flush(self) -> None:
+            pass
+
+    stream = Stream()
+    handler = JsonLinesHandler(stream)
+    handler.setFormatter(JsonLines())
+    logger = logging.getLogger("app.test.batched")
+    logger.addHandler(handler)
+    logger.propagate = False
+    try:
+        logger.warning("outside a loop")  # written at once
+        assert len(stream.writes) == 1
+
+        async def burst() -> int:
+            for n in range(5):
+                logger.warning("line %d", n)
+            written = len(stream.writes)  # nothing yet: the write waits for the iteration's end
+            await asyncio.sleep(0)
+            await asyncio.sleep(0)
+            return written
+
+        assert asyncio.run(burst()) == 1
+        assert len(stream.writes) == 2
+        assert [json.loads(line)["message"] for line in stream.writes[1].splitlines()] == [
+            f"line {n}" for n in range(5)
+        ]
+        logger.warning("pending at shutdown")
+        handler.flush()
+        assert json.loads(stream.writes[-1])["message"] == "pending at shutdown"
+    finally:
+        logger.removeHandler(handler)

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from app.config import Policy
 from app.policies.cel_runtime import CelRuntime
 from app.policies.defaults import ClaimDefaults, compile_selectors, translation_hook
+from app.policies.dra_only import ResultMemo
 from app.policies.legacy import LegacyMatcher, MappingResolver
 from app.policies.quota import QuotaRules
 from app.policies.rules import CompiledRule, compile_rules
@@ -25,6 +26,8 @@ class Compiled:
     rules: tuple[CompiledRule, ...]
     quotas: QuotaRules
     defaults: ClaimDefaults
+    dra_only: ResultMemo
+    """dra-only answers by request shape (the same pod denied again costs a dict lookup)."""
 
     @classmethod
     def build(cls, policy: Policy) -> Compiled:
@@ -41,4 +44,5 @@ class Compiled:
             rules=compile_rules(policy.cel.rules, cel.engine, cel.cache),
             quotas=QuotaRules(policy.quotas, policy.resource_quotas),
             defaults=defaults,
+            dra_only=ResultMemo(),
         )

@@ -6,13 +6,59 @@ in both requests and limits, on Pods and on the pod templates of workloads, so a
 
 On UPDATE only offences the old object did not have are denied: a pod that predates the label can
 still be relabelled or finalized, and is warned about instead.
+
+A denial's text (the offences, the fix, the resourceClaims snippet) depends only on the shape of
+the offending requests, the namespace and the DeviceClasses: pods of one Deployment, or one
+user retrying, repeat it. It is built once per shape and reused (`ResultMemo`); the scan for
+legacy requests still runs on every review, since the memo is keyed by what it finds.
 """
 
 from __future__ import annotations
 
+from collections.abc import Hashable
+
+from app.cluster.view import Kind
 from app.k8s.objects import PodSpecRef, pod_spec
 from app.policies.base import ALLOW, Context, Mode, Request, Result, Violation
 from app.policies.legacy import DeviceMapping, LegacyRequest, legacy_requests, offence_keys
+
+MEMO_LIMIT = 4096
+"""Distinct shapes remembered; shapes come from users, so the memo is bounded (then cleared)."""
+
+
+class ResultMemo:
+    """Result by request shape, for the checks whose answer is a pure function of that shape.
+
+    One per Pipeline (in Compiled): the policy it was built from is part of every answer.
+    """
+
+    def __init__(self) -> None:
+        self._results: dict[Hashable, Result] = {}
+
+    def get(self, key: Hashable) -> Result | None:
+        return self._results.get(key)
+
+    def put(self, key: Hashable, result: Result) -> Result:
+        if len(self._results) >= MEMO_LIMIT:
+            self._results.clear()
+        self._results[key] = result
+        return result
+
+
+def _shape(found: list[LegacyRequest]) -> tuple[Hashable, ...]:
+    """What the text of a finding depends on: where, which container, which resource, how much
+    (as text: the messages print it), and whether it was a limit or a request."""
+    return tuple(
+        (
+            r.container.path,
+            r.container.name,
+            r.container.is_sidecar,
+            r.resource,
+            r.limit is not None,
+            str(r.amount),
+        )
+        for r in found
+    )
 
 
 def check(request: Request, ctx: Context) -> Result:
@@ -33,6 +79,39 @@ def check(request: Request, ctx: Context) -> Result:
 
     key = ctx.policy.namespace_modes.label
     label = f"{key}={ctx.namespace_labels.get(key, '')}"
+    existing: frozenset[tuple[str, str, str]] = frozenset()
+    if request.operation == "UPDATE" and request.old_object is not None:
+        old_spec = pod_spec(request.kind, request.old_object)
+        if old_spec is not None:
+            existing = offence_keys(legacy_requests(old_spec, ctx.compiled.legacy))
+    memo_key = (
+        ctx.mode,
+        request.namespace,
+        label,
+        spec.path,
+        ctx.view.generation(Kind.DEVICE_CLASS),  # mappings through extendedResourceName
+        _shape(found),
+        existing,
+    )
+    memo = ctx.compiled.dra_only
+    known = memo.get(memo_key)
+    if known is not None:
+        return known
+    return memo.put(
+        memo_key,
+        _decide(request, ctx, spec=spec, found=found, label=label, existing=existing),
+    )
+
+
+def _decide(
+    request: Request,
+    ctx: Context,
+    *,
+    spec: PodSpecRef,
+    found: list[LegacyRequest],
+    label: str,
+    existing: frozenset[tuple[str, str, str]],
+) -> Result:
     if ctx.mode is Mode.AUDIT:
         return Result(
             warnings=tuple(
@@ -42,12 +121,6 @@ def check(request: Request, ctx: Context) -> Result:
             ),
             findings=len(found),
         )
-
-    existing: frozenset[tuple[str, str, str]] = frozenset()
-    if request.operation == "UPDATE" and request.old_object is not None:
-        old_spec = pod_spec(request.kind, request.old_object)
-        if old_spec is not None:
-            existing = offence_keys(legacy_requests(old_spec, ctx.compiled.legacy))
     new = [r for r in found if (r.container.field, r.container.name, r.resource) not in existing]
     kept = [r for r in found if (r.container.field, r.container.name, r.resource) in existing]
     warnings = tuple(

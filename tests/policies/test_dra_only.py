@@ -281,3 +281,23 @@ legacyResources: {names: [example.com/fpga-*]}
 def test_the_mutating_endpoint_never_denies_for_dra_only() -> None:
     decision = decide(pod(containers=[container("a", limits={GPU: "1"})]), Endpoint.MUTATE)
     assert decision.allowed
+
+
+def test_a_repeated_denial_reuses_its_text_and_a_different_shape_gets_its_own() -> None:
+    pipeline = make_pipeline(None, None)
+
+    def review(obj: dict[str, Any]) -> Decision:
+        return pipeline.review(Endpoint.VALIDATE, decode_review(orjson.dumps(wrap(obj))))
+
+    two = pod(containers=[container("cuda", limits={GPU: "2"})])
+    first, again = review(two), review(two)
+    assert first.message == again.message
+    assert "nvidia.com/gpu: 2 -> use DeviceClass gpu.nvidia.com (count 2)" in again.message
+    four = review(pod(containers=[container("cuda", limits={GPU: "4"})]))
+    assert "(count 4)" in four.message and "(count 2)" not in four.message
+    renamed = review(pod(containers=[container("train", limits={GPU: "2"})]))
+    assert "container train asks" in renamed.message and "cuda" not in renamed.message
+    sidecar = review(
+        pod(initContainers=[container("cuda", limits={GPU: "2"}, restartPolicy="Always")])
+    )
+    assert "sidecar container cuda" in sidecar.message
