@@ -17,7 +17,7 @@ from typing import Any
 import httpx
 import pytest
 
-from app.logs import JsonLines, JsonLinesHandler, configure_logging, logging_config
+from app.logs import JsonLines, JsonLinesHandler, configure_logging, log_fields, logging_config
 from tests.conftest import FIXTURES, start_server, stop_server
 
 LEGACY_POD = FIXTURES / "pod-create-legacy-gpu.json"
@@ -164,3 +164,56 @@ def test_lines_of_one_event_loop_iteration_are_written_together_and_none_is_lost
         assert json.loads(stream.writes[-1])["message"] == "pending at shutdown"
     finally:
         logger.removeHandler(handler)
+
+
+def test_log_fields_writes_the_line_logger_log_would_and_defers_to_other_handlers() -> None:
+    class Stream:
+        def __init__(self) -> None:
+            self.text = ""
+
+        def write(self, text: str) -> None:
+            self.text += text
+
+        def flush(self) -> None:
+            pass
+
+    fields = {"uid": "u-9", "denied_by": ["dra-only"], "dry_run": False, "path": Path("/x")}
+    logger = logging.getLogger("app.test.fields")
+    logger.propagate = False
+    logger.setLevel(logging.INFO)
+    lines = []
+    for write in (
+        lambda: logger.log(logging.INFO, "review denied", extra=fields),
+        lambda: log_fields(logger, logging.INFO, "review denied", fields),
+    ):
+        stream = Stream()
+        handler = JsonLinesHandler(stream)
+        handler.setFormatter(JsonLines())
+        logger.addHandler(handler)
+        try:
+            write()
+        finally:
+            logger.removeHandler(handler)
+        (line,) = [json.loads(text) for text in stream.text.splitlines()]
+        del line["time"]
+        lines.append(line)
+    assert lines[0] == lines[1]
+    assert lines[1]["path"] == "/x" and lines[1]["level"] == "INFO"
+
+    captured: list[logging.LogRecord] = []
+
+    class Capture(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            captured.append(record)
+
+    capture = Capture()
+    logger.addHandler(capture)
+    try:
+        log_fields(logger, logging.INFO, "review denied", fields)
+        logger.setLevel(logging.WARNING)  # restored below: NOTSET
+        log_fields(logger, logging.INFO, "not enabled", fields)
+    finally:
+        logger.removeHandler(capture)
+    logger.setLevel(logging.NOTSET)
+    (record,) = captured  # a handler that wants records gets one, through logger.log
+    assert record.getMessage() == "review denied" and record.__dict__["uid"] == "u-9"

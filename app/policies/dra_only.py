@@ -18,9 +18,15 @@ from __future__ import annotations
 from collections.abc import Hashable
 
 from app.cluster.view import Kind
-from app.k8s.objects import PodSpecRef, pod_spec
+from app.k8s.objects import CONTAINER_FIELDS, PodSpecRef, pod_spec
 from app.policies.base import ALLOW, Context, Mode, Request, Result, Violation
-from app.policies.legacy import DeviceMapping, LegacyRequest, legacy_requests, offence_keys
+from app.policies.legacy import (
+    DeviceMapping,
+    LegacyMatcher,
+    LegacyRequest,
+    legacy_requests,
+    offence_keys,
+)
 
 MEMO_LIMIT = 4096
 """Distinct shapes remembered; shapes come from users, so the memo is bounded (then cleared)."""
@@ -61,12 +67,76 @@ def _shape(found: list[LegacyRequest]) -> tuple[Hashable, ...]:
     )
 
 
+def _raw_shape(spec: PodSpecRef, is_legacy: LegacyMatcher) -> tuple[Hashable, ...] | None:
+    """`_shape(legacy_requests(spec, is_legacy))` read straight from the dicts, without the
+    ContainerRef and LegacyRequest objects; None when anything has a shape those would refuse
+    (the caller then takes that path, which raises with the field path)."""
+    shape: list[Hashable] = []
+    for field in CONTAINER_FIELDS:
+        items = spec.spec.get(field)
+        if items is None:
+            continue
+        if type(items) is not list:
+            return None
+        for index, container in enumerate(items):
+            if type(container) is not dict or type(container.get("name", "")) is not str:
+                return None
+            resources = container.get("resources")
+            if resources is None:
+                continue
+            if type(resources) is not dict:
+                return None
+            limits = resources.get("limits") or {}
+            requests = resources.get("requests") or {}
+            if type(limits) is not dict or type(requests) is not dict:
+                return None
+            if not limits and not requests:
+                continue
+            for amount in (*limits.values(), *requests.values()):
+                if type(amount) not in (str, int, float):
+                    return None
+            names = [n for n in limits if is_legacy(n)]
+            names += [n for n in requests if n not in limits and is_legacy(n)]
+            if not names:
+                continue
+            name = container.get("name", "")
+            sidecar = field == "initContainers" and container.get("restartPolicy") == "Always"
+            path = f"{spec.path}.{field}[{index}]"
+            for resource in names:
+                in_limits = resource in limits
+                amount = limits[resource] if in_limits else requests[resource]
+                shape.append((path, name, sidecar, resource, in_limits, str(amount)))
+    return tuple(shape)
+
+
 def check(request: Request, ctx: Context) -> Result:
     if ctx.mode not in (Mode.DRA_ONLY, Mode.AUDIT) or request.object is None:
         return ALLOW
     spec = pod_spec(request.kind, request.object)
     if spec is None:
         return ALLOW
+    if request.operation == "CREATE" and not (
+        ctx.policy.dra_only.allow_device_class_extended_resources
+    ):
+        # the common case: a shape seen before costs a scan of the dicts and a lookup
+        shape = _raw_shape(spec, ctx.compiled.legacy)
+        if shape == ():
+            return ALLOW
+        if shape is not None:
+            key = ctx.policy.namespace_modes.label
+            known = ctx.compiled.dra_only.get(
+                (
+                    ctx.mode,
+                    request.namespace,
+                    f"{key}={ctx.namespace_labels.get(key, '')}",
+                    spec.path,
+                    ctx.view.generation(Kind.DEVICE_CLASS),
+                    shape,
+                    frozenset(),
+                )
+            )
+            if known is not None:
+                return known
     found = legacy_requests(spec, ctx.compiled.legacy)
     if not found:
         return ALLOW

@@ -218,3 +218,19 @@ def test_a_repeated_denial_reuses_its_text_and_a_different_shape_gets_its_own() 
         pod(initContainers=[container("cuda", limits={GPU: "2"}, restartPolicy="Always")])
     )
     assert "sidecar container cuda" in sidecar.message
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        {"containers": [container("a", limits={"cpu": True, GPU: "1"})]},
+        {"containers": [container("a", requests={"memory": {"x": 1}})]},
+        {"containers": [{"name": 7, "image": "i"}]},
+        {"containers": [container("a", limits={GPU: "1"})], "initContainers": "x"},
+    ],
+)
+def test_a_malformed_pod_is_invalid_whether_or_not_a_legacy_name_is_in_it(bad: Any) -> None:
+    for _ in range(2):  # the second time a memoized shape would answer, if one were taken
+        decision = decide(pod(**bad))
+        assert not decision.allowed
+        assert decision.code == 422
