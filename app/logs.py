@@ -75,14 +75,14 @@ class JsonLines(logging.Formatter):
 
 
 class JsonLinesHandler(logging.StreamHandler):  # type: ignore[type-arg]
-    """A StreamHandler that writes the lines of one event-loop iteration together.
+    """A StreamHandler that writes the per-review lines of one event-loop iteration together.
 
     A line written and flushed alone is one write system call; under load the server logs a
-    line per denied review. Inside a running event loop the first line of an iteration
-    schedules the write (`call_soon`), and the lines emitted meanwhile go out in that same
-    write (measured under wrk: 32 lines a write). A line is late by one loop iteration at most;
-    `logging.shutdown`, at exit, writes what is pending. Outside a loop, and from other
-    threads, every line is written at once, as StreamHandler does.
+    line per denied review. Lines queued by `log_fields` inside a running event loop are
+    written together: the first of an iteration schedules the write (`call_soon`), and the
+    lines queued meanwhile go out in that same write (measured under wrk: 32 lines a write). A
+    line is late by one loop iteration at most, and any record logged the usual way writes the
+    queue first, so the order holds. Everything else is written at once, as StreamHandler does.
     """
 
     MAX_PENDING = 256
@@ -93,15 +93,22 @@ class JsonLinesHandler(logging.StreamHandler):  # type: ignore[type-arg]
         self._pending: list[str] = []
 
     def emit(self, record: logging.LogRecord) -> None:
+        """A record is written at once (with any lines queued before it, in order): the lines
+        of startup and shutdown must not wait for a loop iteration that may never come (uvicorn
+        re-raises SIGTERM after its last line, and the process ends without running atexit)."""
         try:
-            self.emit_line(self.format(record))
+            line = self.format(record)
+            with self.lock:  # type: ignore[union-attr]
+                self._pending.append(line)
+                self.flush()
         except RecursionError:
             raise
         except Exception:
             self.handleError(record)
 
     def emit_line(self, line: str) -> None:
-        """Queue one formatted line (the handler's lock is held, or taken here)."""
+        """Queue one formatted line for the end of this loop iteration (`log_fields`, the
+        per-review lines); outside a running loop it is written at once."""
         with self.lock:  # type: ignore[union-attr]
             self._pending.append(line)
             try:

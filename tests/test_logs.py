@@ -143,12 +143,12 @@ def test_lines_of_one_event_loop_iteration_are_written_together_and_none_is_lost
     logger.addHandler(handler)
     logger.propagate = False
     try:
-        logger.warning("outside a loop")  # written at once
+        log_fields(logger, logging.WARNING, "outside a loop", {})  # written at once
         assert len(stream.writes) == 1
 
         async def burst() -> int:
             for n in range(5):
-                logger.warning("line %d", n)
+                log_fields(logger, logging.WARNING, f"line {n}", {"n": n})
             written = len(stream.writes)  # nothing yet: the write waits for the iteration's end
             await asyncio.sleep(0)
             await asyncio.sleep(0)
@@ -159,9 +159,17 @@ def test_lines_of_one_event_loop_iteration_are_written_together_and_none_is_lost
         assert [json.loads(line)["message"] for line in stream.writes[1].splitlines()] == [
             f"line {n}" for n in range(5)
         ]
-        logger.warning("pending at shutdown")
-        handler.flush()
-        assert json.loads(stream.writes[-1])["message"] == "pending at shutdown"
+
+        async def then_a_record() -> int:
+            log_fields(logger, logging.WARNING, "queued", {})
+            logger.warning("a record")  # written at once, after what was queued
+            return len(stream.writes)
+
+        assert asyncio.run(then_a_record()) == 3
+        assert [json.loads(line)["message"] for line in stream.writes[2].splitlines()] == [
+            "queued",
+            "a record",
+        ]
     finally:
         logger.removeHandler(handler)
 

@@ -10,7 +10,8 @@ still be relabelled or finalized, and is warned about instead.
 A denial's text (the offences, the fix, the resourceClaims snippet) depends only on the shape of
 the offending requests, the namespace and the DeviceClasses: pods of one Deployment, or one
 user retrying, repeat it. It is built once per shape and reused (`ResultMemo`); the scan for
-legacy requests still runs on every review, since the memo is keyed by what it finds.
+legacy requests still runs on every review, since the memo is keyed by what it finds (on
+CREATE straight over the dicts, `_raw_shape`, so a known shape builds no objects).
 """
 
 from __future__ import annotations
@@ -86,8 +87,10 @@ def _raw_shape(spec: PodSpecRef, is_legacy: LegacyMatcher) -> tuple[Hashable, ..
                 continue
             if type(resources) is not dict:
                 return None
-            limits = resources.get("limits") or {}
-            requests = resources.get("requests") or {}
+            limits = resources.get("limits")
+            requests = resources.get("requests")
+            limits = {} if limits is None else limits
+            requests = {} if requests is None else requests
             if type(limits) is not dict or type(requests) is not dict:
                 return None
             if not limits and not requests:
@@ -123,18 +126,7 @@ def check(request: Request, ctx: Context) -> Result:
         if shape == ():
             return ALLOW
         if shape is not None:
-            key = ctx.policy.namespace_modes.label
-            known = ctx.compiled.dra_only.get(
-                (
-                    ctx.mode,
-                    request.namespace,
-                    f"{key}={ctx.namespace_labels.get(key, '')}",
-                    spec.path,
-                    ctx.view.generation(Kind.DEVICE_CLASS),
-                    shape,
-                    frozenset(),
-                )
-            )
+            known = ctx.compiled.dra_only.get(_memo_key(request, ctx, spec, shape, frozenset()))
             if known is not None:
                 return known
     found = legacy_requests(spec, ctx.compiled.legacy)
@@ -147,29 +139,44 @@ def check(request: Request, ctx: Context) -> Result:
         if not found:
             return ALLOW
 
-    key = ctx.policy.namespace_modes.label
-    label = f"{key}={ctx.namespace_labels.get(key, '')}"
     existing: frozenset[tuple[str, str, str]] = frozenset()
     if request.operation == "UPDATE" and request.old_object is not None:
         old_spec = pod_spec(request.kind, request.old_object)
         if old_spec is not None:
             existing = offence_keys(legacy_requests(old_spec, ctx.compiled.legacy))
-    memo_key = (
-        ctx.mode,
-        request.namespace,
-        label,
-        spec.path,
-        ctx.view.generation(Kind.DEVICE_CLASS),  # mappings through extendedResourceName
-        _shape(found),
-        existing,
-    )
+    memo_key = _memo_key(request, ctx, spec, _shape(found), existing)
     memo = ctx.compiled.dra_only
     known = memo.get(memo_key)
     if known is not None:
         return known
+    label = _label(ctx)
     return memo.put(
         memo_key,
         _decide(request, ctx, spec=spec, found=found, label=label, existing=existing),
+    )
+
+
+def _label(ctx: Context) -> str:
+    key = ctx.policy.namespace_modes.label
+    return f"{key}={ctx.namespace_labels.get(key, '')}"
+
+
+def _memo_key(
+    request: Request,
+    ctx: Context,
+    spec: PodSpecRef,
+    shape: tuple[Hashable, ...],
+    existing: frozenset[tuple[str, str, str]],
+) -> Hashable:
+    """Everything a dra-only answer depends on besides the policy (one memo per Pipeline)."""
+    return (
+        ctx.mode,
+        request.namespace,
+        _label(ctx),
+        spec.path,
+        ctx.view.generation(Kind.DEVICE_CLASS),  # mappings through extendedResourceName
+        shape,
+        existing,
     )
 
 

@@ -227,6 +227,8 @@ def test_a_repeated_denial_reuses_its_text_and_a_different_shape_gets_its_own() 
         {"containers": [container("a", requests={"memory": {"x": 1}})]},
         {"containers": [{"name": 7, "image": "i"}]},
         {"containers": [container("a", limits={GPU: "1"})], "initContainers": "x"},
+        {"containers": [{"name": "a", "resources": {"limits": [], "requests": {GPU: "1"}}}]},
+        {"containers": [{"name": "a", "resources": {"limits": {}, "requests": ""}}]},
     ],
 )
 def test_a_malformed_pod_is_invalid_whether_or_not_a_legacy_name_is_in_it(bad: Any) -> None:
