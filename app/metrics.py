@@ -72,6 +72,9 @@ def closed(value: str, allowed: frozenset[str]) -> str:
     return value if value in allowed else OTHER
 
 
+_CHILDREN_LIMIT = 1024
+"""Raw label values remembered per metric (a kind name comes from the review: bounded)."""
+
 LATENCY_BUCKETS = (0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.5, 1.0)
 
 MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
@@ -180,15 +183,32 @@ class Metrics:
             multiprocess_mode="livemax",
         )
         self._collectors: list[Collector] = []
+        # The labelled children of the per-review metrics, by their raw label values: `labels()`
+        # validates and looks them up on every call (~1 µs each), on every review. The label
+        # sets are closed, so these stay small.
+        self._review_children: dict[tuple[str, str, str], Histogram] = {}
+        self._denial_children: dict[tuple[str, str], Counter] = {}
 
     def observe_review(self, endpoint: str, kind: str, decision: str, seconds: float) -> None:
         """One answered review in the latency histogram (every label from a closed set)."""
-        self.admission_seconds.labels(
-            closed(endpoint, ENDPOINTS), closed(kind, KINDS), closed(decision, DECISIONS)
-        ).observe(seconds)
+        key = (endpoint, kind, decision)
+        child = self._review_children.get(key)
+        if child is None:
+            child = self.admission_seconds.labels(
+                closed(endpoint, ENDPOINTS), closed(kind, KINDS), closed(decision, DECISIONS)
+            )
+            if len(self._review_children) < _CHILDREN_LIMIT:
+                self._review_children[key] = child
+        child.observe(seconds)
 
     def count_denial(self, endpoint: str, reason: str) -> None:
-        self.denials.labels(closed(endpoint, ENDPOINTS), closed(reason, REASONS)).inc()
+        key = (endpoint, reason)
+        child = self._denial_children.get(key)
+        if child is None:
+            child = self.denials.labels(closed(endpoint, ENDPOINTS), closed(reason, REASONS))
+            if len(self._denial_children) < _CHILDREN_LIMIT:
+                self._denial_children[key] = child
+        child.inc()
 
     def count_check_error(self, endpoint: str, check: str) -> None:
         self.check_errors.labels(closed(endpoint, ENDPOINTS), closed(check, CHECKS)).inc()

@@ -369,6 +369,12 @@ def _checked_stale_view(policy: Policy, registrations: Iterable[Registration]) -
     return stale_view
 
 
+_MERGED: dict[tuple[tuple[str, int], ...], tuple[tuple[Result, ...], Decision]] = {}
+"""Decision by the identity of the results merged: checks answer with shared Results (ALLOW,
+dra-only's memoized denials), so the same combination comes back for every pod of a shape. The
+Results are kept with the Decision, so their ids cannot be reused while the entry lives."""
+
+
 def merge(results: list[tuple[str, Result]], failed: Iterable[str] = ()) -> Decision:
     """One decision from every policy's result: denied if any denies, all messages kept.
 
@@ -376,6 +382,21 @@ def merge(results: list[tuple[str, Result]], failed: Iterable[str] = ()) -> Deci
     denials are labelled `internal-error:<check>`.
     """
     failed_checks = tuple(failed)
+    if failed_checks:
+        return _merge(results, failed_checks)
+    key = tuple((name, id(result)) for name, result in results)
+    known = _MERGED.get(key)
+    if known is not None and all(a is b for a, (_, b) in zip(known[0], results, strict=True)):
+        return known[1]
+    decision = _merge(results, failed_checks)
+    if not decision.patch and not decision.templates:  # those come fresh with every review
+        if len(_MERGED) >= 1024:
+            _MERGED.clear()
+        _MERGED[key] = (tuple(result for _, result in results), decision)
+    return decision
+
+
+def _merge(results: list[tuple[str, Result]], failed_checks: tuple[str, ...]) -> Decision:
     denials = [
         (f"{INTERNAL_ERROR}:{name}" if name in failed_checks else name, r)
         for name, r in results
@@ -408,7 +429,24 @@ def merge(results: list[tuple[str, Result]], failed: Iterable[str] = ()) -> Deci
     )
 
 
+_DENIAL_TEXTS: dict[int, tuple[Result, str]] = {}
+"""Denial text by Result identity: checks memoize their denials (dra-only per request shape), so
+the same Result comes back for every pod of that shape. The Result is kept with its text, so its
+id cannot be reused while the entry lives."""
+
+
 def _denial_text(result: Result) -> str:
+    known = _DENIAL_TEXTS.get(id(result))
+    if known is not None and known[0] is result:
+        return known[1]
+    text = _build_denial_text(result)
+    if len(_DENIAL_TEXTS) >= 1024:
+        _DENIAL_TEXTS.clear()
+    _DENIAL_TEXTS[id(result)] = (result, text)
+    return text
+
+
+def _build_denial_text(result: Result) -> str:
     lines = [result.summary] if result.summary else []
     shown = result.violations[:MAX_LISTED_VIOLATIONS]
     lines += [f"- {v}" for v in shown]

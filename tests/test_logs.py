@@ -6,6 +6,7 @@ read what it wrote to stderr.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import re
@@ -16,7 +17,7 @@ from typing import Any
 import httpx
 import pytest
 
-from app.logs import JsonLines, configure_logging, logging_config
+from app.logs import JsonLines, JsonLinesHandler, configure_logging, log_fields, logging_config
 from tests.conftest import FIXTURES, start_server, stop_server
 
 LEGACY_POD = FIXTURES / "pod-create-legacy-gpu.json"
@@ -124,3 +125,105 @@ def test_a_json_line_keeps_extras_exceptions_and_values_json_cannot_hold() -> No
     assert '"uid": "u-2"' in formatter.format(record)
     # Nothing of the LogRecord's own bookkeeping leaks into the line.
     assert not {"args", "msg", "pathname", "lineno", "created", "exc_text"} & set(line)
+
+
+def test_lines_of_one_event_loop_iteration_are_written_together_and_none_is_lost() -> None:
+    class Stream:
+        def __init__(self) -> None:
+            self.writes: list[str] = []
+
+        def write(self, text: str) -> None:
+            self.writes.append(text)
+
+        def flush(self) -> None:
+            pass
+
+    stream = Stream()
+    handler = JsonLinesHandler(stream)
+    handler.setFormatter(JsonLines())
+    logger = logging.getLogger("app.test.batched")
+    logger.addHandler(handler)
+    logger.propagate = False
+    try:
+        log_fields(logger, logging.WARNING, "outside a loop", {})  # written at once
+        assert len(stream.writes) == 1
+
+        async def burst() -> int:
+            for n in range(5):
+                log_fields(logger, logging.WARNING, f"line {n}", {"n": n})
+            written = len(stream.writes)  # nothing yet: the write waits for the iteration's end
+            await asyncio.sleep(0)
+            await asyncio.sleep(0)
+            return written
+
+        assert asyncio.run(burst()) == 1
+        assert len(stream.writes) == 2
+        assert [json.loads(line)["message"] for line in stream.writes[1].splitlines()] == [
+            f"line {n}" for n in range(5)
+        ]
+
+        async def then_a_record() -> int:
+            log_fields(logger, logging.WARNING, "queued", {})
+            logger.warning("a record")  # written at once, after what was queued
+            return len(stream.writes)
+
+        assert asyncio.run(then_a_record()) == 3
+        assert [json.loads(line)["message"] for line in stream.writes[2].splitlines()] == [
+            "queued",
+            "a record",
+        ]
+    finally:
+        logger.removeHandler(handler)
+
+
+def test_log_fields_writes_the_line_logger_log_would_and_defers_to_other_handlers() -> None:
+    class Stream:
+        def __init__(self) -> None:
+            self.text = ""
+
+        def write(self, text: str) -> None:
+            self.text += text
+
+        def flush(self) -> None:
+            pass
+
+    fields = {"uid": "u-9", "denied_by": ["dra-only"], "dry_run": False, "path": Path("/x")}
+    logger = logging.getLogger("app.test.fields")
+    logger.propagate = False
+    logger.setLevel(logging.INFO)
+    lines = []
+    for write in (
+        lambda: logger.log(logging.INFO, "review denied", extra=fields),
+        lambda: log_fields(logger, logging.INFO, "review denied", fields),
+    ):
+        stream = Stream()
+        handler = JsonLinesHandler(stream)
+        handler.setFormatter(JsonLines())
+        logger.addHandler(handler)
+        try:
+            write()
+        finally:
+            logger.removeHandler(handler)
+        (line,) = [json.loads(text) for text in stream.text.splitlines()]
+        del line["time"]
+        lines.append(line)
+    assert lines[0] == lines[1]
+    assert lines[1]["path"] == "/x" and lines[1]["level"] == "INFO"
+
+    captured: list[logging.LogRecord] = []
+
+    class Capture(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            captured.append(record)
+
+    capture = Capture()
+    logger.addHandler(capture)
+    try:
+        log_fields(logger, logging.INFO, "review denied", fields)
+        logger.setLevel(logging.WARNING)  # restored below: NOTSET
+        log_fields(logger, logging.INFO, "not enabled", fields)
+    finally:
+        logger.removeHandler(capture)
+    logger.setLevel(logging.NOTSET)
+    (record,) = captured  # a handler that wants records gets one, through logger.log
+    assert record.getMessage() == "review denied" and record.__dict__["uid"] == "u-9"

@@ -3,15 +3,20 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from app.config import Policy
 from app.policies.cel_runtime import CelRuntime
 from app.policies.defaults import ClaimDefaults, compile_selectors, translation_hook
+from app.policies.memo import ShapeMemo
 from app.policies.quota import QuotaRules
 from app.policies.rules import CompiledRule, compile_rules
 from app.translation import TranslationRules
 from app.translation.legacy import LegacyMatcher, MappingResolver
 from app.translation.templates import TemplateBuilder
+
+if TYPE_CHECKING:
+    from app.policies.base import Result
 
 
 @dataclass(frozen=True, slots=True)
@@ -28,6 +33,8 @@ class Compiled:
     rules: tuple[CompiledRule, ...]
     quotas: QuotaRules
     defaults: ClaimDefaults
+    dra_only: ShapeMemo[Result]
+    """dra-only answers by request shape (the same pod denied again costs a dict lookup)."""
 
     @classmethod
     def build(cls, policy: Policy) -> Compiled:
@@ -48,4 +55,5 @@ class Compiled:
             rules=compile_rules(policy.cel.rules, cel.engine, cel.cache),
             quotas=QuotaRules(policy.quotas, policy.resource_quotas),
             defaults=defaults,
+            dra_only=ShapeMemo(),
         )

@@ -6,14 +6,89 @@ in both requests and limits, on Pods and on the pod templates of workloads, so a
 
 On UPDATE only offences the old object did not have are denied: a pod that predates the label can
 still be relabelled or finalized, and is warned about instead.
+
+A denial's text (the offences, the fix, the resourceClaims snippet) depends only on the shape of
+the offending requests, the namespace and the DeviceClasses: pods of one Deployment, or one
+user retrying, repeat it. It is built once per shape and reused (`ShapeMemo`); the scan for
+legacy requests still runs on every review, since the memo is keyed by what it finds (on
+CREATE straight over the dicts, `_raw_shape`, so a known shape builds no objects).
 """
 
 from __future__ import annotations
 
-from app.k8s.objects import PodSpecRef, pod_spec
+from collections.abc import Hashable
+
+from app.cluster.view import Kind
+from app.k8s.objects import CONTAINER_FIELDS, PodSpecRef, pod_spec
 from app.policies.base import ALLOW, Context, Mode, Request, Result, Violation
-from app.translation.legacy import DeviceMapping, LegacyRequest, legacy_requests, offence_keys
+from app.translation.legacy import (
+    DeviceMapping,
+    LegacyMatcher,
+    LegacyRequest,
+    legacy_requests,
+    offence_keys,
+)
 from app.translation.plan import ClaimNames, claim_name, tail
+
+
+def _shape(found: list[LegacyRequest]) -> tuple[Hashable, ...]:
+    """What the text of a finding depends on: where, which container, which resource, how much
+    (as text: the messages print it), and whether it was a limit or a request."""
+    return tuple(
+        (
+            r.container.path,
+            r.container.name,
+            r.container.is_sidecar,
+            r.resource,
+            r.limit is not None,
+            str(r.amount),
+        )
+        for r in found
+    )
+
+
+def _raw_shape(spec: PodSpecRef, is_legacy: LegacyMatcher) -> tuple[Hashable, ...] | None:
+    """`_shape(legacy_requests(spec, is_legacy))` read straight from the dicts, without the
+    ContainerRef and LegacyRequest objects; None when anything has a shape those would refuse
+    (the caller then takes that path, which raises with the field path)."""
+    shape: list[Hashable] = []
+    for field in CONTAINER_FIELDS:
+        items = spec.spec.get(field)
+        if items is None:
+            continue
+        if type(items) is not list:
+            return None
+        for index, container in enumerate(items):
+            if type(container) is not dict or type(container.get("name", "")) is not str:
+                return None
+            resources = container.get("resources")
+            if resources is None:
+                continue
+            if type(resources) is not dict:
+                return None
+            limits = resources.get("limits")
+            requests = resources.get("requests")
+            limits = {} if limits is None else limits
+            requests = {} if requests is None else requests
+            if type(limits) is not dict or type(requests) is not dict:
+                return None
+            if not limits and not requests:
+                continue
+            for amount in (*limits.values(), *requests.values()):
+                if type(amount) not in (str, int, float):
+                    return None
+            names = [n for n in limits if is_legacy(n)]
+            names += [n for n in requests if n not in limits and is_legacy(n)]
+            if not names:
+                continue
+            name = container.get("name", "")
+            sidecar = field == "initContainers" and container.get("restartPolicy") == "Always"
+            path = f"{spec.path}.{field}[{index}]"
+            for resource in names:
+                in_limits = resource in limits
+                amount = limits[resource] if in_limits else requests[resource]
+                shape.append((path, name, sidecar, resource, in_limits, str(amount)))
+    return tuple(shape)
 
 
 def check(request: Request, ctx: Context) -> Result:
@@ -22,6 +97,17 @@ def check(request: Request, ctx: Context) -> Result:
     spec = pod_spec(request.kind, request.object)
     if spec is None:
         return ALLOW
+    if request.operation == "CREATE" and not (
+        ctx.policy.dra_only.allow_device_class_extended_resources
+    ):
+        # the common case: a shape seen before costs a scan of the dicts and a lookup
+        shape = _raw_shape(spec, ctx.compiled.legacy)
+        if shape == ():
+            return ALLOW
+        if shape is not None:
+            known = ctx.compiled.dra_only.get(_memo_key(request, ctx, spec, shape, frozenset()))
+            if known is not None:
+                return known
     found = legacy_requests(spec, ctx.compiled.legacy)
     if not found:
         return ALLOW
@@ -32,8 +118,56 @@ def check(request: Request, ctx: Context) -> Result:
         if not found:
             return ALLOW
 
+    existing: frozenset[tuple[str, str, str]] = frozenset()
+    if request.operation == "UPDATE" and request.old_object is not None:
+        old_spec = pod_spec(request.kind, request.old_object)
+        if old_spec is not None:
+            existing = offence_keys(legacy_requests(old_spec, ctx.compiled.legacy))
+    memo_key = _memo_key(request, ctx, spec, _shape(found), existing)
+    memo = ctx.compiled.dra_only
+    known = memo.get(memo_key)
+    if known is not None:
+        return known
+    label = _label(ctx)
+    return memo.put(
+        memo_key,
+        _decide(request, ctx, spec=spec, found=found, label=label, existing=existing),
+    )
+
+
+def _label(ctx: Context) -> str:
     key = ctx.policy.namespace_modes.label
-    label = f"{key}={ctx.namespace_labels.get(key, '')}"
+    return f"{key}={ctx.namespace_labels.get(key, '')}"
+
+
+def _memo_key(
+    request: Request,
+    ctx: Context,
+    spec: PodSpecRef,
+    shape: tuple[Hashable, ...],
+    existing: frozenset[tuple[str, str, str]],
+) -> Hashable:
+    """Everything a dra-only answer depends on besides the policy (one memo per Pipeline)."""
+    return (
+        ctx.mode,
+        request.namespace,
+        _label(ctx),
+        spec.path,
+        ctx.view.generation(Kind.DEVICE_CLASS),  # mappings through extendedResourceName
+        shape,
+        existing,
+    )
+
+
+def _decide(
+    request: Request,
+    ctx: Context,
+    *,
+    spec: PodSpecRef,
+    found: list[LegacyRequest],
+    label: str,
+    existing: frozenset[tuple[str, str, str]],
+) -> Result:
     if ctx.mode is Mode.AUDIT:
         return Result(
             warnings=tuple(
@@ -43,12 +177,6 @@ def check(request: Request, ctx: Context) -> Result:
             ),
             findings=len(found),
         )
-
-    existing: frozenset[tuple[str, str, str]] = frozenset()
-    if request.operation == "UPDATE" and request.old_object is not None:
-        old_spec = pod_spec(request.kind, request.old_object)
-        if old_spec is not None:
-            existing = offence_keys(legacy_requests(old_spec, ctx.compiled.legacy))
     new = [r for r in found if (r.container.field, r.container.name, r.resource) not in existing]
     kept = [r for r in found if (r.container.field, r.container.name, r.resource) in existing]
     warnings = tuple(

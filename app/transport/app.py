@@ -29,6 +29,7 @@ from app.cluster.view import ClusterView, Kind
 from app.config import Policy, Settings, load_policy
 from app.errors import ReviewError, TemplateConflictError, TemplateCreateError
 from app.k8s.templates import template_mismatch
+from app.logs import log_fields
 from app.metrics import Metrics
 from app.pipeline import Decision, Endpoint, Pipeline
 from app.policies.base import Request
@@ -131,11 +132,11 @@ class _Webhook:
         if decision.findings:
             self.metrics.audit_findings.inc(decision.findings)
         if not decision.allowed or logger.isEnabledFor(logging.DEBUG):
-            logger.log(
+            log_fields(
+                logger,
                 logging.INFO if not decision.allowed else logging.DEBUG,
-                "review %s",
-                decision.label,
-                extra={
+                f"review {decision.label}",
+                {
                     "uid": request.uid,
                     "endpoint": endpoint.value,
                     "kind": request.kind,

@@ -21,14 +21,19 @@ from pathlib import Path
 from typing import Any
 
 import kubernetes_validate
+import orjson
 import pytest
 import yaml
 from cryptography import x509
 
-from app.cel.engine import ADMISSION, BACKENDS
+from app.cel.engine import ADMISSION, ADMISSION_MESSAGE, BACKENDS
 from app.cel.factory import get_engine
 from app.config.policy import load_policy, parse_policy
+from app.pipeline import Endpoint
+from app.transport.review import decode_review
 from tests.assets import k8s_tool
+from tests.conftest import make_pipeline, wrap
+from tests.dra_only_cases import CASES, WORKLOADS
 
 REPO = Path(__file__).resolve().parents[2]
 CHART = REPO / "charts" / "dra-webhook"
@@ -484,6 +489,8 @@ def test_an_external_url_gets_the_given_ca_bundle_and_no_in_cluster_workload(mod
         "ConfigMap",
         "MutatingWebhookConfiguration",
         "ValidatingWebhookConfiguration",
+        "ValidatingAdmissionPolicy",
+        "ValidatingAdmissionPolicyBinding",
     }
     entries = list(_webhooks(docs))
     assert len(entries) == 7
@@ -605,25 +612,103 @@ def test_the_release_and_system_namespaces_are_never_sent(values: Path) -> None:
         assert set(exempt["values"]) == must_exempt
 
 
+def _policy_enforced_by_the_api_server(values: Obj) -> bool:
+    """Whether the chart renders the dra-only rule as a ValidatingAdmissionPolicy."""
+    enabled = values.get("admissionPolicy", {}).get("enabled", True)
+    draonly = values["policy"].get("draOnly") or {}
+    return bool(enabled) and not draonly.get("allowDeviceClassExtendedResources", False)
+
+
+def _pods_everywhere(values: Obj) -> bool:
+    """Whether the validating pods entry still sees every mode (the webhook enforces dra-only,
+    or admin rules on Pods, or webhook.podsWithClaims: all)."""
+    rules = (values["policy"].get("cel") or {}).get("rules") or []
+    return (
+        not _policy_enforced_by_the_api_server(values)
+        or values["webhook"].get("podsWithClaims", "quotas") == "all"
+        or any("Pod" in rule["match"]["kinds"] for rule in rules)
+    )
+
+
 @by_values_file
 def test_only_namespaces_with_the_mode_label_are_sent_unless_the_policy_needs_all(
     values: Path,
 ) -> None:
+    """Each entry sees the modes its checks act in: pods are mutated only in translate
+    namespaces; with the admission policy on, validated only there, plus where a quota needs
+    them (pods-quota-N); everything else in the three modes, or everywhere when wide."""
     settings = _values(values)
     modes = settings["policy"]["namespaceModes"]
+    every_mode = [modes["draOnly"], modes["translate"], modes["audit"]]
+    translate_only = {"key": modes["label"], "operator": "In", "values": [modes["translate"]]}
+    quotas = [q["namespaceSelector"] for q in settings["policy"].get("quotas") or []]
     for kind, webhook in _webhooks(_render(values)):
         entry = webhook["name"].split(".", 1)[0]
         if entry == "deviceclasses":
             continue
         selector = _selector(webhook)
-        if _wide(settings, kind, entry):
+        if (
+            entry == "pods" and (kind.startswith("Mutating") or not _pods_everywhere(settings))
+        ) or (kind.startswith("Mutating") and entry in ("workloads", "cronjobs")):
+            assert selector[modes["label"]] == translate_only, (kind, entry)
+        elif entry.startswith("pods-quota-"):
+            quota = quotas[int(entry.removeprefix("pods-quota-"))]
+            assert webhook["namespaceSelector"].get("matchLabels") == quota.get("matchLabels")
+            assert selector[modes["label"]] == (
+                {"key": modes["label"], "operator": "NotIn", "values": [modes["translate"]]}
+                if _wide(settings, kind, "pods")
+                else {
+                    "key": modes["label"],
+                    "operator": "In",
+                    "values": [modes["draOnly"], modes["audit"]],
+                }
+            ), entry
+        elif _wide(settings, kind, entry):
             assert set(selector) == {"kubernetes.io/metadata.name"}, (kind, entry)
         else:
             assert selector[modes["label"]] == {
                 "key": modes["label"],
                 "operator": "In",
-                "values": [modes["draOnly"], modes["translate"], modes["audit"]],
+                "values": every_mode,
             }, (kind, entry)
+
+
+@by_values_file
+def test_quota_entries_for_pods_exist_exactly_when_the_admission_policy_takes_the_rule(
+    values: Path,
+) -> None:
+    settings = _values(values)
+    entries = {w["name"].split(".", 1)[0] for _, w in _webhooks(_render(values))}
+    quota_entries = {e for e in entries if e.startswith("pods-quota-")}
+    quotas = settings["policy"].get("quotas") or []
+    expected = 0 if _pods_everywhere(settings) else len(quotas)
+    assert quota_entries == {f"pods-quota-{i}" for i in range(expected)}
+
+
+def test_without_the_admission_policy_the_webhook_sees_pods_of_every_mode_again() -> None:
+    result = _run_helm(
+        "template", RELEASE, str(CHART), "-n", NAMESPACE, "--set", "admissionPolicy.enabled=false"
+    )
+    assert result.returncode == 0, result.stderr
+    docs = tuple(d for d in yaml.safe_load_all(result.stdout) if d)
+    assert not _of_kind(docs, "ValidatingAdmissionPolicy")
+    assert not _of_kind(docs, "ValidatingAdmissionPolicyBinding")
+    (pods,) = [
+        w
+        for kind, w in _webhooks(docs)
+        if kind.startswith("Validating") and w["name"].startswith("pods.")
+    ]
+    assert _selector(pods)["gpu-mode"]["values"] == ["dra-only", "translate", "audit"]
+
+
+def test_names_served_by_device_classes_leave_the_rule_to_the_webhook() -> None:
+    result = _run_helm(
+        "template", RELEASE, str(CHART), "-n", NAMESPACE,
+        "--set", "policy.draOnly.allowDeviceClassExtendedResources=true",
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    docs = tuple(d for d in yaml.safe_load_all(result.stdout) if d)
+    assert not _of_kind(docs, "ValidatingAdmissionPolicy")
 
 
 def test_with_quotas_and_defaults_every_namespace_reaches_the_entries_that_need_it() -> None:
@@ -637,6 +722,9 @@ def test_with_quotas_and_defaults_every_namespace_reaches_the_entries_that_need_
         ("MutatingWebhookConfiguration", "pods"),
         ("MutatingWebhookConfiguration", "workloads"),
         ("MutatingWebhookConfiguration", "cronjobs"),
+        # translate namespaces; the quota's pods everywhere else
+        ("ValidatingWebhookConfiguration", "pods"),
+        ("ValidatingWebhookConfiguration", "pods-quota-0"),
     }
 
 
@@ -852,3 +940,179 @@ def test_the_memory_request_and_limit_follow_the_worker_count(
     (container,) = _one(tuple(docs), "Deployment")["spec"]["template"]["spec"]["containers"]
     assert container["resources"]["requests"] == {"cpu": "100m", "memory": requests}
     assert container["resources"]["limits"] == {"memory": limits}
+
+
+# -- the ValidatingAdmissionPolicy: its CEL with the project's engine, against the webhook ----
+
+
+def _admission_policy(values: Path = CHART / "ci" / "default-values.yaml") -> Obj:
+    return _one(_render(values), "ValidatingAdmissionPolicy")
+
+
+def _inline(policy: Obj, expression: str) -> str:
+    """`expression` with every `variables.<name>` replaced by that variable's expression (the
+    project's engine has no `variables`; a variable only reads those declared before it)."""
+    known = {
+        # a literal goes in as it is (cel-python's function check reads `in (` as a call)
+        v["name"]: v["expression"] if v["name"].startswith("legacy") else f"({v['expression']})"
+        for v in policy["spec"]["variables"]
+    }
+    pattern = re.compile(r"\bvariables\.(\w+)")
+    while pattern.search(expression):
+        expression = pattern.sub(lambda m: known[m.group(1)], expression)
+    return expression
+
+
+@cache
+def _compile_admission(expression: str, backend: str, message: bool) -> Callable[[Obj], Any]:
+    engine = get_engine(backend)
+    environment = ADMISSION_MESSAGE if message else ADMISSION
+    program = engine.compile(expression, environment)
+
+    def evaluate(variables: Obj) -> Any:
+        return program.evaluate(engine.activation(environment, {**variables, "params": None}))
+
+    return evaluate
+
+
+def _vap_verdict(policy: Obj, obj: Obj, mode: str, backend: str) -> tuple[bool, str]:
+    """(allowed, message) of the policy for `obj` created in a namespace of that mode."""
+    group, _, version = obj["apiVersion"].rpartition("/")
+    variables = {
+        "object": obj,
+        "oldObject": None,
+        "request": {
+            "kind": {"group": group, "version": version, "kind": obj["kind"]},
+            "namespace": "gpu-e2e",
+            "operation": "CREATE",
+        },
+        "namespaceObject": {"metadata": {"name": "gpu-e2e", "labels": {"gpu-mode": mode}}},
+    }
+    (validation,) = policy["spec"]["validations"]
+    check = _compile_admission(_inline(policy, validation["expression"]), backend, False)
+    if check(variables):
+        return True, ""
+    message = _compile_admission(_inline(policy, validation["messageExpression"]), backend, True)
+    text = message(variables)
+    assert isinstance(text, str)
+    return False, text
+
+
+def _wrapped(case: Any, kind: str) -> Obj:
+    meta = {"name": "w", "namespace": "gpu-e2e"}
+    if kind == "Pod":
+        return {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": case.spec}
+    ((api_version, _),) = [key for key in WORKLOADS if key[1] == kind]
+    return {
+        "apiVersion": api_version,
+        "kind": kind,
+        "metadata": meta,
+        "spec": WORKLOADS[(api_version, kind)](case.spec),
+    }
+
+
+AGREEMENT = [
+    (case, kind)
+    for case in CASES
+    for kind in ("Pod", "Deployment", "CronJob", "ReplicationController")
+]
+
+
+@by_backend
+@pytest.mark.parametrize(
+    ("case", "kind"), AGREEMENT, ids=[f"{kind}: {case.id}" for case, kind in AGREEMENT]
+)
+def test_the_admission_policy_and_the_webhook_agree_on_every_dra_only_case(
+    case: Any, kind: str, backend: str
+) -> None:
+    """The rendered policy's CEL (the project's engine) and the webhook's pipeline, both from
+    the chart's values (its ConfigMap is the webhook's policy), on the shared table: the same
+    verdict, and a denial names every offending container and resource, and the fix."""
+    docs = _render(CHART / "ci" / "default-values.yaml")
+    policy = parse_policy(_one(docs, "ConfigMap")["data"]["policy.yaml"], "rendered ConfigMap")
+    pipeline = make_pipeline(None, policy)
+    obj = _wrapped(case, kind)
+    webhook = pipeline.review(Endpoint.VALIDATE, decode_review(orjson.dumps(wrap(obj))))
+    allowed, message = _vap_verdict(_admission_policy(), obj, "dra-only", backend)
+    assert allowed is webhook.allowed is (not case.denied)
+    if case.denied:
+        assert "\n" not in message  # the API server drops a messageExpression with line breaks
+        assert message.startswith("namespace gpu-e2e is dra-only (gpu-mode=dra-only): ")
+        for offence in case.offences:
+            said = f" {offence.container} asks for {offence.resource}: "
+            assert said in message and said in webhook.message, offence
+        for line in webhook.message.splitlines():
+            if " -> " in line:  # the same fix: "-> use DeviceClass gpu.nvidia.com (count 2)"
+                assert line.split(": ", 1)[1] in message, line
+        assert "resourceClaims:" in message and "resourceClaimTemplateName:" in message
+
+
+@by_backend
+def test_in_audit_namespaces_the_admission_policy_warns_with_the_offences(backend: str) -> None:
+    (case,) = [c for c in CASES if c.id == "every offending container"]
+    allowed, message = _vap_verdict(_admission_policy(), _wrapped(case, "Pod"), "audit", backend)
+    assert not allowed  # the binding for audit namespaces only warns (validationActions: Warn)
+    assert "is in audit mode (gpu-mode=audit): would be denied in a dra-only namespace" in message
+    assert "init container warmup asks for nvidia.com/gpu: 1" in message
+
+
+def test_the_admission_policy_denies_in_dra_only_and_warns_in_audit_namespaces() -> None:
+    docs = _render(CHART / "ci" / "default-values.yaml")
+    bindings = {
+        b["spec"]["validationActions"][0]: b["spec"]["matchResources"]["namespaceSelector"]
+        for b in _of_kind(docs, "ValidatingAdmissionPolicyBinding")
+    }
+    assert set(bindings) == {"Deny", "Warn"}
+    for action, mode in (("Deny", "dra-only"), ("Warn", "audit")):
+        expressions = {e["key"]: e for e in bindings[action]["matchExpressions"]}
+        assert expressions["gpu-mode"] == {"key": "gpu-mode", "operator": "In", "values": [mode]}
+        assert expressions["kubernetes.io/metadata.name"]["operator"] == "NotIn"
+        assert NAMESPACE in expressions["kubernetes.io/metadata.name"]["values"]
+    rules = _admission_policy()["spec"]["matchConstraints"]["resourceRules"]
+    kinds = {(g, r) for rule in rules for g in rule["apiGroups"] for r in rule["resources"]}
+    assert kinds == {
+        ("", "pods"),
+        ("", "replicationcontrollers"),
+        ("apps", "deployments"),
+        ("apps", "replicasets"),
+        ("apps", "statefulsets"),
+        ("apps", "daemonsets"),
+        ("batch", "jobs"),
+        ("batch", "cronjobs"),
+    }
+    assert all(rule["operations"] == ["CREATE"] for rule in rules)
+
+
+def test_the_admission_policy_follows_the_policys_names_and_label() -> None:
+    result = _run_helm(
+        "template", RELEASE, str(CHART), "-n", NAMESPACE,
+        "--set", "policy.namespaceModes.label=example.com/gpus",
+        "--set", "policy.namespaceModes.draOnly=strict",
+        "--set", "policy.legacyResources.names={example.com/fpga-*}",
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    docs = tuple(d for d in yaml.safe_load_all(result.stdout) if d)
+    policy = _one(docs, "ValidatingAdmissionPolicy")
+    fpga = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"}}
+    fpga["spec"] = {
+        "containers": [{"name": "a", "resources": {"limits": {"example.com/fpga-x": "1"}}}]
+    }
+    gpu = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"}}
+    gpu["spec"] = {"containers": [{"name": "a", "resources": {"limits": {"nvidia.com/gpu": "1"}}}]}
+    assert not _vap_verdict(policy, fpga, "strict", "cel-expr-python")[0]
+    assert _vap_verdict(policy, gpu, "strict", "cel-expr-python")[0]
+    deny = [
+        b for b in _of_kind(docs, "ValidatingAdmissionPolicyBinding")
+        if b["spec"]["validationActions"] == ["Deny"]
+    ]  # fmt: skip
+    (selector,) = deny[0]["spec"]["matchResources"]["namespaceSelector"]["matchExpressions"][:1]
+    assert selector == {"key": "example.com/gpus", "operator": "In", "values": ["strict"]}
+
+
+def test_a_name_the_admission_policy_cannot_express_is_refused_with_the_way_out() -> None:
+    result = _run_helm(
+        "template", RELEASE, str(CHART), "-n", NAMESPACE,
+        "--set", "policy.legacyResources.names={example.com/fpga-[ab]}",
+    )  # fmt: skip
+    assert result.returncode != 0
+    assert "admissionPolicy.enabled=false" in result.stderr

@@ -39,17 +39,24 @@ def test_legacy_objects_in_an_unlabelled_namespace_never_reach_the_webhook(
 
 @pytest.mark.parametrize("kind", ["Pod", "Deployment", "CronJob"])
 def test_a_legacy_gpu_request_is_denied_with_the_fix_and_nothing_is_stored(
-    kind: str, kube: Kube, namespace: Callable[..., str]
+    kind: str, kube: Kube, webhook: Webhook, namespace: Callable[..., str]
 ) -> None:
+    """Denied by the chart's ValidatingAdmissionPolicy, inside the API server: the webhook is
+    not called for it (the rule needs no cluster state)."""
     ns = namespace("dra-only")
     (obj,) = [x for x in _legacy_objects(ns) if x["kind"] == kind]
+    before = webhook.reviews()
     with pytest.raises(ApiError) as denied:
         kube.create(obj)
-    entry = "pods" if kind == "Pod" else "cronjobs" if kind == "CronJob" else "workloads"
     message = denied.value.message
     assert denied.value.status == 403, message
-    assert f'admission webhook "{entry}.dra-webhook.svc" denied the request' in message
+    assert (
+        "ValidatingAdmissionPolicy 'dra-webhook-dra-only' with binding "
+        "'dra-webhook-dra-only-deny' denied request" in message
+    )
     assert f"namespace {ns} is dra-only" in message
+    assert "container cuda asks for nvidia.com/gpu: 2" in message
+    assert webhook.reviews() == before
     assert "nvidia.com/gpu: 2 -> use DeviceClass gpu.nvidia.com (count 2)" in message
     assert "resourceClaims:" in message and "resourceClaimTemplateName:" in message
     assert kube.find(kind, str(obj["metadata"]["name"]), ns) is None  # type: ignore[index]
@@ -60,15 +67,45 @@ def test_a_pod_with_dra_claims_is_admitted_and_scheduled(
 ) -> None:
     ns = namespace("dra-only")
     kube.create(o.claim_template("one-gpu", ns, o.claim_spec(o.exactly("gpu.nvidia.com", 1))))
-    before = webhook.reviews()
+    before = _pod_reviews(webhook)
     spec = o.pod_spec(
         o.container("cuda", claims=("gpu",)),
         claims=[{"name": "gpu", "resourceClaimTemplateName": "one-gpu"}],
     )
     kube.create(o.pod("trainer", ns, spec))
-    assert webhook.reviews() >= before + 2  # /mutate and /validate: it was sent, and allowed
+    # nothing for the webhook to do: no translation in dra-only namespaces, the dra-only rule is
+    # the admission policy's, no quota selects this namespace; so the pod is never sent (the
+    # claim the controller makes from the template is, for its selectors and quotas)
+    assert _pod_reviews(webhook) == before
     placed = o.scheduled(kube, ns, "trainer")
     (claim,) = o.allocated_claims(kube, ns, "trainer").values()
     (device,) = o.allocated_devices(claim)
     assert device[1] == placed["spec"]["nodeName"]  # pool = node name: a device on that node
     assert claim["status"]["reservedFor"][0]["name"] == "trainer"
+
+
+def test_a_pod_with_claims_in_a_namespace_a_quota_selects_is_sent_for_the_quota(
+    kube: Kube, webhook: Webhook, namespace: Callable[..., str]
+) -> None:
+    ns = namespace("dra-only", **{"dra-quota": "small"})  # tests/e2e/values.yaml: e2e-small
+    kube.create(o.claim_template("one-gpu", ns, o.claim_spec(o.exactly("gpu.nvidia.com", 1))))
+    spec = o.pod_spec(
+        o.container("cuda", claims=("gpu",)),
+        claims=[{"name": "gpu", "resourceClaimTemplateName": "one-gpu"}],
+    )
+    before = _pod_reviews(webhook)
+    kube.create(o.pod("trainer", ns, spec))
+    assert _pod_reviews(webhook) == {
+        "mutate": before["mutate"],  # no translation in dra-only namespaces
+        "validate": before["validate"] + 1,  # pods-quota-0
+    }
+
+
+def _pod_reviews(webhook: Webhook) -> dict[str, float]:
+    """Pod reviews answered so far, per endpoint."""
+    return {
+        endpoint: webhook.metric(
+            "dra_webhook_admission_duration_seconds_count", endpoint=endpoint, kind="Pod"
+        )
+        for endpoint in ("mutate", "validate")
+    }

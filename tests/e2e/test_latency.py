@@ -1,7 +1,9 @@
 """Benchmark latency: `create pod` through the real API server, p50/p99, with (a) no admission
-webhook, (b) an in-tree ValidatingAdmissionPolicy expressing the dra-only rule, (c) this webhook
-registered from the chart, in a dra-only namespace. The pods pass in all three (they use a DRA
-claim template, so (c)'s matchConditions send them to the webhook); requests go to the three
+webhook, (b) an in-tree ValidatingAdmissionPolicy expressing the dra-only rule, written here by
+hand, (c) dra-webhook as the chart installs it (its ValidatingAdmissionPolicy and its webhook
+configurations), in a dra-only namespace. The pods pass in all three (they use a DRA claim
+template: before the chart's admission policy, (c)'s matchConditions sent them to the webhook
+twice, /mutate then /validate; now no entry needs them there); requests go to the three
 namespaces in turn, one by one, so the three share whatever else the machine is doing.
 
 A benchmark, not a timed test: it asserts nothing about the figures and runs only when asked

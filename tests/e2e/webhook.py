@@ -11,7 +11,8 @@ What the chart renders is what the API server gets, with nothing written by hand
 3. once it is ready, `helm template --show-only templates/webhooks.yaml` with `webhook.url` and
    `webhook.caBundle` (the CA of the certificates minted for it) gives the two webhook
    configurations, applied as rendered: the real API server evaluates their namespaceSelector,
-   rules and matchConditions.
+   rules and matchConditions; `templates/admissionpolicy.yaml` gives the ValidatingAdmissionPolicy
+   that enforces the dra-only rule in the API server, and its bindings.
 """
 
 from __future__ import annotations
@@ -113,6 +114,7 @@ def start_webhook(
     configurations = render(
         helm,
         "--show-only=templates/webhooks.yaml",
+        "--show-only=templates/admissionpolicy.yaml",
         f"--set=webhook.url={server.base_url}",
         f"--set=webhook.caBundle={ca_bundle}",
     )
@@ -135,29 +137,44 @@ def _certs(folder: Path) -> Path:
 
 
 def _wait_until_called(kube: Kube, webhook: Webhook, timeout: float = 30) -> None:
-    """The API server picks up new configurations from its informer: wait until a dry-run
-    legacy pod in a dra-only namespace comes back denied by this webhook."""
+    """The API server picks up new configurations and policies from its informers: wait until a
+    dry-run legacy pod comes back translated by this webhook in a translate namespace, and
+    denied by the chart's ValidatingAdmissionPolicy in a dra-only one."""
     name = "e2e-webhook-probe"
+    translate = f"{name}-translate"
     kube.namespace(name, **{"gpu-mode": "dra-only"})
-    pod = {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"name": "probe", "namespace": name},
-        "spec": {
-            "containers": [
-                {"name": "c", "image": "pause", "resources": {"limits": {"nvidia.com/gpu": "1"}}}
-            ]
-        },
-    }
-    deadline = time.monotonic() + timeout
-    while True:
+    kube.namespace(translate, **{"gpu-mode": "translate"})
+
+    def pod(namespace: str) -> dict[str, Any]:
+        limits = {"nvidia.com/gpu": "1"}
+        return {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": "probe", "namespace": namespace},
+            "spec": {
+                "containers": [{"name": "c", "image": "pause", "resources": {"limits": limits}}]
+            },
+        }
+
+    def translated() -> bool:
+        return bool(kube.create(pod(translate), dry_run=True).obj["spec"].get("resourceClaims"))
+
+    def denied() -> bool:
         try:
-            kube.create(pod, dry_run=True)
+            kube.create(pod(name), dry_run=True)
         except ApiError as error:
-            if "dra-webhook" in error.message and "denied" in error.message:
-                return
-        if time.monotonic() > deadline:
-            raise AssertionError(
-                f"the API server never called the webhook: {webhook.server.log.read_text()[-3000:]}"
-            )
-        time.sleep(0.2)
+            return "ValidatingAdmissionPolicy" in error.message and "dra-webhook" in error.message
+        return False
+
+    probes = [(translated, "webhook configurations")]
+    if any(doc["kind"] == "ValidatingAdmissionPolicy" for doc in webhook.configurations):
+        probes.append((denied, "ValidatingAdmissionPolicy"))
+    deadline = time.monotonic() + timeout
+    for probe, what in probes:
+        while not probe():
+            if time.monotonic() > deadline:
+                raise AssertionError(
+                    f"the API server never applied the chart's {what}: "
+                    f"{webhook.server.log.read_text()[-3000:]}"
+                )
+            time.sleep(0.2)

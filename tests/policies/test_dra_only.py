@@ -10,22 +10,7 @@ import pytest
 from app.pipeline import Decision, Endpoint
 from app.transport.review import decode_review
 from tests.conftest import make_pipeline, namespace, policy_from, wrap
-
-GPU = "nvidia.com/gpu"
-
-
-def container(
-    name: str,
-    limits: dict[str, Any] | None = None,
-    requests: dict[str, Any] | None = None,
-    **extra: Any,
-) -> dict[str, Any]:
-    resources: dict[str, Any] = {}
-    if limits is not None:
-        resources["limits"] = limits
-    if requests is not None:
-        resources["requests"] = requests
-    return {"name": name, "image": "cuda:12", "resources": resources, **extra}
+from tests.dra_only_cases import CASES, GPU, WORKLOADS, Case, container, template_path
 
 
 def pod(ns: str = "gpu-e2e", **spec: Any) -> dict[str, Any]:
@@ -49,87 +34,19 @@ def decide(
     return pipeline.review(endpoint, decode_review(orjson.dumps(wrap(obj, **wrap_args))))
 
 
-@pytest.mark.parametrize(
-    ("spec", "path"),
-    [
-        (
-            {"containers": [container("cuda", limits={GPU: "2"}, requests={GPU: "2"})]},
-            "spec.containers[0].resources.limits[nvidia.com/gpu]",
-        ),
-        (
-            {"containers": [container("cuda", requests={GPU: 1})]},
-            "spec.containers[0].resources.requests[nvidia.com/gpu]",
-        ),
-        (
-            {
-                "containers": [container("app")],
-                "initContainers": [container("init", limits={GPU: "1"})],
-            },
-            "spec.initContainers[0].resources.limits[nvidia.com/gpu]",
-        ),
-        (
-            {
-                "containers": [container("app")],
-                "initContainers": [container("sidecar", limits={GPU: "1"}, restartPolicy="Always")],
-            },
-            "spec.initContainers[0].resources.limits[nvidia.com/gpu]",
-        ),
-        (
-            {
-                "containers": [container("app")],
-                "ephemeralContainers": [container("debug", limits={GPU: "1"})],
-            },
-            "spec.ephemeralContainers[0].resources.limits[nvidia.com/gpu]",
-        ),
-        (
-            {
-                "containers": [
-                    container("app"),
-                    container("mig", limits={"nvidia.com/mig-1g.10gb": "1"}),
-                ]
-            },
-            "spec.containers[1].resources.limits[nvidia.com/mig-1g.10gb]",
-        ),
-        (
-            {"containers": [container("intel", limits={"gpu.intel.com/i915": "1"})]},
-            "spec.containers[0].resources.limits[gpu.intel.com/i915]",
-        ),
-        (
-            {"containers": [container("amd", limits={"amd.com/gpu": "1"})]},
-            "spec.containers[0].resources.limits[amd.com/gpu]",
-        ),
-        (
-            {"containers": [container("gaudi", limits={"habana.ai/gaudi": "8"})]},
-            "spec.containers[0].resources.limits[habana.ai/gaudi]",
-        ),
-        (
-            {"containers": [container("shared", limits={"nvidia.com/gpu.shared": "1"})]},
-            "spec.containers[0].resources.limits[nvidia.com/gpu.shared]",
-        ),
-    ],
-)
-def test_every_container_kind_and_spelling_is_denied_in_a_dra_only_namespace(
-    spec: dict[str, Any], path: str
-) -> None:
-    decision = decide(pod(**spec))
-    assert not decision.allowed
+@pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
+def test_every_container_kind_and_spelling_is_denied_in_a_dra_only_namespace(case: Case) -> None:
+    """The shared table (tests/dra_only_cases.py), which the chart's ValidatingAdmissionPolicy
+    must agree with: denied naming every offence's path, container and resource, or allowed."""
+    decision = decide(pod(**case.spec))
+    assert decision.allowed is not case.denied
+    if not case.denied:
+        return
     assert decision.code == 403
-    assert f"- {path}: " in decision.message
     assert decision.denied_by == ("dra-only",)
-
-
-WORKLOADS = {
-    ("apps/v1", "Deployment"): lambda s: {"replicas": 2, "template": {"spec": s}},
-    ("apps/v1", "StatefulSet"): lambda s: {"template": {"spec": s}},
-    ("apps/v1", "DaemonSet"): lambda s: {"template": {"spec": s}},
-    ("apps/v1", "ReplicaSet"): lambda s: {"template": {"spec": s}},
-    ("batch/v1", "Job"): lambda s: {"template": {"spec": s}},
-    ("batch/v1", "CronJob"): lambda s: {
-        "schedule": "* * * * *",
-        "jobTemplate": {"spec": {"template": {"spec": s}}},
-    },
-    ("v1", "ReplicationController"): lambda s: {"template": {"spec": s}},
-}
+    for offence in case.offences:
+        assert f"- {offence.path}: " in decision.message
+        assert f" {offence.container} asks for {offence.resource}: " in decision.message
 
 
 @pytest.mark.parametrize(("api_version", "kind"), list(WORKLOADS))
@@ -145,7 +62,7 @@ def test_workload_pod_templates_are_denied_at_their_template_path(
     }
     decision = decide(obj)
     assert not decision.allowed
-    prefix = "spec.jobTemplate.spec.template.spec" if kind == "CronJob" else "spec.template.spec"
+    prefix = template_path(kind)
     assert f"{prefix}.containers[0].resources.limits[nvidia.com/gpu]" in decision.message
     assert f"add to {prefix}:" in decision.message
 
@@ -301,3 +218,41 @@ legacyResources: {names: [example.com/fpga-*]}
 def test_the_mutating_endpoint_never_denies_for_dra_only() -> None:
     decision = decide(pod(containers=[container("a", limits={GPU: "1"})]), Endpoint.MUTATE)
     assert decision.allowed
+
+
+def test_a_repeated_denial_reuses_its_text_and_a_different_shape_gets_its_own() -> None:
+    pipeline = make_pipeline(None, None)
+
+    def review(obj: dict[str, Any]) -> Decision:
+        return pipeline.review(Endpoint.VALIDATE, decode_review(orjson.dumps(wrap(obj))))
+
+    two = pod(containers=[container("cuda", limits={GPU: "2"})])
+    first, again = review(two), review(two)
+    assert first.message == again.message
+    assert "nvidia.com/gpu: 2 -> use DeviceClass gpu.nvidia.com (count 2)" in again.message
+    four = review(pod(containers=[container("cuda", limits={GPU: "4"})]))
+    assert "(count 4)" in four.message and "(count 2)" not in four.message
+    renamed = review(pod(containers=[container("train", limits={GPU: "2"})]))
+    assert "container train asks" in renamed.message and "cuda" not in renamed.message
+    sidecar = review(
+        pod(initContainers=[container("cuda", limits={GPU: "2"}, restartPolicy="Always")])
+    )
+    assert "sidecar container cuda" in sidecar.message
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        {"containers": [container("a", limits={"cpu": True, GPU: "1"})]},
+        {"containers": [container("a", requests={"memory": {"x": 1}})]},
+        {"containers": [{"name": 7, "image": "i"}]},
+        {"containers": [container("a", limits={GPU: "1"})], "initContainers": "x"},
+        {"containers": [{"name": "a", "resources": {"limits": [], "requests": {GPU: "1"}}}]},
+        {"containers": [{"name": "a", "resources": {"limits": {}, "requests": ""}}]},
+    ],
+)
+def test_a_malformed_pod_is_invalid_whether_or_not_a_legacy_name_is_in_it(bad: Any) -> None:
+    for _ in range(2):  # the second time a memoized shape would answer, if one were taken
+        decision = decide(pod(**bad))
+        assert not decision.allowed
+        assert decision.code == 422

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 import orjson
 import pytest
 
@@ -111,12 +113,20 @@ def test_a_denial_is_logged_as_one_json_line_carrying_the_request_uid(
     body = review("pod-create-legacy-gpu", uid="log-uid-1")
     with tls_server.client() as client:
         client.post("/validate", json=body)
-    lines = [
-        orjson.loads(line)
-        for line in tls_server.log.read_text().splitlines()
-        if line.startswith("{")
-    ]
-    denial = next(line for line in lines if line.get("uid") == "log-uid-1")
+    # lines are written at the end of the event loop's iteration (app.logs.JsonLinesHandler),
+    # which may come just after the answer reached the client
+    deadline = time.monotonic() + 5
+    while True:
+        lines = [
+            orjson.loads(line)
+            for line in tls_server.log.read_text().splitlines()
+            if line.startswith("{")
+        ]
+        found = [line for line in lines if line.get("uid") == "log-uid-1"]
+        if found or time.monotonic() > deadline:
+            break
+        time.sleep(0.05)
+    (denial,) = found
     assert denial["level"] == "INFO"
     assert denial["message"] == "review denied"
     assert (denial["kind"], denial["namespace"], denial["object_name"]) == (

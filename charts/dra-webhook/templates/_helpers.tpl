@@ -192,3 +192,52 @@ clientConfig:
   resources: ["replicationcontrollers"]
   scope: Namespaced
 {{- end }}
+
+{{/*
+"true" when the chart renders the dra-only rule as a ValidatingAdmissionPolicy
+(templates/admissionpolicy.yaml): admissionPolicy.enabled, unless the policy allows names that
+DeviceClasses serve (policy.draOnly.allowDeviceClassExtendedResources), which only the webhook
+can check. Then pods in dra-only and audit namespaces need the webhook only for quotas and rules.
+*/}}
+{{- define "dra-webhook.admissionPolicyEnforces" -}}
+{{- $policy := .Values.policy | default dict }}
+{{- if and .Values.admissionPolicy.enabled (not (dig "draOnly" "allowDeviceClassExtendedResources" false $policy)) }}true{{ end }}
+{{- end }}
+
+{{/*
+Fails unless a policy string can be pasted between single quotes into CEL. Argument: (list key value).
+*/}}
+{{- define "dra-webhook.celSafe" -}}
+{{- $value := toString (index . 1) }}
+{{- if regexMatch "['\\\n\r]" $value }}
+{{- fail (printf "%s: %q cannot be rendered into the ValidatingAdmissionPolicy (quote, backslash or line break); set admissionPolicy.enabled=false" (index . 0) $value) }}
+{{- end }}
+{{- end }}
+
+{{/*
+A namespaceSelector from parts: the mode values a namespace must be labelled with (none: any),
+more label requirements (matchLabels and matchExpressions, e.g. a quota entry's selector), and
+the exempt namespaces always left out. Argument: (list . modes selector) where selector is a
+LabelSelector dict or empty.
+*/}}
+{{- define "dra-webhook.selectorFor" -}}
+{{- $root := index . 0 }}
+{{- $modes := index . 1 }}
+{{- $selector := index . 2 | default dict }}
+namespaceSelector:
+  {{- with $selector.matchLabels }}
+  matchLabels: {{ toJson . }}
+  {{- end }}
+  matchExpressions:
+    {{- if $modes }}
+    - key: {{ include "dra-webhook.modeLabel" $root | quote }}
+      operator: In
+      values: {{ toJson $modes }}
+    {{- end }}
+    {{- range $selector.matchExpressions }}
+    - {{ toJson . }}
+    {{- end }}
+    - key: kubernetes.io/metadata.name
+      operator: NotIn
+      values: {{ include "dra-webhook.exemptNamespaces" $root }}
+{{- end }}

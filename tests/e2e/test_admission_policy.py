@@ -1,0 +1,148 @@
+"""Journey dra-only, the rule in the API server: the chart's ValidatingAdmissionPolicy and the
+webhook agree on every case of the dra-only table (tests/dra_only_cases.py).
+
+The policy is rendered from the same chart and values as the webhook's policy, under its own
+release name and mode label (`agree-mode`), so its namespace is one the registered webhook never
+sees: every case is created there with dryRun through the API server (the policy's verdict),
+and sent as an AdmissionReview straight to the running webhook for a gpu-mode=dra-only namespace
+(the webhook's verdict). Both must deny or both allow; a denial names each offending container
+and resource.
+"""
+
+from __future__ import annotations
+
+import copy
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from tests.dra_only_cases import CASES, Case
+from tests.e2e.kube import ApiError, Kube
+from tests.e2e.webhook import Webhook, render
+
+pytestmark = [pytest.mark.journey("dra-only"), pytest.mark.usefixtures("webhook")]
+
+LABEL = "agree-mode"
+KINDS = ("Pod", "Deployment", "Job", "CronJob")
+Obj = dict[str, Any]
+
+
+def _wrapped(case: Case, kind: str, namespace: str) -> Obj:
+    spec = copy.deepcopy(case.spec)
+    meta = {"name": "agree", "namespace": namespace}
+    labels = {"app": "agree"}
+    if kind == "Pod":
+        return {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": spec}
+    template = {"metadata": {"labels": labels}, "spec": spec}
+    if kind == "Deployment":
+        return {
+            "apiVersion": "apps/v1",
+            "kind": "Deployment",
+            "metadata": meta,
+            "spec": {"replicas": 1, "selector": {"matchLabels": labels}, "template": template},
+        }
+    spec["restartPolicy"] = "Never"
+    job = {"template": template}
+    if kind == "Job":
+        return {"apiVersion": "batch/v1", "kind": "Job", "metadata": meta, "spec": job}
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "CronJob",
+        "metadata": meta,
+        "spec": {"schedule": "@yearly", "jobTemplate": {"spec": job}},
+    }
+
+
+def _review(obj: Obj) -> Obj:
+    group, _, version = obj["apiVersion"].rpartition("/")
+    resource = {"Pod": "pods", "Deployment": "deployments", "Job": "jobs", "CronJob": "cronjobs"}
+    return {
+        "apiVersion": "admission.k8s.io/v1",
+        "kind": "AdmissionReview",
+        "request": {
+            "uid": str(uuid.uuid4()),
+            "kind": {"group": group, "version": version, "kind": obj["kind"]},
+            "resource": {"group": group, "version": version, "resource": resource[obj["kind"]]},
+            "requestKind": {"group": group, "version": version, "kind": obj["kind"]},
+            "namespace": obj["metadata"]["namespace"],
+            "name": obj["metadata"]["name"],
+            "operation": "CREATE",
+            "userInfo": {"username": "admin"},
+            "object": obj,
+            "dryRun": True,
+        },
+    }
+
+
+@pytest.fixture(scope="module")
+def agree_namespace(kube: Kube, helm: str) -> str:
+    """The chart's admission policy under release `agree`, bound to agree-mode=dra-only."""
+    for doc in render(
+        helm,
+        "--show-only=templates/admissionpolicy.yaml",
+        f"--set=policy.namespaceModes.label={LABEL}",
+        "--set=fullnameOverride=agree-dra-webhook",
+    ):
+        kube.apply(doc)
+    name = kube.namespace("agree-vap", **{LABEL: "dra-only"})
+    probe = _wrapped(CASES[0], "Pod", name)
+
+    def denied() -> bool:
+        try:
+            kube.create(probe, dry_run=True)
+        except ApiError as error:
+            return "ValidatingAdmissionPolicy" in error.message
+        return False
+
+    kube.wait(denied, "the agree release's ValidatingAdmissionPolicy to deny")
+    return name
+
+
+def test_the_table_covers_both_verdicts_and_every_container_kind() -> None:
+    assert len(CASES) >= 15
+    assert {c.denied for c in CASES} == {True, False}
+    paths = {o.path.split("[", 1)[0] for c in CASES for o in c.offences}
+    assert paths == {"spec.containers", "spec.initContainers", "spec.ephemeralContainers"}
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_the_admission_policy_and_the_webhook_agree_on_every_dra_only_case(
+    kind: str,
+    kube: Kube,
+    webhook: Webhook,
+    agree_namespace: str,
+    namespace: Callable[..., str],
+) -> None:
+    webhook_ns = namespace("dra-only")
+    disagreements = []
+    for case in CASES:
+        obj = _wrapped(case, kind, agree_namespace)
+        try:
+            kube.create(obj, dry_run=True)
+            api_server: tuple[bool, int, str] = (True, 200, "")
+        except ApiError as error:
+            api_server = (False, error.status, error.message)
+        in_webhook = _wrapped(case, kind, webhook_ns)
+        with webhook.server.client() as client:
+            answer = client.post("/validate", json=_review(in_webhook)).json()["response"]
+        verdict = answer["allowed"]
+        message = answer.get("status", {}).get("message", "")
+        if not case.api_server_valid:
+            # refused as invalid before any admission policy runs (422); the webhook denies it
+            # too, and the chart tests evaluate the policy's CEL on it
+            if api_server[:2] != (False, 422) or verdict:
+                disagreements.append((case.id, api_server, verdict))
+            continue
+        if api_server[0] is not verdict or verdict is not (not case.denied):
+            disagreements.append((case.id, api_server, verdict, message))
+            continue
+        if case.denied:
+            assert api_server[1] == 403, api_server
+            assert "ValidatingAdmissionPolicy 'agree-dra-webhook-dra-only'" in api_server[2]
+            for offence in case.offences:
+                said = f" {offence.container} asks for {offence.resource}: "
+                if said not in api_server[2] or said not in message:
+                    disagreements.append((case.id, kind, said, api_server[2], message))
+    assert not disagreements
