@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from app.cel import syntax
@@ -38,33 +37,11 @@ from app.cel.errors import CelCompileError
 from app.cel.index import DeviceIndex, class_selectors
 from app.cluster.view import Kind
 from app.errors import ObjectShapeError
+from app.k8s.claims import SELECTING, Alternative, DeviceRequest, parse_claim_spec
 from app.policies.base import ALLOW, Context, Request, Result, Violation
 from app.policies.cel_runtime import CelRuntime
 
 MAX_HINT_VALUES = 5
-
-
-@dataclass(frozen=True, slots=True)
-class Alternative:
-    """One way to satisfy a request: a class, selectors and how many devices."""
-
-    path: str
-    device_class: str
-    selectors: tuple[tuple[str, str], ...]
-    """(field path, expression) pairs."""
-    count: int
-    all_devices: bool
-
-    @property
-    def needed(self) -> int:
-        return 1 if self.all_devices else self.count
-
-
-@dataclass(frozen=True, slots=True)
-class DeviceRequest:
-    path: str
-    name: str
-    alternatives: tuple[Alternative, ...]
 
 
 def check(request: Request, ctx: Context) -> Result:
@@ -342,46 +319,15 @@ def device_class_selectors(obj: Mapping[str, Any]) -> tuple[tuple[str, str], ...
     return _selectors(_map(obj.get("spec"), "spec"), "spec")
 
 
-def _alternative(body: Mapping[str, Any], path: str) -> Alternative:
-    count = body.get("count", 1)
-    if not isinstance(count, int) or isinstance(count, bool):
-        raise ObjectShapeError(f"{path}.count", "must be an integer")
-    return Alternative(
-        path=path,
-        device_class=str(body.get("deviceClassName") or ""),
-        selectors=_selectors(body, path),
-        count=count,
-        all_devices=body.get("allocationMode") == "All",
-    )
-
-
-def device_requests(obj: Mapping[str, Any], prefix: str) -> list[DeviceRequest]:
-    """The device requests of a claim (``prefix="spec"``) or template (``"spec.spec"``)."""
+def device_requests(obj: Mapping[str, Any], prefix: str) -> tuple[DeviceRequest, ...]:
+    """The device requests of a claim (``prefix="spec"``) or template (``"spec.spec"``), read
+    by the claim model; a malformed one raises ObjectShapeError with its path."""
     spec: Mapping[str, Any] = obj
     for part in prefix.split("."):
         spec = _map(spec.get(part), part)
-    devices = _map(spec.get("devices"), f"{prefix}.devices")
-    out = []
-    for i, raw in enumerate(_list(devices.get("requests"), f"{prefix}.devices.requests")):
-        path = f"{prefix}.devices.requests[{i}]"
-        req = _map(raw, path)
-        name = str(req.get("name", ""))
-        if "firstAvailable" in req:
-            subs = _list(req.get("firstAvailable"), f"{path}.firstAvailable")
-            alternatives = tuple(
-                _alternative(
-                    _map(sub, f"{path}.firstAvailable[{k}]"), f"{path}.firstAvailable[{k}]"
-                )
-                for k, sub in enumerate(subs)
-            )
-        elif "exactly" in req:
-            alternatives = (
-                _alternative(_map(req["exactly"], f"{path}.exactly"), f"{path}.exactly"),
-            )
-        else:  # v1beta1 shape: the fields sit on the request itself
-            alternatives = (_alternative(req, path),)
-        out.append(DeviceRequest(path, name, alternatives))
-    return out
+    parsed = parse_claim_spec(spec, prefix)
+    parsed.check(SELECTING)
+    return parsed.requests
 
 
 # -- satisfiability ----------------------------------------------------------------------------
