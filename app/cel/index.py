@@ -14,9 +14,14 @@ any slice changes (``generation("ResourceSlice")``). It
   :func:`app.cel.syntax.device_paths`; an expression that uses ``device`` any other way is
   evaluated per device).
 
-An evaluation error (an attribute the device does not have) means "no match" for that device, as
-the brief for DRA selectors in this webhook asks; the errors are counted and the first kept for
-diagnostics. A selector that does not compile raises :class:`~app.cel.errors.CelCompileError`.
+What the code does with an evaluation error (an attribute the device does not have): that device
+does not match, the others are still tried; the errors are counted and the first is kept in
+:attr:`Match.first_error` for diagnostics. This is *not* what the scheduler does: in
+kube-scheduler's allocator (k8s.io/dynamic-resource-allocation/structured, ``selectorsMatch``) a
+CEL runtime error aborts the whole claim, even when other devices match (DESIGN.md, "A CEL
+runtime error is fatal to the whole claim"). The control-plane suite pins that gap
+(tests/e2e/test_satisfiability.py, a strict xfail). A selector that does not compile raises
+:class:`~app.cel.errors.CelCompileError`.
 """
 
 from __future__ import annotations
