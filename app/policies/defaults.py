@@ -28,7 +28,7 @@ from typing import Any
 
 from app.cel.cache import CompileCache
 from app.cel.engine import SELECTOR, Engine
-from app.cel.errors import CelCompileError
+from app.cel.errors import CelCompileError, does_not_compile
 from app.config.policy import Defaults
 from app.errors import PolicyError
 from app.k8s import patch
@@ -94,10 +94,9 @@ def compile_selectors(defaults: Defaults, engine: Engine, cache: CompileCache) -
             try:
                 cache.get(engine, expression, SELECTOR)
             except CelCompileError as error:
-                where = f" at {error.line}:{error.column}" if error.line is not None else ""
                 raise PolicyError(
-                    f"policy: defaults.deviceClasses.{device_class}.selectors[{index}] does not "
-                    f"compile{where}: {error.message}: {expression!r}"
+                    f"policy: defaults.deviceClasses.{device_class}.selectors[{index}] "
+                    f"{does_not_compile(error, expression)}"
                 ) from None
 
 

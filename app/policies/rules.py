@@ -16,7 +16,7 @@ from typing import Any
 
 from app.cel.cache import CompileCache
 from app.cel.engine import ADMISSION, ADMISSION_MESSAGE, Engine, Program
-from app.cel.errors import CelCompileError, CelEvalError
+from app.cel.errors import CelCompileError, CelEvalError, does_not_compile
 from app.config.policy import LabelSelector, Rule
 from app.errors import PolicyError
 from app.policies.base import ALLOW, Context, Request, Result, Violation
@@ -72,10 +72,7 @@ def _compile(
     try:
         return cache.get(engine, expression, environment)
     except CelCompileError as error:
-        position = f" at {error.line}:{error.column}" if error.line is not None else ""
-        raise PolicyError(
-            f"policy: {where} does not compile{position}: {error.message}: {expression!r}"
-        ) from None
+        raise PolicyError(f"policy: {where} {does_not_compile(error, expression)}") from None
 
 
 def selector_matches(selector: LabelSelector, labels: Mapping[str, str]) -> bool:

@@ -33,7 +33,7 @@ from app.cel import syntax
 from app.cel.cost import COMPILE_CHARGE, Budget, BudgetExceededError
 from app.cel.device import Device
 from app.cel.engine import SELECTOR
-from app.cel.errors import CelCompileError
+from app.cel.errors import CelCompileError, does_not_compile
 from app.cel.index import DeviceIndex, class_selectors
 from app.cluster.view import Kind
 from app.errors import ObjectShapeError
@@ -131,10 +131,7 @@ def compile_check(
             if gap is not None:
                 not_checked.append(f"{path}: {_not_checked(gap)}")
                 continue
-            where = f" at {error.line}:{error.column}" if error.line is not None else ""
-            violations.append(
-                Violation(path, f"CEL does not compile{where}: {error.message}: {expression!r}")
-            )
+            violations.append(Violation(path, f"CEL {does_not_compile(error, expression)}"))
     return tuple(violations), tuple(not_checked)
 
 
