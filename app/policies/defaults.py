@@ -63,16 +63,7 @@ class ClaimDefaults:
             for name, d in defaults.device_classes.items()
         }
         self.namespace_classes: tuple[tuple[Selector, str], ...] = tuple(
-            (
-                Selector.build(
-                    entry.namespace_selector.match_labels,
-                    (
-                        (r.key, r.operator, r.values)
-                        for r in entry.namespace_selector.match_expressions
-                    ),
-                ),
-                entry.device_class_name,
-            )
+            (Selector.from_policy(entry.namespace_selector), entry.device_class_name)
             for entry in defaults.namespace_device_classes
         )
 

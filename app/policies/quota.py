@@ -71,10 +71,7 @@ class Entry:
         selector = quota.namespace_selector
         return cls(
             name=quota.name,
-            selector=Selector.build(
-                selector.match_labels,
-                ((r.key, r.operator, r.values) for r in selector.match_expressions),
-            ),
+            selector=Selector.from_policy(selector),
             deny=quota.action == "deny",
             limits={
                 PER_REQUEST: dict(quota.max_devices_per_request),
