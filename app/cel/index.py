@@ -37,6 +37,7 @@ from app.cel.cost import Budget
 from app.cel.device import Device, devices_of_slice
 from app.cel.engine import SELECTOR, Engine, Program
 from app.cel.errors import CelEvalError
+from app.k8s.claims import device_class_selectors
 
 __all__ = ["DeviceIndex", "Match", "class_selectors"]
 
@@ -49,16 +50,8 @@ KEYS_KEPT_PER_DEVICE: Final = 64
 
 
 def class_selectors(device_class: Mapping[str, Any] | None) -> tuple[str, ...]:
-    """The CEL expressions of a raw DeviceClass's ``spec.selectors``."""
-    if not device_class:
-        return ()
-    spec = device_class.get("spec") or {}
-    out = []
-    for selector in spec.get("selectors") or ():
-        cel = selector.get("cel") if isinstance(selector, Mapping) else None
-        if isinstance(cel, Mapping) and isinstance(cel.get("expression"), str):
-            out.append(cel["expression"])
-    return tuple(out)
+    """The CEL expressions of a raw DeviceClass's well-formed ``spec.selectors``."""
+    return tuple(expression for _, expression in device_class_selectors(device_class)[0])
 
 
 @dataclass(frozen=True, slots=True)

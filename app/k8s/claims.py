@@ -358,9 +358,11 @@ def _alternative(body: Obj, path: str, name: str, *, admin: bool = False) -> Alt
 
 
 def _selectors(value: Any, path: str, errors: list[FieldError]) -> tuple[tuple[str, str], ...]:
+    """(path, expression) of each CEL selector in a ``selectors`` list (a claim request's or a
+    DeviceClass's); a malformed one is skipped with an error in `errors`."""
     if value is None:
         return ()
-    if type(value) is not list:
+    if not isinstance(value, list):
         errors.append(FieldError(path, "must be a list", SELECTING))
         return ()
     out = []
@@ -368,23 +370,40 @@ def _selectors(value: Any, path: str, errors: list[FieldError]) -> tuple[tuple[s
         spath = f"{path}[{index}]"
         if selector is None:
             continue
-        if type(selector) is not dict:
+        if not isinstance(selector, Mapping):
             errors.append(FieldError(spath, "must be an object", SELECTING))
-            break
+            continue
         cel = selector.get("cel")
         if cel is None:
             continue
-        if type(cel) is not dict:
+        if not isinstance(cel, Mapping):
             errors.append(FieldError(f"{spath}.cel", "must be an object", SELECTING))
-            break
+            continue
         expression = cel.get("expression")
         if expression is None:
             continue
         if not isinstance(expression, str):
             errors.append(FieldError(f"{spath}.cel.expression", "must be a string", SELECTING))
-            break
+            continue
         out.append((f"{spath}.cel.expression", expression))
     return tuple(out)
+
+
+def device_class_selectors(
+    device_class: Mapping[str, Any] | None,
+) -> tuple[tuple[tuple[str, str], ...], tuple[FieldError, ...]]:
+    """(path, expression) of each CEL selector of a raw DeviceClass's ``spec.selectors``, and
+    the errors of the malformed ones (skipped). The selector check denies on the first error;
+    the device index reads the well-formed ones."""
+    if not device_class:
+        return (), ()
+    spec = device_class.get("spec")
+    if spec is None:
+        return (), ()
+    if not isinstance(spec, Mapping):
+        return (), (FieldError("spec", "must be an object", SELECTING),)
+    errors: list[FieldError] = []
+    return _selectors(spec.get("selectors"), "spec.selectors", errors), tuple(errors)
 
 
 def _names(value: Any) -> tuple[str, ...]:

@@ -37,6 +37,7 @@ from app.cel.errors import CelCompileError, does_not_compile
 from app.cel.index import DeviceIndex, class_selectors
 from app.cluster.view import Kind
 from app.errors import ObjectShapeError
+from app.k8s import claims
 from app.k8s.claims import SELECTING, Alternative, DeviceRequest, parse_claim_spec
 from app.policies.base import ALLOW, Context, Request, Result, Violation
 from app.policies.cel_runtime import CelRuntime
@@ -278,16 +279,6 @@ def _action(ctx: Context) -> str:
 # -- reading the objects ----------------------------------------------------------------------
 
 
-def _list(value: Any, path: str) -> list[Any]:
-    if type(value) is list:
-        return value
-    if value is None:
-        return []
-    if not isinstance(value, list):
-        raise ObjectShapeError(path, "must be a list")
-    return value
-
-
 def _map(value: Any, path: str) -> Mapping[str, Any]:
     if type(value) is dict:  # the common case, without the ABC check
         return value
@@ -298,22 +289,12 @@ def _map(value: Any, path: str) -> Mapping[str, Any]:
     return value
 
 
-def _selectors(container: Mapping[str, Any], path: str) -> tuple[tuple[str, str], ...]:
-    out = []
-    for j, selector in enumerate(_list(container.get("selectors"), f"{path}.selectors")):
-        spath = f"{path}.selectors[{j}]"
-        cel = _map(_map(selector, spath).get("cel"), f"{spath}.cel")
-        expression = cel.get("expression")
-        if expression is None:
-            continue
-        if not isinstance(expression, str):
-            raise ObjectShapeError(f"{spath}.cel.expression", "must be a string")
-        out.append((f"{spath}.cel.expression", expression))
-    return tuple(out)
-
-
 def device_class_selectors(obj: Mapping[str, Any]) -> tuple[tuple[str, str], ...]:
-    return _selectors(_map(obj.get("spec"), "spec"), "spec")
+    """(path, expression) of a DeviceClass's selectors; a malformed one raises ObjectShapeError."""
+    selectors, errors = claims.device_class_selectors(obj)
+    if errors:
+        raise errors[0].exception()
+    return selectors
 
 
 def device_requests(obj: Mapping[str, Any], prefix: str) -> tuple[DeviceRequest, ...]:

@@ -12,6 +12,7 @@ from app.k8s.claims import (
     SELECTING,
     FieldError,
     count_claim_spec,
+    device_class_selectors,
     parse_claim_spec,
     template_claim_spec,
 )
@@ -249,4 +250,30 @@ def test_the_first_error_is_the_first_in_document_order() -> None:
     spec = claim_spec(exact("a", count="x"), "not a request")
     assert parse_claim_spec(spec).first_error(COUNTING) == FieldError(
         "spec.devices.requests[0].exactly.count", "must be an integer", COUNTING | SELECTING
+    )
+
+
+def test_device_class_selectors_are_read_with_paths_and_malformed_ones_skipped() -> None:
+    device_class = {
+        "spec": {
+            "selectors": [
+                {"cel": {"expression": "device.driver == 'a'"}},
+                "x",
+                {"cel": {"expression": 3}},
+                {"cel": {"expression": "true"}},
+            ]
+        }
+    }
+    selectors, errors = device_class_selectors(device_class)
+    assert selectors == (
+        ("spec.selectors[0].cel.expression", "device.driver == 'a'"),
+        ("spec.selectors[3].cel.expression", "true"),
+    )
+    assert [(e.path, e.message) for e in errors] == [
+        ("spec.selectors[1]", "must be an object"),
+        ("spec.selectors[2].cel.expression", "must be a string"),
+    ]
+    assert device_class_selectors(None) == ((), ())
+    assert device_class_selectors({"spec": []})[1] == (
+        FieldError("spec", "must be an object", SELECTING),
     )
