@@ -37,7 +37,7 @@ from app.cel.cost import Budget
 from app.cel.device import Device, devices_of_slice
 from app.cel.engine import SELECTOR, Engine, Program
 from app.cel.errors import CelEvalError
-from app.k8s.claims import device_class_selectors
+from app.k8s.claims import device_class_expressions
 
 __all__ = ["DeviceIndex", "Match", "class_selectors"]
 
@@ -49,9 +49,9 @@ KEYS_KEPT_PER_DEVICE: Final = 64
 """Path sets a device keeps its projection for (one per distinct selector shape)."""
 
 
-def class_selectors(device_class: Mapping[str, Any] | None) -> tuple[str, ...]:
-    """The CEL expressions of a raw DeviceClass's well-formed ``spec.selectors``."""
-    return tuple(expression for _, expression in device_class_selectors(device_class)[0])
+class_selectors = device_class_expressions
+"""The CEL expressions of a raw DeviceClass's well-formed ``spec.selectors`` (the claim model's
+reader, :func:`app.k8s.claims.device_class_expressions`)."""
 
 
 @dataclass(frozen=True, slots=True)

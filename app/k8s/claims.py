@@ -17,6 +17,11 @@ Two readers ask different things of the same spec, so an error says which of the
 Errors in the structure (a request that is not an object, ``requests`` that is not a list) stop
 both. :meth:`ClaimSpec.first_error` is the first error a reader stops at, in document order.
 
+The values are slotted dataclasses whose fields are ``Final``: mypy --strict refuses any
+assignment to them, as it would for frozen ones, and the parser builds them without a frozen
+``__init__``'s per-field ``object.__setattr__`` (for a one-request claim, on the admission
+path, that was a few microseconds: more than the rest of the reading).
+
 Both request shapes are read: v1 (``requests[].exactly`` / ``requests[].firstAvailable``) and the
 older flat one (``requests[].deviceClassName``, v1beta1) that a dump of an older cluster may hold.
 The API server accepts exactly one of ``exactly`` and ``firstAvailable``; for a spec that has
@@ -65,26 +70,26 @@ class FieldError:
         return ObjectShapeError(self.path, self.message)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Alternative:
     """One way to satisfy a request: the ``exactly`` request, a ``firstAvailable`` subrequest,
     or a v1beta1 request's own fields."""
 
-    path: str
+    path: Final[str]
     """Field path: spec.devices.requests[0].exactly, ...firstAvailable[1], or the request's."""
-    name: str
+    name: Final[str]
     """The subrequest's name ("" for ``exactly`` and the flat shape)."""
-    device_class: str
-    selectors: tuple[tuple[str, str], ...]
+    device_class: Final[str]
+    selectors: Final[tuple[tuple[str, str], ...]]
     """(field path of ``cel.expression``, expression) per CEL selector."""
-    allocation_mode: str
-    count: int
+    allocation_mode: Final[str]
+    count: Final[int]
     """``count`` as written (1 when absent or not an integer)."""
-    admin_access: bool = False
-    capacity: Mapping[str, Any] = field(default_factory=dict)
+    admin_access: Final[bool] = False
+    capacity: Final[Mapping[str, Any]] = field(default_factory=dict)
     """``capacity.requests``: capacity name -> quantity as written."""
-    tolerations: tuple[Obj, ...] = ()
-    errors: tuple[FieldError, ...] = ()
+    tolerations: Final[tuple[Obj, ...]] = ()
+    errors: Final[tuple[FieldError, ...]] = ()
 
     @property
     def all_devices(self) -> bool:
@@ -93,34 +98,34 @@ class Alternative:
     @property
     def needed(self) -> int:
         """Devices the alternative needs at least: ``count``, or one for ``All``."""
-        return 1 if self.all_devices else self.count
+        return 1 if self.allocation_mode == ALL else self.count
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Branch:
     """The alternatives under one member of a request (``exactly``, ``firstAvailable``, or the
     request itself), with the errors of that member's own shape."""
 
-    alternatives: tuple[Alternative, ...]
-    errors: tuple[FieldError, ...] = ()
-    written: bool = True
+    alternatives: Final[tuple[Alternative, ...]]
+    errors: Final[tuple[FieldError, ...]] = ()
+    written: Final[bool] = True
     """False when the member is present with a null value."""
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class DeviceRequest:
-    path: str
+    path: Final[str]
     """Field path: spec.devices.requests[i]."""
-    name: str
-    exactly: Branch | None = None
+    name: Final[str]
+    exactly: Final[Branch | None] = None
     """None when the request has no ``exactly`` key."""
-    first_available: Branch | None = None
+    first_available: Final[Branch | None] = None
     """None when the request has no ``firstAvailable`` key."""
-    flat: Branch | None = None
+    flat: Final[Branch | None] = None
     """The request's own fields (v1beta1), read when neither member above has a value."""
-    has_device_class: bool = False
+    has_device_class: Final[bool] = False
     """Whether the request itself has a ``deviceClassName`` key (the v1beta1 shape)."""
-    errors: tuple[FieldError, ...] = ()
+    errors: Final[tuple[FieldError, ...]] = ()
 
     @property
     def member(self) -> Branch | None:
@@ -143,36 +148,40 @@ class DeviceRequest:
         return self.flat if self.has_device_class else None
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Constraint:
-    path: str
-    requests: tuple[str, ...]
-    match_attribute: str | None
-    distinct_attribute: str | None
+    path: Final[str]
+    requests: Final[tuple[str, ...]]
+    match_attribute: Final[str | None]
+    distinct_attribute: Final[str | None]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Config:
-    path: str
-    requests: tuple[str, ...]
+    path: Final[str]
+    requests: Final[tuple[str, ...]]
     """Requests (``request`` or ``request/subrequest``) it applies to; () = all."""
-    driver: str | None
+    driver: Final[str | None]
     """The opaque config's driver; None when the entry is not opaque config."""
-    parameters: Any = None
+    parameters: Final[Any] = None
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class ClaimSpec:
-    path: str
+    path: Final[str]
     """Field path of the spec: spec, or spec.spec in a template."""
-    requests: tuple[DeviceRequest, ...] = ()
-    constraints: tuple[Constraint, ...] = ()
-    config: tuple[Config, ...] = ()
-    errors: tuple[FieldError, ...] = ()
+    requests: Final[tuple[DeviceRequest, ...]] = ()
+    constraints: Final[tuple[Constraint, ...]] = ()
+    config: Final[tuple[Config, ...]] = ()
+    errors: Final[tuple[FieldError, ...]] = ()
     """Errors of the spec's own shape (spec, devices, requests not an object or list)."""
+    malformed: Final[bool] = False
+    """Whether any error was found, here or below (most specs have none: nothing to walk)."""
 
     def first_error(self, reader: int) -> FieldError | None:
         """The first error, in document order, that stops `reader` (COUNTING or SELECTING)."""
+        if not self.malformed:
+            return None
         for error in self.errors:
             if error.readers & reader:
                 return error
@@ -207,23 +216,27 @@ def parse_claim_spec(spec: Any, path: str = "spec") -> ClaimSpec:
     if spec is None:
         return ClaimSpec(path)
     if type(spec) is not dict:
-        return ClaimSpec(path, errors=(FieldError(path, "must be an object"),))
+        return ClaimSpec(path, errors=(FieldError(path, "must be an object"),), malformed=True)
     devices = spec.get("devices")
     if devices is None:
         return ClaimSpec(path)
     devices_path = f"{path}.devices"
     if type(devices) is not dict:
-        return ClaimSpec(path, errors=(FieldError(devices_path, "must be an object"),))
+        error = FieldError(devices_path, "must be an object")
+        return ClaimSpec(path, errors=(error,), malformed=True)
     raw_requests = devices.get("requests")
     requests: tuple[DeviceRequest, ...] = ()
     errors: tuple[FieldError, ...] = ()
+    found: list[FieldError] = []
     if raw_requests is not None:
         if type(raw_requests) is not list:
             errors = (FieldError(f"{devices_path}.requests", "must be a list"),)
         else:
             requests = tuple(
-                _request(item, f"{devices_path}.requests[{index}]")
-                for index, item in enumerate(raw_requests)
+                [
+                    _request(item, f"{devices_path}.requests[{index}]", found)
+                    for index, item in enumerate(raw_requests)
+                ]
             )
     constraints = devices.get("constraints")
     config = devices.get("config")
@@ -233,6 +246,7 @@ def parse_claim_spec(spec: Any, path: str = "spec") -> ClaimSpec:
         _constraints(constraints, f"{devices_path}.constraints") if constraints else (),
         _config(config, f"{devices_path}.config") if config else (),
         errors,
+        bool(errors or found),
     )
 
 
@@ -246,14 +260,15 @@ def template_claim_spec(template: Obj) -> tuple[Any, str]:
     return outer.get("spec"), "spec.spec"
 
 
-def _request(item: Any, path: str) -> DeviceRequest:
+def _request(item: Any, path: str, found: list[FieldError]) -> DeviceRequest:
+    """One device request; every error made is also appended to `found`."""
     if type(item) is not dict:
         # the selector check reads a null request as an empty one
         readers = COUNTING if item is None else _BOTH
-        empty = Branch((_alternative({}, path, ""),))
-        return DeviceRequest(
-            path, "", flat=empty, errors=(FieldError(path, "must be an object", readers),)
-        )
+        error = FieldError(path, "must be an object", readers)
+        found.append(error)
+        empty = Branch((_alternative({}, path, "", found),))
+        return DeviceRequest(path, "", flat=empty, errors=(error,))
     raw_name = item.get("name", "")
     errors: tuple[FieldError, ...] = ()
     if isinstance(raw_name, str):
@@ -261,35 +276,40 @@ def _request(item: Any, path: str) -> DeviceRequest:
     else:
         name = str(raw_name)
         errors = (FieldError(f"{path}.name", "must be a string", COUNTING),)
+        found.extend(errors)
     exactly: Branch | None = None
     first_available: Branch | None = None
     flat: Branch | None = None
     raw_exactly = item.get("exactly")
     raw_first = item.get("firstAvailable")
-    if raw_exactly is not None or "exactly" in item:
-        exactly = _exactly(raw_exactly, f"{path}.exactly")
+    if type(raw_exactly) is dict:  # the common case
+        exactly = Branch((_alternative(raw_exactly, f"{path}.exactly", "", found, admin=True),))
+    elif raw_exactly is not None or "exactly" in item:
+        exactly = _exactly(raw_exactly, f"{path}.exactly", found)
     if raw_first is not None or "firstAvailable" in item:
-        first_available = _first_available(raw_first, f"{path}.firstAvailable")
+        first_available = _first_available(raw_first, f"{path}.firstAvailable", found)
     if raw_exactly is None and raw_first is None:
-        flat = Branch((_alternative(item, path, "", admin=True),))
+        flat = Branch((_alternative(item, path, "", found, admin=True),))
     return DeviceRequest(
         path, name, exactly, first_available, flat, "deviceClassName" in item, errors
     )
 
 
-def _exactly(value: Any, path: str) -> Branch:
+def _exactly(value: Any, path: str, found: list[FieldError]) -> Branch:
     if value is None:
-        return Branch((_alternative({}, path, "", admin=True),), written=False)
+        return Branch((_alternative({}, path, "", found, admin=True),), written=False)
     if type(value) is not dict:
-        return Branch((), (FieldError(path, "must be an object"),))
-    return Branch((_alternative(value, path, "", admin=True),))
+        found.append(FieldError(path, "must be an object"))
+        return Branch((), (found[-1],))
+    return Branch((_alternative(value, path, "", found, admin=True),))
 
 
-def _first_available(value: Any, path: str) -> Branch:
+def _first_available(value: Any, path: str, found: list[FieldError]) -> Branch:
     if value is None:
         return Branch((), written=False)
     if type(value) is not list:
-        return Branch((), (FieldError(path, "must be a list"),))
+        found.append(FieldError(path, "must be a list"))
+        return Branch((), (found[-1],))
     alternatives = []
     for index, sub in enumerate(value):
         sub_path = f"{path}[{index}]"
@@ -297,16 +317,18 @@ def _first_available(value: Any, path: str) -> Branch:
             # the selector check reads a null subrequest as an empty one
             readers = COUNTING if sub is None else _BOTH
             error = FieldError(sub_path, "must be an object", readers)
-            alternatives.append(replace(_alternative({}, sub_path, ""), errors=(error,)))
+            found.append(error)
+            alternatives.append(replace(_alternative({}, sub_path, "", found), errors=(error,)))
             continue
         raw_name = sub.get("name")
-        alternatives.append(
-            _alternative(sub, sub_path, raw_name if isinstance(raw_name, str) else "")
-        )
+        name = raw_name if isinstance(raw_name, str) else ""
+        alternatives.append(_alternative(sub, sub_path, name, found))
     return Branch(tuple(alternatives))
 
 
-def _alternative(body: Obj, path: str, name: str, *, admin: bool = False) -> Alternative:
+def _alternative(
+    body: Obj, path: str, name: str, found: list[FieldError], *, admin: bool = False
+) -> Alternative:
     """One exact request or subrequest. Errors in the order counting, then selecting, meets
     them: class, mode, count, adminAccess, selectors."""
     errors: list[FieldError] = []
@@ -326,7 +348,7 @@ def _alternative(body: Obj, path: str, name: str, *, admin: bool = False) -> Alt
     raw_count = body.get("count", 1)
     counted = mode == EXACT_COUNT
     count = 1
-    if isinstance(raw_count, int) and not isinstance(raw_count, bool):
+    if type(raw_count) is int:
         count = raw_count
         if count < 1 and counted:
             errors.append(FieldError(f"{path}.count", f"must be at least 1, not {count}", COUNTING))
@@ -339,10 +361,15 @@ def _alternative(body: Obj, path: str, name: str, *, admin: bool = False) -> Alt
         if raw_admin is not None and not isinstance(raw_admin, bool):
             errors.append(FieldError(f"{path}.adminAccess", "must be a boolean", COUNTING))
         admin_access = bool(raw_admin)
-    selectors = _selectors(body.get("selectors"), f"{path}.selectors", errors)
+    raw_selectors = body.get("selectors")
+    selectors = (
+        _selectors(raw_selectors, f"{path}.selectors", errors) if raw_selectors is not None else ()
+    )
     capacity = body.get("capacity")
     requests = capacity.get("requests") if type(capacity) is dict else None
     tolerations = body.get("tolerations")
+    if errors:
+        found.extend(errors)
     return Alternative(
         path,
         name,
@@ -353,48 +380,60 @@ def _alternative(body: Obj, path: str, name: str, *, admin: bool = False) -> Alt
         admin_access,
         requests if type(requests) is dict else {},
         tuple(t for t in tolerations if type(t) is dict) if type(tolerations) is list else (),
-        tuple(errors),
+        tuple(errors) if errors else (),
     )
 
 
 def _selectors(value: Any, path: str, errors: list[FieldError]) -> tuple[tuple[str, str], ...]:
-    """(path, expression) of each CEL selector in a ``selectors`` list (a claim request's or a
-    DeviceClass's); a malformed one is skipped with an error in `errors`."""
+    """(path, expression) of each CEL selector in a ``selectors`` list."""
+    indices: list[int] = []
+    expressions = _expressions(value, path, errors, indices)
+    pairs = zip(indices, expressions, strict=True)
+    return tuple([(f"{path}[{i}].cel.expression", e) for i, e in pairs])
+
+
+def _expressions(
+    value: Any, path: str, errors: list[FieldError], indices: list[int] | None = None
+) -> list[str]:
+    """The expressions of the CEL selectors in a ``selectors`` list (a claim request's or a
+    DeviceClass's), their indices appended to `indices`; a malformed one is skipped with an
+    error in `errors`."""
+    expressions: list[str] = []
     if value is None:
-        return ()
+        return expressions
     if not isinstance(value, list):
         errors.append(FieldError(path, "must be a list", SELECTING))
-        return ()
-    out = []
+        return expressions
     for index, selector in enumerate(value):
-        spath = f"{path}[{index}]"
         if selector is None:
             continue
-        if not isinstance(selector, Mapping):
-            errors.append(FieldError(spath, "must be an object", SELECTING))
+        if type(selector) is not dict and not isinstance(selector, Mapping):
+            errors.append(FieldError(f"{path}[{index}]", "must be an object", SELECTING))
             continue
         cel = selector.get("cel")
         if cel is None:
             continue
-        if not isinstance(cel, Mapping):
-            errors.append(FieldError(f"{spath}.cel", "must be an object", SELECTING))
+        if type(cel) is not dict and not isinstance(cel, Mapping):
+            errors.append(FieldError(f"{path}[{index}].cel", "must be an object", SELECTING))
             continue
         expression = cel.get("expression")
         if expression is None:
             continue
-        if not isinstance(expression, str):
-            errors.append(FieldError(f"{spath}.cel.expression", "must be a string", SELECTING))
+        if type(expression) is not str and not isinstance(expression, str):
+            message = "must be a string"
+            errors.append(FieldError(f"{path}[{index}].cel.expression", message, SELECTING))
             continue
-        out.append((f"{spath}.cel.expression", expression))
-    return tuple(out)
+        if indices is not None:
+            indices.append(index)
+        expressions.append(expression)
+    return expressions
 
 
 def device_class_selectors(
     device_class: Mapping[str, Any] | None,
 ) -> tuple[tuple[tuple[str, str], ...], tuple[FieldError, ...]]:
     """(path, expression) of each CEL selector of a raw DeviceClass's ``spec.selectors``, and
-    the errors of the malformed ones (skipped). The selector check denies on the first error;
-    the device index reads the well-formed ones."""
+    the errors of the malformed ones (skipped). The selector check denies on the first error."""
     if not device_class:
         return (), ()
     spec = device_class.get("spec")
@@ -403,7 +442,18 @@ def device_class_selectors(
     if not isinstance(spec, Mapping):
         return (), (FieldError("spec", "must be an object", SELECTING),)
     errors: list[FieldError] = []
-    return _selectors(spec.get("selectors"), "spec.selectors", errors), tuple(errors)
+    selectors = _selectors(spec.get("selectors"), "spec.selectors", errors)
+    return selectors, tuple(errors)
+
+
+def device_class_expressions(device_class: Mapping[str, Any] | None) -> tuple[str, ...]:
+    """The expressions of a raw DeviceClass's well-formed selectors (what the device index
+    evaluates), read as :func:`device_class_selectors` reads them, without paths or errors."""
+    spec = device_class.get("spec") if device_class else None
+    value = spec.get("selectors") if type(spec) is dict or isinstance(spec, Mapping) else None
+    if not value or type(value) is not list:
+        return ()
+    return tuple(_expressions(value, "spec.selectors", []))
 
 
 def _names(value: Any) -> tuple[str, ...]:
@@ -453,28 +503,28 @@ def _config(value: Any, path: str) -> tuple[Config, ...]:
 # -- counting ------------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class RequestCount:
     """What one request of a claim asks for."""
 
-    name: str
-    path: str
+    name: Final[str]
+    path: Final[str]
     """Field path of the request, for messages: spec.devices.requests[0]."""
-    devices: Mapping[str, int]
+    devices: Final[Mapping[str, int]]
     """DeviceClass -> devices asked for (ExactCount; for firstAvailable the largest)."""
-    unbounded: frozenset[str] = frozenset()
+    unbounded: Final[frozenset[str]] = frozenset()
     """DeviceClasses asked for with allocationMode: All."""
-    admin_access: bool = False
+    admin_access: Final[bool] = False
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class ClaimCount:
     """What a whole claim spec asks for."""
 
-    requests: tuple[RequestCount, ...] = ()
-    devices: Mapping[str, int] = field(default_factory=dict)
+    requests: Final[tuple[RequestCount, ...]] = ()
+    devices: Final[Mapping[str, int]] = field(default_factory=dict)
     """DeviceClass -> sum of its bounded requests."""
-    unbounded: frozenset[str] = frozenset()
+    unbounded: Final[frozenset[str]] = frozenset()
     """DeviceClasses some request asks for with allocationMode: All."""
 
     @property
@@ -490,7 +540,12 @@ def count_claim_spec(spec: Any, path: str = "spec") -> ClaimCount:
     of the wrong type raises ObjectShapeError with its path."""
     if spec is None:
         return EMPTY
-    parsed = parse_claim_spec(spec, path)
+    return count_claim(parse_claim_spec(spec, path))
+
+
+def count_claim(parsed: ClaimSpec) -> ClaimCount:
+    """Count a claim spec already read; raises ObjectShapeError at the first error that stops
+    counting."""
     parsed.check(COUNTING)
     if not parsed.requests:
         return EMPTY

@@ -38,7 +38,7 @@ from app.cel.index import DeviceIndex, class_selectors
 from app.cluster.view import Kind
 from app.errors import ObjectShapeError
 from app.k8s import claims
-from app.k8s.claims import SELECTING, Alternative, DeviceRequest, parse_claim_spec
+from app.k8s.claims import SELECTING, Alternative, DeviceRequest
 from app.policies.base import ALLOW, Context, Request, Result, Violation
 from app.policies.cel_runtime import CelRuntime
 
@@ -80,8 +80,7 @@ def _check(request: Request, ctx: Context, budget: Budget) -> Result:
             )
         return Result(warnings=not_checked) if not_checked else ALLOW
 
-    prefix = "spec.spec" if request.kind == "ResourceClaimTemplate" else "spec"
-    requests = device_requests(obj, prefix)
+    requests = _device_requests(request, obj)
     expressions = [s for r in requests for a in r.alternatives for s in a.selectors]
     violations, not_checked = compile_check(runtime, expressions, budget)
     if violations:
@@ -297,14 +296,16 @@ def device_class_selectors(obj: Mapping[str, Any]) -> tuple[tuple[str, str], ...
     return selectors
 
 
-def device_requests(obj: Mapping[str, Any], prefix: str) -> tuple[DeviceRequest, ...]:
-    """The device requests of a claim (``prefix="spec"``) or template (``"spec.spec"``), read
-    by the claim model; a malformed one raises ObjectShapeError with its path."""
-    spec: Mapping[str, Any] = obj
-    for part in prefix.split("."):
-        spec = _map(spec.get(part), part)
-    parsed = parse_claim_spec(spec, prefix)
-    parsed.check(SELECTING)
+def _device_requests(request: Request, obj: Mapping[str, Any]) -> tuple[DeviceRequest, ...]:
+    """The device requests of a claim or template, from the claim model; a malformed one raises
+    ObjectShapeError with its path (a spec that is not an object is reported at ``spec``, the
+    template's inner one too, as this check always has)."""
+    spec = _map(obj.get("spec"), "spec")
+    if request.kind == "ResourceClaimTemplate":
+        _map(spec.get("spec"), "spec")
+    parsed = request.claim_spec()
+    if parsed.malformed:
+        parsed.check(SELECTING)
     return parsed.requests
 
 
