@@ -173,7 +173,7 @@ def plan(kind: str, obj: Obj, defaults: ClaimDefaults, labels: Mapping[str, str]
     return planned
 
 
-@dataclass
+@dataclass(slots=True)
 class _Filled:
     """What the defaults add to one exact request or subrequest, in order."""
 
