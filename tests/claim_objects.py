@@ -11,6 +11,8 @@ Obj = dict[str, Any]
 
 GPU = "gpu.nvidia.com"
 CLUSTER_FILE = Path(__file__).resolve().parent / "data" / "claims-cluster.yaml"
+POLICY_FILE = Path(__file__).resolve().parent / "data" / "claims-policy.yaml"
+"""The quota and defaults policy the claim tests admit under."""
 
 
 def cluster_objects() -> list[Obj]:

@@ -12,7 +12,7 @@ warnings or "this device does not match", never into HTTP 500s.
 
 from __future__ import annotations
 
-__all__ = ["CelCompileError", "CelError", "CelEvalError"]
+__all__ = ["CelCompileError", "CelError", "CelEvalError", "does_not_compile"]
 
 
 class CelError(ValueError):
@@ -49,6 +49,14 @@ class CelCompileError(CelError):
             return self.expression
         text = self.expression.splitlines()[self.line - 1] if self.expression else ""
         return f"{text}\n{'.' * (self.column - 1)}^"
+
+
+def does_not_compile(error: CelCompileError, expression: str) -> str:
+    """The one wording of a compile error in denials and startup errors:
+    ``does not compile at 1:8: <message>: '<expression>'`` (no position when the backend gives
+    none)."""
+    where = f" at {error.line}:{error.column}" if error.line is not None else ""
+    return f"does not compile{where}: {error.message}: {expression!r}"
 
 
 class CelEvalError(CelError):

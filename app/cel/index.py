@@ -14,9 +14,14 @@ any slice changes (``generation("ResourceSlice")``). It
   :func:`app.cel.syntax.device_paths`; an expression that uses ``device`` any other way is
   evaluated per device).
 
-An evaluation error (an attribute the device does not have) means "no match" for that device, as
-the brief for DRA selectors in this webhook asks; the errors are counted and the first kept for
-diagnostics. A selector that does not compile raises :class:`~app.cel.errors.CelCompileError`.
+What the code does with an evaluation error (an attribute the device does not have): that device
+does not match, the others are still tried; the errors are counted and the first is kept in
+:attr:`Match.first_error` for diagnostics. This is *not* what the scheduler does: in
+kube-scheduler's allocator (k8s.io/dynamic-resource-allocation/structured, ``selectorsMatch``) a
+CEL runtime error aborts the whole claim, even when other devices match (DESIGN.md, "A CEL
+runtime error is fatal to the whole claim"). The control-plane suite pins that gap
+(tests/e2e/test_satisfiability.py, a strict xfail). A selector that does not compile raises
+:class:`~app.cel.errors.CelCompileError`.
 """
 
 from __future__ import annotations
@@ -32,6 +37,7 @@ from app.cel.cost import Budget
 from app.cel.device import Device, devices_of_slice
 from app.cel.engine import SELECTOR, Engine, Program
 from app.cel.errors import CelEvalError
+from app.k8s.claims import device_class_expressions
 
 __all__ = ["DeviceIndex", "Match", "class_selectors"]
 
@@ -43,17 +49,9 @@ KEYS_KEPT_PER_DEVICE: Final = 64
 """Path sets a device keeps its projection for (one per distinct selector shape)."""
 
 
-def class_selectors(device_class: Mapping[str, Any] | None) -> tuple[str, ...]:
-    """The CEL expressions of a raw DeviceClass's ``spec.selectors``."""
-    if not device_class:
-        return ()
-    spec = device_class.get("spec") or {}
-    out = []
-    for selector in spec.get("selectors") or ():
-        cel = selector.get("cel") if isinstance(selector, Mapping) else None
-        if isinstance(cel, Mapping) and isinstance(cel.get("expression"), str):
-            out.append(cel["expression"])
-    return tuple(out)
+class_selectors = device_class_expressions
+"""The CEL expressions of a raw DeviceClass's well-formed ``spec.selectors`` (the claim model's
+reader, :func:`app.k8s.claims.device_class_expressions`)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -64,7 +64,7 @@ _GROUP_REF = re.compile(r"\$(\d+)")
 """`$n` in a mapping's deviceClassName or selectors (admin text, not user input)."""
 
 
-class Mapping(_Model):
+class MappingRule(_Model):
     """One rule from an extended-resource name to a DRA device request.
 
     `resource` is an exact name, or with `pattern: true` a full-match regular expression (RE2
@@ -78,7 +78,7 @@ class Mapping(_Model):
     selectors: tuple[str, ...] = ()
 
     @model_validator(mode="after")
-    def _regex_compiles(self) -> Mapping:
+    def _regex_compiles(self) -> MappingRule:
         if self.pattern:
             try:
                 groups = compile_re2(self.resource).groups
@@ -95,14 +95,14 @@ class Mapping(_Model):
 
 
 DEFAULT_MAPPINGS = (
-    Mapping(resource="nvidia.com/gpu", deviceClassName="gpu.nvidia.com"),
-    Mapping(
+    MappingRule(resource="nvidia.com/gpu", deviceClassName="gpu.nvidia.com"),
+    MappingRule(
         resource="nvidia.com/mig-(.+)",
         pattern=True,
         deviceClassName="mig.nvidia.com",
         selectors=('device.attributes["gpu.nvidia.com"].profile == "$1"',),
     ),
-    Mapping(resource="amd.com/gpu", deviceClassName="gpu.amd.com"),
+    MappingRule(resource="amd.com/gpu", deviceClassName="gpu.amd.com"),
 )
 
 
@@ -371,7 +371,7 @@ class Policy(_Model):
     legacy_resources: LegacyResources = Field(
         default_factory=LegacyResources, alias="legacyResources"
     )
-    mappings: tuple[Mapping, ...] = Field(default_factory=lambda: DEFAULT_MAPPINGS)
+    mappings: tuple[MappingRule, ...] = Field(default_factory=lambda: DEFAULT_MAPPINGS)
     dra_only: DraOnly = Field(default_factory=DraOnly, alias="draOnly")
     translation: Translation = Field(default_factory=Translation)
     failure: Failure = Field(default_factory=Failure)

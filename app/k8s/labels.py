@@ -9,7 +9,10 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
+
+if TYPE_CHECKING:
+    from app.config.policy import LabelSelector
 
 Operator = Literal["In", "NotIn", "Exists", "DoesNotExist"]
 OPERATORS: tuple[Operator, ...] = ("In", "NotIn", "Exists", "DoesNotExist")
@@ -69,6 +72,14 @@ class Selector:
                 raise ValueError(f"{where}.values: must be empty for operator {operator}")
             requirements.append(Requirement(key, operator, value_set))
         return cls(tuple(sorted((match_labels or {}).items())), tuple(requirements))
+
+    @classmethod
+    def from_policy(cls, selector: LabelSelector) -> Selector:
+        """From a policy file's label selector (already validated by the config model)."""
+        return cls.build(
+            selector.match_labels,
+            ((r.key, r.operator, r.values) for r in selector.match_expressions),
+        )
 
     @classmethod
     def from_dict(cls, raw: Mapping[str, Any] | None) -> Selector:

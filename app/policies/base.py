@@ -8,12 +8,13 @@ policies that apply into one decision.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any
 
 from app.cluster.view import ClusterView
 from app.config import Policy
+from app.k8s.claims import ClaimSpec, parse_claim_spec, template_claim_spec
 from app.k8s.patch import PatchOp
 
 if TYPE_CHECKING:
@@ -49,6 +50,22 @@ class Request:
     username: str
     request_version: str
     """The version the client used (a v1beta2 ResourceClaim arrives converted to v1)."""
+    _claim_spec: ClaimSpec | None = field(default=None, init=False, repr=False, compare=False)
+
+    def claim_spec(self) -> ClaimSpec:
+        """The object's claim spec (a ResourceClaim's `spec`, a ResourceClaimTemplate's
+        `spec.spec`) read by the claim model, once per review: quota and the selector check
+        both read it. Raises ObjectShapeError when a template's `spec` is not an object."""
+        found = self._claim_spec
+        if found is None:
+            obj = self.object or {}
+            if self.kind == "ResourceClaimTemplate":
+                spec, path = template_claim_spec(obj)
+            else:
+                spec, path = obj.get("spec"), "spec"
+            found = parse_claim_spec(spec, path)
+            object.__setattr__(self, "_claim_spec", found)
+        return found
 
 
 @dataclass(frozen=True, slots=True)

@@ -28,7 +28,7 @@ from typing import Any
 
 from app.cel.cache import CompileCache
 from app.cel.engine import SELECTOR, Engine
-from app.cel.errors import CelCompileError
+from app.cel.errors import CelCompileError, does_not_compile
 from app.config.policy import Defaults
 from app.errors import PolicyError
 from app.k8s import patch
@@ -63,16 +63,7 @@ class ClaimDefaults:
             for name, d in defaults.device_classes.items()
         }
         self.namespace_classes: tuple[tuple[Selector, str], ...] = tuple(
-            (
-                Selector.build(
-                    entry.namespace_selector.match_labels,
-                    (
-                        (r.key, r.operator, r.values)
-                        for r in entry.namespace_selector.match_expressions
-                    ),
-                ),
-                entry.device_class_name,
-            )
+            (Selector.from_policy(entry.namespace_selector), entry.device_class_name)
             for entry in defaults.namespace_device_classes
         )
 
@@ -94,10 +85,9 @@ def compile_selectors(defaults: Defaults, engine: Engine, cache: CompileCache) -
             try:
                 cache.get(engine, expression, SELECTOR)
             except CelCompileError as error:
-                where = f" at {error.line}:{error.column}" if error.line is not None else ""
                 raise PolicyError(
-                    f"policy: defaults.deviceClasses.{device_class}.selectors[{index}] does not "
-                    f"compile{where}: {error.message}: {expression!r}"
+                    f"policy: defaults.deviceClasses.{device_class}.selectors[{index}] "
+                    f"{does_not_compile(error, expression)}"
                 ) from None
 
 
@@ -156,23 +146,17 @@ def plan(kind: str, obj: Obj, defaults: ClaimDefaults, labels: Mapping[str, str]
         if exactly is None and alternatives is None and "deviceClassName" not in request:
             if default_class is None:
                 continue
-            filled: Obj = {"deviceClassName": default_class}
-            added = [f"deviceClassName {default_class} (namespace default)"]
-            added += _fill(filled, None, defaults, needs, name)
-            planned.patch.append(patch.add(f"{pointer}/exactly", filled))
+            filled = _fill({"deviceClassName": default_class}, defaults, needs, name)
+            value: Obj = {"deviceClassName": default_class}
+            value.update((key, v) for key, v, _ in filled.changes)
+            planned.patch.append(patch.add(f"{pointer}/exactly", value))
+            added = [f"deviceClassName {default_class} (namespace default)", *filled.added]
             planned.added.append(f"to request {name}: {', '.join(added)}")
         elif isinstance(exactly, dict):
-            added = _fill(
-                exactly,
-                f"{pointer}/exactly",
-                defaults,
-                needs,
-                name,
-                default_class=default_class,
-                planned=planned,
-            )
-            if added:
-                planned.added.append(f"to request {name}: {', '.join(added)}")
+            filled = _fill(exactly, defaults, needs, name, default_class)
+            _patch(filled, f"{pointer}/exactly", planned)
+            if filled.added:
+                planned.added.append(f"to request {name}: {', '.join(filled.added)}")
         elif isinstance(alternatives, list):
             for sub_index, sub in enumerate(alternatives):
                 if not isinstance(sub, dict):
@@ -180,53 +164,42 @@ def plan(kind: str, obj: Obj, defaults: ClaimDefaults, labels: Mapping[str, str]
                 raw_sub = sub.get("name")
                 sub_name = raw_sub if isinstance(raw_sub, str) else str(sub_index)
                 target = f"{name}/{sub_name}"
-                added = _fill(
-                    sub,
-                    f"{pointer}/firstAvailable/{sub_index}",
-                    defaults,
-                    needs,
-                    target,
-                    default_class=default_class,
-                    planned=planned,
-                )
-                if added:
-                    planned.added.append(f"to request {target}: {', '.join(added)}")
+                filled = _fill(sub, defaults, needs, target, default_class)
+                _patch(filled, f"{pointer}/firstAvailable/{sub_index}", planned)
+                if filled.added:
+                    planned.added.append(f"to request {target}: {', '.join(filled.added)}")
 
     _plan_config(devices, f"{base}/devices", needs, planned)
     return planned
 
 
+@dataclass(slots=True)
+class _Filled:
+    """What the defaults add to one exact request or subrequest, in order."""
+
+    changes: list[tuple[str, Any, bool]] = field(default_factory=list)
+    """(member, value, append): add `member`, or with `append` add `value` at its end."""
+    added: list[str] = field(default_factory=list)
+
+
 def _fill(
     request: Obj,
-    pointer: str | None,
     defaults: ClaimDefaults,
     needs: list[tuple[str, Obj, str]],
     target: str,
-    *,
     default_class: str | None = None,
-    planned: Planned | None = None,
-) -> list[str]:
-    """Add the defaults to one exact request or sub-request.
-
-    With `pointer` None, `request` is a new value being built and is filled in place; otherwise
-    the additions become patch ops in `planned` and `request` is left as it is.
-    """
-    added: list[str] = []
-
-    def put(key: str, value: Any) -> None:
-        if pointer is None:
-            request[key] = value
-        elif planned is not None:
-            planned.patch.append(patch.add(f"{pointer}/{patch.escape(key)}", value))
-
+) -> _Filled:
+    """The defaults one exact request or subrequest lacks (it is not changed)."""
+    filled = _Filled()
+    changes, added = filled.changes, filled.added
     device_class = request.get("deviceClassName")
     if not device_class and default_class is not None:
-        put("deviceClassName", default_class)
+        changes.append(("deviceClassName", default_class, False))
         added.append(f"deviceClassName {default_class} (namespace default)")
         device_class = default_class
     class_defaults = defaults.classes.get(device_class) if isinstance(device_class, str) else None
     if class_defaults is None:
-        return added
+        return filled
 
     if class_defaults.selectors:
         existing = request.get("selectors")
@@ -236,24 +209,28 @@ def _fill(
             if new:
                 values = [{"cel": {"expression": e}} for e in new]
                 if not existing:
-                    put("selectors", values)
-                elif pointer is None:
-                    request["selectors"] = [*existing, *values]
-                elif planned is not None:
-                    planned.patch.extend(patch.add(f"{pointer}/selectors/-", v) for v in values)
+                    changes.append(("selectors", values, False))
+                else:
+                    changes.extend(("selectors", v, True) for v in values)
                 added.append(f"{len(new)} selector{'s' if len(new) > 1 else ''} of {device_class}")
     if class_defaults.tolerations and request.get("tolerations") is None:
-        put("tolerations", [dict(t) for t in class_defaults.tolerations])
+        changes.append(("tolerations", [dict(t) for t in class_defaults.tolerations], False))
         added.append(f"tolerations of {device_class}")
     if (
         class_defaults.count is not None
         and request.get("allocationMode") is None
         and request.get("count") is None
     ):
-        put("count", class_defaults.count)
+        changes.append(("count", class_defaults.count, False))
         added.append(f"count {class_defaults.count}")
     needs.extend((driver, parameters, target) for driver, parameters in class_defaults.config)
-    return added
+    return filled
+
+
+def _patch(filled: _Filled, pointer: str, planned: Planned) -> None:
+    for member, value, append in filled.changes:
+        where = f"{pointer}/{patch.escape(member)}"
+        planned.patch.append(patch.add(f"{where}/-" if append else where, value))
 
 
 def _expression(selector: Any) -> str | None:
@@ -324,10 +301,11 @@ def _applies(targets: tuple[str, ...], target: str) -> bool:
 def apply_to_template(
     template: Obj, defaults: ClaimDefaults, labels: Mapping[str, str]
 ) -> tuple[Obj, tuple[str, ...]]:
-    """A copy of a ResourceClaimTemplate with the defaults applied, and what was added.
+    """A copy of a ResourceClaimTemplate with the defaults applied, and what was added (the
+    template itself when nothing is).
 
-    For templates the webhook builds itself (translation), which never pass through `/mutate`
-    before they are created from within a review.
+    For templates the webhook builds itself (translation, through :func:`translation_hook`),
+    which never pass through `/mutate` before they are created from within a review.
     """
     planned = plan("ResourceClaimTemplate", template, defaults, labels)
     if not planned.patch:
@@ -347,13 +325,8 @@ def translation_hook(defaults: ClaimDefaults) -> Callable[[Obj, str], Obj]:
     """
 
     def hook(spec: Obj, namespace: str) -> Obj:
-        planned = plan("ResourceClaim", {"spec": spec}, defaults, {})
-        if not planned.patch:
-            return spec
-        document: Obj = {"spec": copy.deepcopy(spec)}
-        for op in planned.patch:
-            _apply_add(document, op["path"], copy.deepcopy(op["value"]))
-        result: Obj = document["spec"]
+        applied, _ = apply_to_template({"spec": {"spec": spec}}, defaults, {})
+        result: Obj = applied["spec"]["spec"]
         return result
 
     return hook

@@ -33,7 +33,7 @@ from app.cluster.usage import ClaimUsage, SliceNodes, TemplateCounts, claim_usag
 from app.cluster.view import ClusterView, Kind
 from app.config.policy import ANY_CLASS, Quota
 from app.errors import ObjectShapeError
-from app.k8s.claims import count_claim_spec, template_claim_spec
+from app.k8s.claims import count_claim
 from app.k8s.labels import Selector
 from app.k8s.objects import PodSpecRef, list_field, object_name, pod_spec
 from app.k8s.quantity import QuantityError, parse_quantity
@@ -71,10 +71,7 @@ class Entry:
         selector = quota.namespace_selector
         return cls(
             name=quota.name,
-            selector=Selector.build(
-                selector.match_labels,
-                ((r.key, r.operator, r.values) for r in selector.match_expressions),
-            ),
+            selector=Selector.from_policy(selector),
             deny=quota.action == "deny",
             limits={
                 PER_REQUEST: dict(quota.max_devices_per_request),
@@ -236,11 +233,9 @@ def check(request: Request, ctx: Context) -> Result:
 
 def _check_claim(request: Request, obj: Obj, quota: NamespaceQuota, usage: ClaimUsage) -> Result:
     template = request.kind == "ResourceClaimTemplate"
-    if template:
-        spec, path = template_claim_spec(obj)
-    else:
-        spec, path = obj.get("spec"), "spec"
-    counted = count_claim_spec(spec, path)
+    parsed = request.claim_spec()
+    path = parsed.path
+    counted = count_claim(parsed)
     name = object_name(obj) or request.name
     what = f"{request.kind} {name}".rstrip()
     found = _Findings()

@@ -16,9 +16,10 @@ from typing import Any
 
 from app.cel.cache import CompileCache
 from app.cel.engine import ADMISSION, ADMISSION_MESSAGE, Engine, Program
-from app.cel.errors import CelCompileError, CelEvalError
-from app.config.policy import LabelSelector, Rule
+from app.cel.errors import CelCompileError, CelEvalError, does_not_compile
+from app.config.policy import Rule
 from app.errors import PolicyError
+from app.k8s.labels import Selector
 from app.policies.base import ALLOW, Context, Request, Result, Violation
 
 
@@ -29,12 +30,13 @@ class CompiledRule:
     operations: frozenset[str]
     program: Program
     message_program: Program | None
+    namespace_selector: Selector | None = None
 
     def applies(self, request: Request, labels: Mapping[str, str]) -> bool:
         if request.kind not in self.kinds or request.operation not in self.operations:
             return False
-        selector = self.rule.match.namespace_selector
-        return selector is None or selector_matches(selector, labels)
+        selector = self.namespace_selector
+        return selector is None or selector.matches(labels)
 
 
 def compile_rules(
@@ -61,6 +63,11 @@ def compile_rules(
                 operations=frozenset(rule.match.operations),
                 program=program,
                 message_program=message_program,
+                namespace_selector=(
+                    Selector.from_policy(rule.match.namespace_selector)
+                    if rule.match.namespace_selector is not None
+                    else None
+                ),
             )
         )
     return tuple(out)
@@ -72,28 +79,7 @@ def _compile(
     try:
         return cache.get(engine, expression, environment)
     except CelCompileError as error:
-        position = f" at {error.line}:{error.column}" if error.line is not None else ""
-        raise PolicyError(
-            f"policy: {where} does not compile{position}: {error.message}: {expression!r}"
-        ) from None
-
-
-def selector_matches(selector: LabelSelector, labels: Mapping[str, str]) -> bool:
-    """Kubernetes label-selector semantics: every matchLabels pair and every expression holds."""
-    if any(labels.get(k) != v for k, v in selector.match_labels.items()):
-        return False
-    for requirement in selector.match_expressions:
-        present = requirement.key in labels
-        value = labels.get(requirement.key)
-        if requirement.operator == "In" and not (present and value in requirement.values):
-            return False
-        if requirement.operator == "NotIn" and present and value in requirement.values:
-            return False
-        if requirement.operator == "Exists" and not present:
-            return False
-        if requirement.operator == "DoesNotExist" and present:
-            return False
-    return True
+        raise PolicyError(f"policy: {where} {does_not_compile(error, expression)}") from None
 
 
 def check(request: Request, ctx: Context) -> Result:

@@ -27,44 +27,22 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from app.cel import syntax
 from app.cel.cost import COMPILE_CHARGE, Budget, BudgetExceededError
 from app.cel.device import Device
 from app.cel.engine import SELECTOR
-from app.cel.errors import CelCompileError
+from app.cel.errors import CelCompileError, does_not_compile
 from app.cel.index import DeviceIndex, class_selectors
 from app.cluster.view import Kind
 from app.errors import ObjectShapeError
+from app.k8s import claims
+from app.k8s.claims import SELECTING, Alternative, DeviceRequest
 from app.policies.base import ALLOW, Context, Request, Result, Violation
 from app.policies.cel_runtime import CelRuntime
 
 MAX_HINT_VALUES = 5
-
-
-@dataclass(frozen=True, slots=True)
-class Alternative:
-    """One way to satisfy a request: a class, selectors and how many devices."""
-
-    path: str
-    device_class: str
-    selectors: tuple[tuple[str, str], ...]
-    """(field path, expression) pairs."""
-    count: int
-    all_devices: bool
-
-    @property
-    def needed(self) -> int:
-        return 1 if self.all_devices else self.count
-
-
-@dataclass(frozen=True, slots=True)
-class DeviceRequest:
-    path: str
-    name: str
-    alternatives: tuple[Alternative, ...]
 
 
 def check(request: Request, ctx: Context) -> Result:
@@ -102,8 +80,7 @@ def _check(request: Request, ctx: Context, budget: Budget) -> Result:
             )
         return Result(warnings=not_checked) if not_checked else ALLOW
 
-    prefix = "spec.spec" if request.kind == "ResourceClaimTemplate" else "spec"
-    requests = device_requests(obj, prefix)
+    requests = _device_requests(request, obj)
     expressions = [s for r in requests for a in r.alternatives for s in a.selectors]
     violations, not_checked = compile_check(runtime, expressions, budget)
     if violations:
@@ -154,10 +131,7 @@ def compile_check(
             if gap is not None:
                 not_checked.append(f"{path}: {_not_checked(gap)}")
                 continue
-            where = f" at {error.line}:{error.column}" if error.line is not None else ""
-            violations.append(
-                Violation(path, f"CEL does not compile{where}: {error.message}: {expression!r}")
-            )
+            violations.append(Violation(path, f"CEL {does_not_compile(error, expression)}"))
     return tuple(violations), tuple(not_checked)
 
 
@@ -304,16 +278,6 @@ def _action(ctx: Context) -> str:
 # -- reading the objects ----------------------------------------------------------------------
 
 
-def _list(value: Any, path: str) -> list[Any]:
-    if type(value) is list:
-        return value
-    if value is None:
-        return []
-    if not isinstance(value, list):
-        raise ObjectShapeError(path, "must be a list")
-    return value
-
-
 def _map(value: Any, path: str) -> Mapping[str, Any]:
     if type(value) is dict:  # the common case, without the ABC check
         return value
@@ -324,64 +288,25 @@ def _map(value: Any, path: str) -> Mapping[str, Any]:
     return value
 
 
-def _selectors(container: Mapping[str, Any], path: str) -> tuple[tuple[str, str], ...]:
-    out = []
-    for j, selector in enumerate(_list(container.get("selectors"), f"{path}.selectors")):
-        spath = f"{path}.selectors[{j}]"
-        cel = _map(_map(selector, spath).get("cel"), f"{spath}.cel")
-        expression = cel.get("expression")
-        if expression is None:
-            continue
-        if not isinstance(expression, str):
-            raise ObjectShapeError(f"{spath}.cel.expression", "must be a string")
-        out.append((f"{spath}.cel.expression", expression))
-    return tuple(out)
-
-
 def device_class_selectors(obj: Mapping[str, Any]) -> tuple[tuple[str, str], ...]:
-    return _selectors(_map(obj.get("spec"), "spec"), "spec")
+    """(path, expression) of a DeviceClass's selectors; a malformed one raises ObjectShapeError."""
+    selectors, errors = claims.device_class_selectors(obj)
+    if errors:
+        raise errors[0].exception()
+    return selectors
 
 
-def _alternative(body: Mapping[str, Any], path: str) -> Alternative:
-    count = body.get("count", 1)
-    if not isinstance(count, int) or isinstance(count, bool):
-        raise ObjectShapeError(f"{path}.count", "must be an integer")
-    return Alternative(
-        path=path,
-        device_class=str(body.get("deviceClassName") or ""),
-        selectors=_selectors(body, path),
-        count=count,
-        all_devices=body.get("allocationMode") == "All",
-    )
-
-
-def device_requests(obj: Mapping[str, Any], prefix: str) -> list[DeviceRequest]:
-    """The device requests of a claim (``prefix="spec"``) or template (``"spec.spec"``)."""
-    spec: Mapping[str, Any] = obj
-    for part in prefix.split("."):
-        spec = _map(spec.get(part), part)
-    devices = _map(spec.get("devices"), f"{prefix}.devices")
-    out = []
-    for i, raw in enumerate(_list(devices.get("requests"), f"{prefix}.devices.requests")):
-        path = f"{prefix}.devices.requests[{i}]"
-        req = _map(raw, path)
-        name = str(req.get("name", ""))
-        if "firstAvailable" in req:
-            subs = _list(req.get("firstAvailable"), f"{path}.firstAvailable")
-            alternatives = tuple(
-                _alternative(
-                    _map(sub, f"{path}.firstAvailable[{k}]"), f"{path}.firstAvailable[{k}]"
-                )
-                for k, sub in enumerate(subs)
-            )
-        elif "exactly" in req:
-            alternatives = (
-                _alternative(_map(req["exactly"], f"{path}.exactly"), f"{path}.exactly"),
-            )
-        else:  # v1beta1 shape: the fields sit on the request itself
-            alternatives = (_alternative(req, path),)
-        out.append(DeviceRequest(path, name, alternatives))
-    return out
+def _device_requests(request: Request, obj: Mapping[str, Any]) -> tuple[DeviceRequest, ...]:
+    """The device requests of a claim or template, from the claim model; a malformed one raises
+    ObjectShapeError with its path (a spec that is not an object is reported at ``spec``, the
+    template's inner one too, as this check always has)."""
+    spec = _map(obj.get("spec"), "spec")
+    if request.kind == "ResourceClaimTemplate":
+        _map(spec.get("spec"), "spec")
+    parsed = request.claim_spec()
+    if parsed.malformed:
+        parsed.check(SELECTING)
+    return parsed.requests
 
 
 # -- satisfiability ----------------------------------------------------------------------------

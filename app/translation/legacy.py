@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from app.cluster.view import ClusterView
-from app.config.policy import LegacyResources, Mapping
+from app.config.policy import LegacyResources, MappingRule
 from app.k8s.objects import ContainerRef, PodSpecRef, containers, resource_map
 from app.regex import compile_re2, glob_to_re2
 
@@ -80,7 +80,7 @@ class DeviceMapping:
 class MappingResolver:
     """Legacy name -> DeviceMapping: config rules first, then DeviceClasses, then implicit names."""
 
-    def __init__(self, rules: tuple[Mapping, ...]) -> None:
+    def __init__(self, rules: tuple[MappingRule, ...]) -> None:
         self._rules = [
             (rule, compile_re2(rule.resource) if rule.pattern else None) for rule in rules
         ]
@@ -137,7 +137,7 @@ class MappingResolver:
 _GROUP_REF = re.compile(r"\$(\d+)")
 
 
-def expand_rule(rule: Mapping, match: Any) -> DeviceMapping | str:
+def expand_rule(rule: MappingRule, match: Any) -> DeviceMapping | str:
     """The mapping of a pattern rule for one name, its `$n` replaced by the groups of `match`.
 
     A capture pasted into a selector may only hold letters, digits, `.`, `_` and `-` (it must not

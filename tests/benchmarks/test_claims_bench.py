@@ -20,9 +20,8 @@ from app.config import load_policy
 from app.pipeline import Endpoint, Pipeline
 from app.transport.response import encode, review_response
 from app.transport.review import decode_review
-from tests.claim_objects import claim, cluster_objects, exact, workload
+from tests.claim_objects import POLICY_FILE, claim, cluster_objects, exact, workload
 from tests.conftest import namespace, wrap
-from tests.transport.test_claims_http import POLICY_FILE
 
 Obj = dict[str, Any]
 

@@ -20,11 +20,10 @@ from app.metrics import Metrics
 from app.pipeline import Endpoint
 from app.transport.app import create_app
 from app.transport.review import decode_review
-from tests.claim_objects import claim, cluster_objects, exact
+from tests.claim_objects import POLICY_FILE, claim, cluster_objects, exact
 from tests.cluster.conftest import eventually, live_settings
 from tests.cluster.fake_apiserver import FakeApiServer
 from tests.conftest import make_pipeline, review, wrap
-from tests.transport.test_claims_http import POLICY_FILE
 
 pytestmark = pytest.mark.anyio
 

@@ -7,7 +7,15 @@ from typing import Any
 import pytest
 
 from app.errors import ObjectShapeError
-from app.k8s.claims import count_claim_spec, template_claim_spec
+from app.k8s.claims import (
+    COUNTING,
+    SELECTING,
+    FieldError,
+    count_claim_spec,
+    device_class_selectors,
+    parse_claim_spec,
+    template_claim_spec,
+)
 from tests.claim_objects import GPU, claim_spec, exact, first, sub, template
 
 MIG = "mig.nvidia.com"
@@ -107,3 +115,165 @@ def test_a_malformed_claim_spec_names_the_field(spec: Any, path: str) -> None:
     with pytest.raises(ObjectShapeError) as raised:
         count_claim_spec(spec)
     assert raised.value.path == path
+
+
+# -- the claim model ------------------------------------------------------------------------------
+
+
+def test_a_claim_spec_is_read_into_requests_and_alternatives_with_paths() -> None:
+    spec = claim_spec(
+        exact(
+            "one",
+            selectors=[{"cel": {"expression": "device.driver == 'x'"}}],
+            capacity={"requests": {"memory": "4Gi"}},
+            tolerations=[{"key": "k", "operator": "Exists"}],
+        ),
+        first("two", sub("big", count=4), sub("all", MIG, mode="All")),
+    )
+    spec["devices"]["constraints"] = [{"requests": ["one"], "matchAttribute": "d/numa"}]
+    spec["devices"]["config"] = [{"opaque": {"driver": "d", "parameters": {"a": 1}}}]
+    parsed = parse_claim_spec(spec)
+    one, two = parsed.requests
+    (exactly,) = one.alternatives
+    assert (one.name, one.path, exactly.path) == (
+        "one",
+        "spec.devices.requests[0]",
+        "spec.devices.requests[0].exactly",
+    )
+    assert exactly.selectors == (
+        ("spec.devices.requests[0].exactly.selectors[0].cel.expression", "device.driver == 'x'"),
+    )
+    assert (exactly.device_class, exactly.count, exactly.needed) == (GPU, 1, 1)
+    assert dict(exactly.capacity) == {"memory": "4Gi"}
+    assert exactly.tolerations == ({"key": "k", "operator": "Exists"},)
+    assert [
+        (a.name, a.path, a.device_class, a.all_devices, a.needed) for a in two.alternatives
+    ] == [
+        ("big", "spec.devices.requests[1].firstAvailable[0]", GPU, False, 4),
+        ("all", "spec.devices.requests[1].firstAvailable[1]", MIG, True, 1),
+    ]
+    (constraint,) = parsed.constraints
+    assert (constraint.path, constraint.requests, constraint.match_attribute) == (
+        "spec.devices.constraints[0]",
+        ("one",),
+        "d/numa",
+    )
+    (config,) = parsed.config
+    assert (config.path, config.requests, config.driver, config.parameters) == (
+        "spec.devices.config[0]",
+        (),
+        "d",
+        {"a": 1},
+    )
+    assert parsed.first_error(COUNTING) is None
+    assert parsed.first_error(SELECTING) is None
+
+
+def test_a_v1beta1_request_is_its_own_alternative() -> None:
+    parsed = parse_claim_spec({"devices": {"requests": [{"name": "old", "deviceClassName": GPU}]}})
+    (alternative,) = parsed.requests[0].alternatives
+    assert (alternative.path, alternative.device_class) == ("spec.devices.requests[0]", GPU)
+
+
+@pytest.mark.parametrize(
+    ("spec", "counting", "selecting"),
+    [
+        pytest.param(
+            claim_spec(exact(count=0)),
+            "spec.devices.requests[0].exactly.count: must be at least 1, not 0",
+            None,
+            id="count-below-one-stops-counting-only",
+        ),
+        pytest.param(
+            claim_spec({"name": "gpu", "exactly": {"deviceClassName": GPU, "count": None}}),
+            None,
+            "spec.devices.requests[0].exactly.count: must be an integer",
+            id="null-count-stops-selecting-only",
+        ),
+        pytest.param(
+            claim_spec(exact(selectors="x")),
+            None,
+            "spec.devices.requests[0].exactly.selectors: must be a list",
+            id="selectors-not-a-list",
+        ),
+        pytest.param(
+            claim_spec(exact(selectors=[{"cel": {"expression": 3}}])),
+            None,
+            "spec.devices.requests[0].exactly.selectors[0].cel.expression: must be a string",
+            id="expression-not-a-string",
+        ),
+        pytest.param(
+            claim_spec(exact(mode="Some")),
+            "spec.devices.requests[0].exactly.allocationMode: must be ExactCount or All, not 'Some'",
+            None,
+            id="unknown-mode",
+        ),
+        pytest.param(
+            claim_spec({"name": 3, "exactly": {"deviceClassName": GPU}}),
+            "spec.devices.requests[0].name: must be a string",
+            None,
+            id="name-not-a-string",
+        ),
+        pytest.param(
+            claim_spec(exact(count="2")),
+            "spec.devices.requests[0].exactly.count: must be an integer",
+            "spec.devices.requests[0].exactly.count: must be an integer",
+            id="count-not-an-integer-stops-both",
+        ),
+        pytest.param(
+            claim_spec(first("gpu", sub("a", count=2), "x")),
+            "spec.devices.requests[0].firstAvailable[1]: must be an object",
+            "spec.devices.requests[0].firstAvailable[1]: must be an object",
+            id="subrequest-not-an-object",
+        ),
+        pytest.param(
+            {"devices": {"requests": "x"}},
+            "spec.devices.requests: must be a list",
+            "spec.devices.requests: must be a list",
+            id="requests-not-a-list",
+        ),
+    ],
+)
+def test_errors_are_values_with_the_field_path_and_the_readers_they_stop(
+    spec: Any, counting: str | None, selecting: str | None
+) -> None:
+    parsed = parse_claim_spec(spec)
+
+    def text(error: FieldError | None) -> str | None:
+        return None if error is None else f"{error.path}: {error.message}"
+
+    assert text(parsed.first_error(COUNTING)) == counting
+    assert text(parsed.first_error(SELECTING)) == selecting
+
+
+def test_the_first_error_is_the_first_in_document_order() -> None:
+    spec = claim_spec(exact("a", count="x"), "not a request")
+    assert parse_claim_spec(spec).first_error(COUNTING) == FieldError(
+        "spec.devices.requests[0].exactly.count", "must be an integer", COUNTING | SELECTING
+    )
+
+
+def test_device_class_selectors_are_read_with_paths_and_malformed_ones_skipped() -> None:
+    device_class = {
+        "spec": {
+            "selectors": [
+                {"cel": {"expression": "device.driver == 'a'"}},
+                "x",
+                {"cel": {"expression": 3}},
+                {"cel": {"expression": "true"}},
+            ]
+        }
+    }
+    selectors, errors = device_class_selectors(device_class)
+    assert selectors == (
+        ("spec.selectors[0].cel.expression", "device.driver == 'a'"),
+        ("spec.selectors[3].cel.expression", "true"),
+    )
+    assert [(e.path, e.message) for e in errors] == [
+        ("spec.selectors[1]", "must be an object"),
+        ("spec.selectors[2].cel.expression", "must be a string"),
+    ]
+    assert device_class_selectors(None) == ((), ())
+    assert device_class_selectors({"spec": []})[1] == (
+        FieldError("spec", "must be an object", SELECTING),
+    )

@@ -6,6 +6,7 @@ from typing import Any
 
 import pytest
 
+from app.config.policy import LabelSelector
 from app.k8s.labels import EVERYTHING, Selector
 
 LABELS = {"team": "research", "tier": "gpu"}
@@ -83,3 +84,21 @@ def test_selector_reads_as_kubectl_writes_it() -> None:
     )
     assert str(selector) == "team=research,tier in (a,gpu),!frozen"
     assert str(EVERYTHING) == "<all namespaces>"
+
+
+@pytest.mark.parametrize(
+    ("selector", "labels", "expected"),
+    [
+        ({"matchLabels": {"a": "1"}}, {"a": "1", "b": "2"}, True),
+        ({"matchLabels": {"a": "1"}}, {"a": "2"}, False),
+        ({"matchExpressions": [{"key": "a", "operator": "In", "values": ["1"]}]}, {"a": "1"}, True),
+        ({"matchExpressions": [{"key": "a", "operator": "In", "values": ["1"]}]}, {}, False),
+        ({"matchExpressions": [{"key": "a", "operator": "NotIn", "values": ["1"]}]}, {}, True),
+        ({"matchExpressions": [{"key": "a", "operator": "Exists"}]}, {"a": ""}, True),
+        ({"matchExpressions": [{"key": "a", "operator": "DoesNotExist"}]}, {"a": ""}, False),
+    ],
+)
+def test_a_policy_file_selector_follows_label_selector_semantics(
+    selector: dict[str, Any], labels: dict[str, str], expected: bool
+) -> None:
+    assert Selector.from_policy(LabelSelector.model_validate(selector)).matches(labels) is expected

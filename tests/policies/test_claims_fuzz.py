@@ -13,9 +13,17 @@ from hypothesis import strategies as st
 from app.config import load_policy
 from app.pipeline import Endpoint, Pipeline
 from app.transport.review import decode_review
-from tests.claim_objects import claim, cluster_objects, exact, first, sub, template, workload
+from tests.claim_objects import (
+    POLICY_FILE,
+    claim,
+    cluster_objects,
+    exact,
+    first,
+    sub,
+    template,
+    workload,
+)
 from tests.conftest import json_paths, make_pipeline, wrap
-from tests.transport.test_claims_http import POLICY_FILE
 
 values = st.recursive(
     st.none() | st.booleans() | st.integers(-5, 50) | st.text(max_size=8),

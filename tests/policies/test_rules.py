@@ -6,11 +6,9 @@ from typing import Any
 
 import pytest
 
-from app.config.policy import LabelSelector
 from app.errors import PolicyError
 from app.pipeline import Pipeline
 from app.policies import rules
-from app.policies.rules import selector_matches
 from tests.conftest import make_view, policy_from, wrap
 
 RULES = """
@@ -133,24 +131,6 @@ def test_duplicate_rule_names_are_refused() -> None:
     )
     with pytest.raises(PolicyError, match="used twice"):
         policy_from(text)
-
-
-@pytest.mark.parametrize(
-    ("selector", "labels", "expected"),
-    [
-        ({"matchLabels": {"a": "1"}}, {"a": "1", "b": "2"}, True),
-        ({"matchLabels": {"a": "1"}}, {"a": "2"}, False),
-        ({"matchExpressions": [{"key": "a", "operator": "In", "values": ["1"]}]}, {"a": "1"}, True),
-        ({"matchExpressions": [{"key": "a", "operator": "In", "values": ["1"]}]}, {}, False),
-        ({"matchExpressions": [{"key": "a", "operator": "NotIn", "values": ["1"]}]}, {}, True),
-        ({"matchExpressions": [{"key": "a", "operator": "Exists"}]}, {"a": ""}, True),
-        ({"matchExpressions": [{"key": "a", "operator": "DoesNotExist"}]}, {"a": ""}, False),
-    ],
-)
-def test_namespace_selector_follows_label_selector_semantics(
-    selector: dict[str, Any], labels: dict[str, str], expected: bool
-) -> None:
-    assert selector_matches(LabelSelector.model_validate(selector), labels) is expected
 
 
 class _BrokenMessage:

@@ -208,14 +208,24 @@ def test_malformed_selectors_are_an_invalid_object(make_app: Any) -> None:
     )
 
 
-@pytest.mark.parametrize("backend", ["cel-expr-python", "cel-python"])
-def test_both_backends_give_the_same_answers_through_the_app(make_app: Any, backend: str) -> None:
-    policy: Policy = policy_from(f"cel:\n  backend: {backend}\n")
-    harness = make_app(EIGHTY_GI_CLUSTER, policy=policy)
-    warned = answer(harness, claim(request(exactly=exactly(MEMORY_OVER_200GI))))
-    assert "largest gpu.nvidia.com/memory is 80Gi" in warned["warnings"][0]
-    denied = answer(harness, claim(request(exactly=exactly("device.driver =="))))
-    assert denied["allowed"] is False
+def test_both_backends_give_the_same_answers_through_the_app(make_app: Any) -> None:
+    answers = {}
+    for backend in ("cel-expr-python", "cel-python"):
+        policy: Policy = policy_from(f"cel:\n  backend: {backend}\n")
+        harness = make_app(EIGHTY_GI_CLUSTER, policy=policy)
+        warned = answer(harness, claim(request(exactly=exactly(MEMORY_OVER_200GI))))
+        assert "largest gpu.nvidia.com/memory is 80Gi" in warned["warnings"][0]
+        denied = answer(harness, claim(request(exactly=exactly("device.driver =="))))
+        assert denied["allowed"] is False
+        answers[backend] = (warned, denied)
+    (expr_warned, expr_denied), (py_warned, py_denied) = answers.values()
+    assert expr_warned["allowed"] is py_warned["allowed"] is True
+    assert expr_warned["warnings"] == py_warned["warnings"]
+    assert expr_denied["status"]["code"] == py_denied["status"]["code"]
+    # the compile error's wording is each backend's own; the field it names is the same
+    path = "spec.devices.requests[0].exactly.selectors[0].cel.expression"
+    assert path in expr_denied["status"]["message"]
+    assert path in py_denied["status"]["message"]
 
 
 # -- Kubernetes' DRA CEL has libraries this webhook's engine lacks: warn, do not deny ----------

@@ -10,7 +10,7 @@ import orjson
 import pytest
 
 from app.cluster.view import ClusterView
-from app.config.policy import Mapping
+from app.config.policy import MappingRule
 from app.errors import PolicyError
 from app.pipeline import Endpoint
 from app.translation.legacy import (
@@ -100,7 +100,7 @@ def test_such_a_name_is_denied_in_a_dra_only_namespace_too() -> None:
 
 def test_an_invalid_name_is_never_mapped_whatever_the_rules_say() -> None:
     resolver = MappingResolver(
-        (Mapping(resource=".*", pattern=True, deviceClassName="gpu.example.com"),)
+        (MappingRule(resource=".*", pattern=True, deviceClassName="gpu.example.com"),)
     )
     view = ClusterView()
     assert resolver.resolve("example.com/gpu", view) == DeviceMapping("gpu.example.com")
@@ -109,7 +109,7 @@ def test_an_invalid_name_is_never_mapped_whatever_the_rules_say() -> None:
     assert MappingResolver(()).resolve(implicit, view) is None
 
 
-PROFILE_RULE = Mapping(
+PROFILE_RULE = MappingRule(
     resource="nvidia.com/mig-(.+)",
     pattern=True,
     deviceClassName="mig.nvidia.com",
@@ -149,7 +149,7 @@ def test_a_group_of_letters_digits_dots_and_dashes_is_pasted_into_the_selector()
 def test_a_group_pasted_into_the_device_class_name_must_be_a_dns_subdomain(
     resource: str, mapped: str | None
 ) -> None:
-    rule = Mapping(resource="example.com/(.+)", pattern=True, deviceClassName="$1.example.com")
+    rule = MappingRule(resource="example.com/(.+)", pattern=True, deviceClassName="$1.example.com")
     resolver = MappingResolver((rule,))
     found = resolver.resolve(resource, ClusterView())
     assert (found.device_class_name if found else None) == mapped

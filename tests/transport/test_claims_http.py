@@ -5,7 +5,6 @@ from __future__ import annotations
 import base64
 import copy
 from collections.abc import Callable, Iterator
-from pathlib import Path
 from typing import Any
 
 import jsonpatch
@@ -14,7 +13,7 @@ import pytest
 
 from app.cluster.view import Kind
 from app.config import load_policy
-from tests.claim_objects import CLUSTER_FILE, claim, cluster_objects, exact, workload
+from tests.claim_objects import CLUSTER_FILE, POLICY_FILE, claim, cluster_objects, exact, workload
 from tests.conftest import (
     DEMO_NAMESPACES,
     AppHarness,
@@ -27,7 +26,6 @@ from tests.conftest import (
 )
 
 Obj = dict[str, Any]
-POLICY_FILE = Path(__file__).resolve().parents[1] / "data" / "claims-policy.yaml"
 
 
 @pytest.fixture
