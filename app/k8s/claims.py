@@ -419,7 +419,7 @@ def _expressions(
         expression = cel.get("expression")
         if expression is None:
             continue
-        if type(expression) is not str and not isinstance(expression, str):
+        if not isinstance(expression, str):
             message = "must be a string"
             errors.append(FieldError(f"{path}[{index}].cel.expression", message, SELECTING))
             continue

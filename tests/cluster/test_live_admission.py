@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import copy
 from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -39,11 +40,14 @@ async def quota_apiserver() -> AsyncIterator[FakeApiServer]:
     await server.stop()
 
 
-@pytest.fixture
-async def client(
-    quota_apiserver: FakeApiServer, tmp_path: Path
+@asynccontextmanager
+async def _live_client(
+    apiserver: FakeApiServer, tmp_path: Path, **overrides: Any
 ) -> AsyncIterator[httpx.AsyncClient]:
-    settings: Settings = live_settings(quota_apiserver.write_kubeconfig(tmp_path / "kubeconfig"))
+    """The ASGI app on a live view of `apiserver`, once that view has synced."""
+    settings: Settings = live_settings(
+        apiserver.write_kubeconfig(tmp_path / "kubeconfig"), **overrides
+    )
     app = create_app(
         settings,
         policy=load_policy(POLICY_FILE),
@@ -55,6 +59,14 @@ async def client(
         async with httpx.AsyncClient(transport=transport, base_url="http://webhook") as http:
             await eventually(lambda: _ready(http), "the live view to sync", timeout=10)
             yield http
+
+
+@pytest.fixture
+async def client(
+    quota_apiserver: FakeApiServer, tmp_path: Path
+) -> AsyncIterator[httpx.AsyncClient]:
+    async with _live_client(quota_apiserver, tmp_path) as http:
+        yield http
 
 
 async def _ready(http: httpx.AsyncClient) -> bool:
@@ -222,21 +234,8 @@ async def collecting_client(
     quota_apiserver: FakeApiServer, tmp_path: Path
 ) -> AsyncIterator[httpx.AsyncClient]:
     """Like `client`, with template garbage collection on (a grace no test waits out)."""
-    settings: Settings = live_settings(
-        quota_apiserver.write_kubeconfig(tmp_path / "kubeconfig"),
-        template_gc_grace_seconds=3600,
-    )
-    app = create_app(
-        settings,
-        policy=load_policy(POLICY_FILE),
-        source=LiveSource(ClusterView(), settings),
-        metrics=Metrics(),
-    )
-    async with app.router.lifespan_context(app):
-        transport = httpx.ASGITransport(app=app)
-        async with httpx.AsyncClient(transport=transport, base_url="http://webhook") as http:
-            await eventually(lambda: _ready(http), "the live view to sync", timeout=10)
-            yield http
+    async with _live_client(quota_apiserver, tmp_path, template_gc_grace_seconds=3600) as http:
+        yield http
 
 
 async def test_a_pod_relying_on_a_template_no_claim_uses_touches_it_once_before_the_answer(
