@@ -173,6 +173,8 @@ def _run_report(args: argparse.Namespace) -> int:
         )
         for problem in r.invalid:
             print(f"  invalid: {problem}")
+        for name, exception in r.excepted.items():
+            print(f"  excepted: {name} by exception {exception}")
     return 0
 
 

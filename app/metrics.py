@@ -153,6 +153,14 @@ class Metrics:
             "Legacy extended-resource requests allowed with a warning in audit namespaces.",
             registry=self.registry,
         )
+        self.exceptions = Counter(
+            "dra_webhook_exceptions_total",
+            "Reviews in which a policy exception let legacy requests through (allowed in a "
+            "dra-only namespace, left untranslated in a translate one), by check and exception.",
+            ("check", "exception"),
+            registry=self.registry,
+        )
+        self._exception_names: frozenset[str] = frozenset()
         self.templates_created = Counter(
             "dra_webhook_templates_created_total",
             "ResourceClaimTemplates created for translation.",
@@ -209,6 +217,15 @@ class Metrics:
             if len(self._denial_children) < _CHILDREN_LIMIT:
                 self._denial_children[key] = child
         child.inc()
+
+    def know_exceptions(self, names: frozenset[str]) -> None:
+        """The policy's exception names: the closed set of the `exception` label."""
+        self._exception_names = names
+
+    def count_exception(self, check: str, exception: str) -> None:
+        self.exceptions.labels(
+            closed(check, CHECKS), closed(exception, self._exception_names)
+        ).inc()
 
     def count_check_error(self, endpoint: str, check: str) -> None:
         self.check_errors.labels(closed(endpoint, ENDPOINTS), closed(check, CHECKS)).inc()

@@ -3,7 +3,8 @@
 `check` runs manifests through the mutating then the validating pipeline, as the API server
 would (the validating side sees the patched object), and prints decisions, warnings and patches:
 a pre-merge gate like `kyverno apply` or `gator test`. `report` reads
-`kubectl get pods,deployments,... -A -o json` and says which namespaces are ready for dra-only.
+`kubectl get pods,deployments,... -A -o json` and says which namespaces are ready for dra-only,
+and which objects a policy exception covers (and until when).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from app.k8s.objects import pod_spec
 from app.pipeline import Decision, Endpoint, Pipeline
 from app.policies.base import Request
 from app.policies.compiled import Compiled
+from app.policies.exceptions import Clock, cover, system_clock
 from app.translation.legacy import legacy_requests
 
 Obj = dict[str, Any]
@@ -141,17 +143,24 @@ class NamespaceReport:
     resources: set[str] = field(default_factory=set)
     unmapped: set[str] = field(default_factory=set)
     invalid: list[str] = field(default_factory=list)
+    excepted: dict[str, str] = field(default_factory=dict)
+    """Legacy objects an active policy exception wholly covers -> `<exception> until <date>`:
+    a dra-only label would admit them until that date."""
 
     @property
     def ready_for_dra_only(self) -> bool:
-        return not self.legacy_objects and not self.invalid
+        return not self.invalid and all(o in self.excepted for o in self.legacy_objects)
 
 
 def report(
-    policy: Policy, view: ClusterView, objects: Iterable[tuple[str, Obj]]
+    policy: Policy,
+    view: ClusterView,
+    objects: Iterable[tuple[str, Obj]],
+    clock: Clock = system_clock,
 ) -> list[NamespaceReport]:
-    """Per namespace: which objects still ask for legacy extended resources."""
-    compiled = Compiled.build(policy)
+    """Per namespace: which objects still ask for legacy extended resources; exceptions are
+    judged at `clock`'s time."""
+    compiled = Compiled.build(policy, clock)
     label = policy.namespace_modes.label
     found: dict[str, NamespaceReport] = {}
     owned_by_workload: set[tuple[str, str]] = set()
@@ -200,3 +209,8 @@ def _count(
             entry.resources.add(item.resource)
             if compiled.mappings.resolve(item.resource, view) is None:
                 entry.unmapped.add(item.resource)
+        if compiled.exceptions:
+            labels = view.namespace_labels(entry.namespace) or {}
+            coverage = cover(compiled.exceptions.selecting(kind, obj, labels), legacy)
+            if not coverage.rest:
+                entry.excepted[name] = ", ".join(f"{a.name} {a.when()}" for a in coverage.used)

@@ -23,6 +23,7 @@ from app.k8s.patch import PatchOp
 from app.policies import defaults, dra_only, quota, rules, selectors, translate
 from app.policies.base import Context, Mode, Obj, Request, Result, Violation
 from app.policies.compiled import Compiled
+from app.policies.exceptions import Clock, system_clock
 
 logger = logging.getLogger(__name__)
 
@@ -176,6 +177,8 @@ class Decision:
     denied_by: tuple[str, ...] = ()
     """Policies (or `invalid-object`, `internal-error`...) that denied: metric labels."""
     findings: int = 0
+    excepted: tuple[tuple[str, str], ...] = ()
+    """(check, exception) for every policy exception a check applied: metric labels."""
     policies: tuple[str, ...] = field(default=())
     """Names of the policies that ran."""
     failed_checks: tuple[str, ...] = ()
@@ -201,10 +204,11 @@ class Pipeline:
         view: ClusterView,
         own_namespace: str,
         registrations: Iterable[Registration] = REGISTRATIONS,
+        clock: Clock = system_clock,
     ) -> None:
         self.policy = policy
         self.view = view
-        self.compiled = Compiled.build(policy)
+        self.compiled = Compiled.build(policy, clock)
         # Derived indexes are subscribed now, so replaying the view happens at startup.
         claim_usage(view)
         view.derived(SliceNodes)
@@ -404,6 +408,7 @@ def _merge(results: list[tuple[str, Result]], failed_checks: tuple[str, ...]) ->
     ]
     warnings = _bounded_warnings(w for _, r in results for w in r.warnings)
     findings = sum(r.findings for _, r in results)
+    excepted = tuple((name, e) for name, r in results for e in r.excepted)
     names = tuple(name for name, _ in results)
     if denials:
         first = denials[0][1]
@@ -415,6 +420,7 @@ def _merge(results: list[tuple[str, Result]], failed_checks: tuple[str, ...]) ->
             warnings=warnings,
             denied_by=tuple(name for name, _ in denials),
             findings=findings,
+            excepted=excepted,
             policies=names,
             failed_checks=failed_checks,
         )
@@ -424,6 +430,7 @@ def _merge(results: list[tuple[str, Result]], failed_checks: tuple[str, ...]) ->
         warnings=warnings,
         templates=tuple(t for _, r in results for t in r.templates),
         findings=findings,
+        excepted=excepted,
         policies=names,
         failed_checks=failed_checks,
     )

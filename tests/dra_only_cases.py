@@ -187,3 +187,190 @@ WORKLOADS: dict[tuple[str, str], Any] = {
 
 def template_path(kind: str) -> str:
     return "spec.jobTemplate.spec.template.spec" if kind == "CronJob" else "spec.template.spec"
+
+
+# -- policy exceptions: one table for the pipeline, the chart's admission policy and the real
+# control plane. The admission policy skips every object an exception selects (it has no clock);
+# the webhook then judges the date.
+
+EXCEPTIONS: list[Obj] = [
+    {
+        "name": "vendor-image",
+        "namespaceSelector": {"matchLabels": {"exceptions": "allowed"}},
+        "objectSelector": {"matchLabels": {"exception": "vendor"}},
+        "until": "2999-12-31",
+        "reason": "vendor image reads NVIDIA_VISIBLE_DEVICES",
+    },
+    {
+        "name": "warmup-only",
+        "namespaceSelector": {"matchExpressions": [{"key": "exceptions", "operator": "Exists"}]},
+        "objectSelector": {
+            "matchExpressions": [{"key": "exception", "operator": "In", "values": ["warmup"]}]
+        },
+        "kinds": ["Pod"],
+        "containers": ["warmup"],
+        "until": "2999-12-31",
+        "reason": "warm-up image pinned to the device plugin",
+    },
+    {
+        "name": "ended",
+        "namespaceSelector": {"matchLabels": {"exceptions": "allowed"}},
+        "objectSelector": {"matchLabels": {"exception": "ended"}},
+        "until": "2020-01-31",
+        "reason": "moved to DRA in January 2020",
+    },
+]
+"""The policy's `exceptions` in every layer that runs EXCEPTION_CASES."""
+
+UNTIL = "2999-12-31"
+EXCEPTED_NAMESPACE = {"exceptions": "allowed"}
+
+
+@dataclass(frozen=True)
+class ExceptionCase:
+    id: str
+    spec: Obj
+    labels: dict[str, str]
+    """The labels of the pods the object makes."""
+    namespace_labels: dict[str, str]
+    selected: bool
+    """An exception selects the object (its namespace, labels, kind): the admission policy
+    leaves it to the webhook."""
+    days_before_end: int | None
+    """The clock: this many days before the end of 2999-12-31 (-1: the day after it); None:
+    the real date (tests that cannot set the clock)."""
+    offences: tuple[Offence, ...] = ()
+    """What the webhook still denies; empty: allowed."""
+    warns: tuple[str, ...] = ()
+    """Text the webhook's warnings carry."""
+    kinds: tuple[str, ...] = ("Pod", "Deployment", "CronJob")
+    excepted: str = ""
+    """The exception that lets requests through (the metric's label), if any."""
+
+
+_LEGACY_SPEC = {"containers": [container("cuda", limits={GPU: "2"})]}
+_WARMUP_SPEC = {
+    "containers": [container("app")],
+    "initContainers": [container("warmup", limits={GPU: "1"})],
+}
+_CUDA = _one("spec.containers[0].resources.limits[nvidia.com/gpu]", "cuda")
+
+EXCEPTION_CASES: tuple[ExceptionCase, ...] = (
+    ExceptionCase(
+        "matching",
+        _LEGACY_SPEC,
+        {"exception": "vendor"},
+        EXCEPTED_NAMESPACE,
+        selected=True,
+        days_before_end=None,
+        warns=(
+            f"exception vendor-image until {UNTIL} (end of day UTC): 1 legacy request "
+            "(container cuda) allowed in this dra-only namespace; reason: vendor image reads",
+        ),
+        excepted="vendor-image",
+    ),
+    ExceptionCase(
+        "not matching: another object label",
+        _LEGACY_SPEC,
+        {"exception": "other"},
+        EXCEPTED_NAMESPACE,
+        selected=False,
+        days_before_end=None,
+        offences=_CUDA,
+    ),
+    ExceptionCase(
+        "not matching: a namespace the exception does not select",
+        _LEGACY_SPEC,
+        {"exception": "vendor"},
+        {"exceptions": "elsewhere"},
+        selected=False,
+        days_before_end=None,
+        offences=_CUDA,
+    ),
+    ExceptionCase(
+        "expired",
+        _LEGACY_SPEC,
+        {"exception": "ended"},
+        EXCEPTED_NAMESPACE,
+        selected=True,
+        days_before_end=None,
+        offences=_CUDA,
+        warns=("exception ended ended 2020-01-31 (end of day UTC) no longer applies",),
+    ),
+    ExceptionCase(
+        "the day after until",
+        _LEGACY_SPEC,
+        {"exception": "vendor"},
+        EXCEPTED_NAMESPACE,
+        selected=True,
+        days_before_end=-1,
+        offences=_CUDA,
+        warns=(f"exception vendor-image ended {UNTIL} (end of day UTC) no longer applies",),
+    ),
+    ExceptionCase(
+        "its last day",
+        _LEGACY_SPEC,
+        {"exception": "vendor"},
+        EXCEPTED_NAMESPACE,
+        selected=True,
+        days_before_end=0,
+        warns=(f"exception vendor-image until {UNTIL} (end of day UTC, its last day)",),
+        excepted="vendor-image",
+    ),
+    ExceptionCase(
+        "14 days before",
+        _LEGACY_SPEC,
+        {"exception": "vendor"},
+        EXCEPTED_NAMESPACE,
+        selected=True,
+        days_before_end=14,
+        warns=(f"exception vendor-image until {UNTIL} (end of day UTC, 14 days left)",),
+        excepted="vendor-image",
+    ),
+    ExceptionCase(
+        "15 days before: no count yet",
+        _LEGACY_SPEC,
+        {"exception": "vendor"},
+        EXCEPTED_NAMESPACE,
+        selected=True,
+        days_before_end=15,
+        warns=(f"exception vendor-image until {UNTIL} (end of day UTC): 1 legacy request",),
+        excepted="vendor-image",
+    ),
+    ExceptionCase(
+        "containers: the one it names",
+        _WARMUP_SPEC,
+        {"exception": "warmup"},
+        EXCEPTED_NAMESPACE,
+        selected=True,
+        days_before_end=None,
+        warns=("exception warmup-only until 2999-12-31 (end of day UTC): 1 legacy request",),
+        kinds=("Pod",),
+        excepted="warmup-only",
+    ),
+    ExceptionCase(
+        "containers: another one is still denied",
+        {
+            "containers": [container("cuda", limits={GPU: "2"})],
+            "initContainers": [container("warmup", limits={GPU: "1"})],
+        },
+        {"exception": "warmup"},
+        {"exceptions": "any-value"},
+        selected=True,
+        days_before_end=None,
+        offences=_CUDA,
+        warns=("exception warmup-only until 2999-12-31",),
+        kinds=("Pod",),
+        excepted="warmup-only",
+    ),
+    ExceptionCase(
+        "kinds: a Deployment when the exception names Pod only",
+        _WARMUP_SPEC,
+        {"exception": "warmup"},
+        EXCEPTED_NAMESPACE,
+        selected=False,
+        days_before_end=None,
+        offences=_one("spec.initContainers[0].resources.limits[nvidia.com/gpu]", "warmup"),
+        kinds=("Deployment", "CronJob"),
+    ),
+)

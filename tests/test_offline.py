@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 from pathlib import Path
 from typing import Any
 
@@ -9,8 +10,10 @@ import orjson
 import pytest
 import yaml
 
+from app import offline
 from app.cli import main
-from tests.conftest import FIXTURES, ROOT
+from tests.conftest import FIXTURES, ROOT, make_view, namespace, policy_from
+from tests.dra_only_cases import EXCEPTIONS
 
 EXAMPLES = ROOT / "examples" / "manifests.yaml"
 
@@ -135,3 +138,25 @@ def test_report_says_which_namespaces_are_ready_for_dra_only(
     assert rows["ml-research"]["invalid"] == ["Pod/broken: spec.containers: must be a list"]
     code, text = run(capsys, "report", str(path))
     assert "habana.ai/gaudi (unmapped)" in text
+
+
+def test_report_lists_the_objects_an_exception_covers_and_until_when() -> None:
+    policy = policy_from(yaml.safe_dump({"exceptions": EXCEPTIONS}))
+    view = make_view([namespace("team", "audit", exceptions="allowed")])
+    vendor = _pod("vendor", "team", {"nvidia.com/gpu": "1"})
+    vendor["metadata"]["labels"] = {"exception": "vendor"}
+    ended = _pod("old", "team", {"nvidia.com/gpu": "1"})
+    ended["metadata"]["labels"] = {"exception": "ended"}
+    objects = [("dump#0", vendor), ("dump#1", ended)]
+    now = dt.datetime(2999, 12, 20, tzinfo=dt.UTC)
+    (row,) = offline.report(policy, view, objects, clock=lambda: now)
+    assert row.legacy_objects == ["Pod/vendor", "Pod/old"]
+    assert row.excepted == {
+        "Pod/vendor": "vendor-image until 2999-12-31 (end of day UTC, 11 days left)"
+    }
+    assert not row.ready_for_dra_only  # Pod/old: its exception ended
+    (row,) = offline.report(policy, view, objects[:1], clock=lambda: now)
+    assert row.ready_for_dra_only
+    later = dt.datetime(3000, 1, 1, tzinfo=dt.UTC)
+    (row,) = offline.report(policy, view, objects[:1], clock=lambda: later)
+    assert row.excepted == {} and not row.ready_for_dra_only

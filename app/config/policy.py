@@ -13,8 +13,6 @@ from typing import Annotated, Any, Literal
 
 import yaml
 from pydantic import (
-    BaseModel,
-    ConfigDict,
     Field,
     ValidationError,
     ValidationInfo,
@@ -22,12 +20,11 @@ from pydantic import (
     model_validator,
 )
 
+from app.config.base import LabelSelector
+from app.config.base import StrictModel as _Model
+from app.config.exceptions import PolicyException, unique_exception_names
 from app.errors import PolicyError
 from app.regex import RegexError, compile_re2
-
-
-class _Model(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True)
 
 
 class NamespaceModes(_Model):
@@ -207,31 +204,6 @@ class SelectorChecks(_Model):
     )
 
 
-class LabelSelectorRequirement(_Model):
-    """One matchExpressions entry."""
-
-    key: str
-    operator: Literal["In", "NotIn", "Exists", "DoesNotExist"]
-    values: tuple[str, ...] = ()
-
-    @model_validator(mode="after")
-    def _values_fit_operator(self) -> LabelSelectorRequirement:
-        if self.operator in ("In", "NotIn") and not self.values:
-            raise ValueError(f"values must not be empty for operator {self.operator}")
-        if self.operator in ("Exists", "DoesNotExist") and self.values:
-            raise ValueError(f"values must be empty for operator {self.operator}")
-        return self
-
-
-class LabelSelector(_Model):
-    """A Kubernetes label selector (matchLabels and matchExpressions, ANDed)."""
-
-    match_labels: dict[str, str] = Field(default_factory=dict, alias="matchLabels")
-    match_expressions: tuple[LabelSelectorRequirement, ...] = Field(
-        default=(), alias="matchExpressions"
-    )
-
-
 class RuleMatch(_Model):
     """Which requests a rule looks at."""
 
@@ -385,6 +357,10 @@ class Policy(_Model):
     )
     """Workloads over a native ResourceQuota's device limit: denied, warned, or not checked."""
     defaults: Defaults = Field(default_factory=Defaults)
+    exceptions: tuple[PolicyException, ...] = ()
+    """Objects allowed (dra-only) or left untranslated (translate) until a date."""
+
+    _exception_names = field_validator("exceptions")(unique_exception_names)
 
     @field_validator("quotas")
     @classmethod
@@ -414,10 +390,21 @@ def load_policy(path: Path | None = None) -> Policy:
     return parse_policy(text, source)
 
 
+class _Loader(yaml.SafeLoader):
+    """YAML without implicit timestamps: `until: 2026-13-01` reaches the model as text, which
+    refuses it naming the key, instead of failing inside the YAML parser."""
+
+
+_Loader.yaml_implicit_resolvers = {
+    first: [(tag, regexp) for tag, regexp in resolvers if tag != "tag:yaml.org,2002:timestamp"]
+    for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
+}
+
+
 def parse_policy(text: str, source: str = "policy") -> Policy:
     """Validate policy YAML text; errors name the file and the key path."""
     try:
-        data: Any = yaml.safe_load(text)
+        data: Any = yaml.load(text, Loader=_Loader)  # a SafeLoader
     except yaml.YAMLError as exc:
         raise PolicyError(f"{source}: not valid YAML: {exc}") from exc
     if data is None:

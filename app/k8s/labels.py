@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
 if TYPE_CHECKING:
-    from app.config.policy import LabelSelector
+    from app.config.base import LabelSelector
 
 Operator = Literal["In", "NotIn", "Exists", "DoesNotExist"]
 OPERATORS: tuple[Operator, ...] = ("In", "NotIn", "Exists", "DoesNotExist")

@@ -107,6 +107,8 @@ class Result:
     code: int = 403
     findings: int = 0
     """Offences reported as warnings only (audit mode), counted in metrics."""
+    excepted: tuple[str, ...] = ()
+    """Policy exceptions that let legacy requests through (their names), counted in metrics."""
 
     @property
     def denied(self) -> bool:

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 from app.config import Policy
 from app.policies.cel_runtime import CelRuntime
 from app.policies.defaults import ClaimDefaults, compile_selectors, translation_hook
+from app.policies.exceptions import Clock, Exceptions, system_clock
 from app.policies.memo import ShapeMemo
 from app.policies.quota import QuotaRules
 from app.policies.rules import CompiledRule, compile_rules
@@ -35,10 +36,13 @@ class Compiled:
     defaults: ClaimDefaults
     dra_only: ShapeMemo[Result]
     """dra-only answers by request shape (the same pod denied again costs a dict lookup)."""
+    exceptions: Exceptions
+    """The policy's exceptions with the clock they are judged by."""
 
     @classmethod
-    def build(cls, policy: Policy) -> Compiled:
-        """Raises PolicyError naming the first admin rule that does not compile."""
+    def build(cls, policy: Policy, clock: Clock = system_clock) -> Compiled:
+        """Raises PolicyError naming the first admin rule that does not compile. `clock` is
+        what exceptions are judged by (tests inject one)."""
         cel = CelRuntime.build(policy)
         compile_selectors(policy.defaults, cel.engine, cel.cache)
         defaults = ClaimDefaults(policy.defaults)
@@ -56,4 +60,5 @@ class Compiled:
             quotas=QuotaRules(policy.quotas, policy.resource_quotas),
             defaults=defaults,
             dra_only=ShapeMemo(),
+            exceptions=Exceptions(policy.exceptions, clock),
         )

@@ -16,11 +16,13 @@ CREATE straight over the dicts, `_raw_shape`, so a known shape builds no objects
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Hashable
 
 from app.cluster.view import Kind
 from app.k8s.objects import CONTAINER_FIELDS, PodSpecRef, pod_spec
 from app.policies.base import ALLOW, Context, Mode, Request, Result, Violation
+from app.policies.exceptions import Applied, cover
 from app.translation.legacy import (
     DeviceMapping,
     LegacyMatcher,
@@ -97,6 +99,11 @@ def check(request: Request, ctx: Context) -> Result:
     spec = pod_spec(request.kind, request.object)
     if spec is None:
         return ALLOW
+    exceptions = ctx.compiled.exceptions
+    if exceptions:
+        selecting = exceptions.selecting(request.kind, request.object, ctx.namespace_labels)
+        if selecting:
+            return _excepted(request, ctx, spec, selecting)
     if request.operation == "CREATE" and not (
         ctx.policy.dra_only.allow_device_class_extended_resources
     ):
@@ -108,16 +115,24 @@ def check(request: Request, ctx: Context) -> Result:
             known = ctx.compiled.dra_only.get(_memo_key(request, ctx, spec, shape, frozenset()))
             if known is not None:
                 return known
-    found = legacy_requests(spec, ctx.compiled.legacy)
+    found = _found(spec, ctx)
     if not found:
         return ALLOW
-    if ctx.policy.dra_only.allow_device_class_extended_resources:
+    return _judge(request, ctx, spec, found)
+
+
+def _found(spec: PodSpecRef, ctx: Context) -> list[LegacyRequest]:
+    """The legacy requests of a pod spec the rule is about."""
+    found = legacy_requests(spec, ctx.compiled.legacy)
+    if found and ctx.policy.dra_only.allow_device_class_extended_resources:
         found = [
             r for r in found if ctx.view.device_class_for_extended_resource(r.resource) is None
         ]
-        if not found:
-            return ALLOW
+    return found
 
+
+def _judge(request: Request, ctx: Context, spec: PodSpecRef, found: list[LegacyRequest]) -> Result:
+    """The rule over legacy requests `found` (not empty), memoized by their shape."""
     existing: frozenset[tuple[str, str, str]] = frozenset()
     if request.operation == "UPDATE" and request.old_object is not None:
         old_spec = pod_spec(request.kind, request.old_object)
@@ -132,6 +147,31 @@ def check(request: Request, ctx: Context) -> Result:
     return memo.put(
         memo_key,
         _decide(request, ctx, spec=spec, found=found, label=label, existing=existing),
+    )
+
+
+def _excepted(
+    request: Request, ctx: Context, spec: PodSpecRef, selecting: tuple[Applied, ...]
+) -> Result:
+    """An object some policy exception selects: what an active one covers is allowed (in
+    audit namespaces: not reported as an offence) with the exception's warning, the rest is
+    judged as usual. Not memoized: the answer depends on the date."""
+    found = _found(spec, ctx)
+    if not found:
+        return ALLOW
+    coverage = cover(selecting, found)
+    result = _judge(request, ctx, spec, coverage.rest) if coverage.rest else ALLOW
+    effect = (
+        "allowed in this dra-only namespace"
+        if ctx.mode is Mode.DRA_ONLY
+        else "would be allowed in a dra-only namespace"
+    )
+    ended = [f"exception {a.name} {a.when()} no longer applies" for a in coverage.ended]
+    return dataclasses.replace(
+        result,
+        warnings=(*coverage.warnings(effect), *result.warnings),
+        details="\n".join(t for t in (*ended, result.details) if t) if result.denied else "",
+        excepted=tuple(a.name for a in coverage.used),
     )
 
 

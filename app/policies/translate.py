@@ -12,6 +12,11 @@ out there and, for users, in docs/translation.md); this module is the admission 
 Pods are translated on CREATE; workload pod templates only with `translation.translateWorkloads`,
 and otherwise validated at apply time (`validate`), so an untranslatable Deployment is refused
 when it is applied rather than when its ReplicaSet silently fails to create pods.
+
+An object a policy exception covers is left untranslated (and its workload not validated),
+with the exception's warning. Translation rewrites a pod as a whole, so an exception that names
+containers leaves it untranslated only when it covers every container with a legacy request;
+otherwise the pod is translated and the warning says why the exception did not apply.
 """
 
 from __future__ import annotations
@@ -20,7 +25,9 @@ from collections.abc import Iterable
 
 from app.k8s.objects import PodSpecRef, pod_spec
 from app.policies.base import ALLOW, Context, Mode, Request, Result, Violation
+from app.policies.exceptions import cover
 from app.translation import Problem, TranslationPlan, plan, to_patch
+from app.translation.legacy import legacy_requests
 from app.translation.plan import Key, who
 
 
@@ -60,7 +67,11 @@ def validate(request: Request, ctx: Context) -> Result:
     spec = pod_spec(request.kind, request.object)
     if spec is None:
         return ALLOW
+    excepted, notes = _exception(request, ctx, spec)
+    if excepted is not None:
+        return excepted
     planned = plan_for(spec, request.namespace, ctx)
+    planned.notes[:0] = notes
     problems = planned.all_problems
     label = _mode_label(ctx)
     old_keys: frozenset[Key] = frozenset()
@@ -91,7 +102,11 @@ def _translate(request: Request, ctx: Context) -> Result:
     spec = pod_spec(request.kind, request.object)
     if spec is None:
         return ALLOW
+    excepted, notes = _exception(request, ctx, spec)
+    if excepted is not None:
+        return excepted
     planned = plan_for(spec, request.namespace, ctx, replace_own=request.operation == "UPDATE")
+    planned.notes[:0] = notes
     if planned.problems:
         return _denial(request, _mode_label(ctx), planned.problems, planned.notes)
     if not planned.wants:
@@ -103,6 +118,36 @@ def _translate(request: Request, ctx: Context) -> Result:
         warnings=tuple(planned.notes + planned.warnings),
         templates=tuple(planned.templates.values()),
     )
+
+
+def _exception(request: Request, ctx: Context, spec: PodSpecRef) -> tuple[Result | None, list[str]]:
+    """(the answer for an object an active exception wholly covers, or None; notes for the
+    translation otherwise: exceptions that ended, or that cover only some containers)."""
+    exceptions = ctx.compiled.exceptions
+    if not exceptions:
+        return None, []
+    assert request.object is not None
+    selecting = exceptions.selecting(request.kind, request.object, ctx.namespace_labels)
+    if not selecting:
+        return None, []
+    found = legacy_requests(spec, ctx.compiled.legacy)
+    coverage = cover(selecting, found)
+    if found and not coverage.rest:
+        return (
+            Result(
+                warnings=tuple(coverage.warnings("left untranslated")),
+                excepted=tuple(a.name for a in coverage.used),
+            ),
+            [],
+        )
+    notes = [f"exception {a.name} {a.when()} no longer applies" for a in coverage.ended]
+    for applied in coverage.used:
+        names = ", ".join(sorted({r.container.name for r in coverage.rest}))
+        notes.append(
+            f"exception {applied.name} {applied.when()} does not cover container(s) {names}: "
+            "the pod is translated as a whole"
+        )
+    return None, notes
 
 
 def _violation(problem: Problem) -> Violation:

@@ -131,6 +131,8 @@ class _Webhook:
             self.metrics.count_check_error(endpoint.value, check)
         if decision.findings:
             self.metrics.audit_findings.inc(decision.findings)
+        for check, exception in decision.excepted:
+            self.metrics.count_exception(check, exception)
         if not decision.allowed or logger.isEnabledFor(logging.DEBUG):
             log_fields(
                 logger,
@@ -358,6 +360,7 @@ def create_app(
         workers_share = settings.metrics_dir if settings.workers > 1 else None
         metrics = Metrics(multiprocess_dir=workers_share)
     pipeline = Pipeline(policy, source.view, settings.namespace)
+    metrics.know_exceptions(pipeline.compiled.exceptions.names)
     if isinstance(stats := getattr(source, "stats", None), SourceStats):
         metrics.watch_source(stats)  # a live source's list/watch counters
     metrics.watch_cel(pipeline.compiled.cel.cache, pipeline.compiled.cel.index)

@@ -30,10 +30,17 @@ from app.cel.engine import ADMISSION, ADMISSION_MESSAGE, BACKENDS
 from app.cel.factory import get_engine
 from app.config.policy import load_policy, parse_policy
 from app.pipeline import Endpoint
+from app.policies.exceptions import Exceptions
 from app.transport.review import decode_review
 from tests.assets import k8s_tool
 from tests.conftest import make_pipeline, wrap
-from tests.dra_only_cases import CASES, WORKLOADS
+from tests.dra_only_cases import (
+    CASES,
+    EXCEPTION_CASES,
+    EXCEPTIONS,
+    WORKLOADS,
+    ExceptionCase,
+)
 
 REPO = Path(__file__).resolve().parents[2]
 CHART = REPO / "charts" / "dra-webhook"
@@ -975,8 +982,11 @@ def _compile_admission(expression: str, backend: str, message: bool) -> Callable
     return evaluate
 
 
-def _vap_verdict(policy: Obj, obj: Obj, mode: str, backend: str) -> tuple[bool, str]:
-    """(allowed, message) of the policy for `obj` created in a namespace of that mode."""
+def _vap_verdict(
+    policy: Obj, obj: Obj, mode: str, backend: str, labels: dict[str, str] | None = None
+) -> tuple[bool, str]:
+    """(allowed, message) of the policy for `obj` created in a namespace of that mode (and
+    more namespace labels)."""
     group, _, version = obj["apiVersion"].rpartition("/")
     variables = {
         "object": obj,
@@ -986,7 +996,9 @@ def _vap_verdict(policy: Obj, obj: Obj, mode: str, backend: str) -> tuple[bool, 
             "namespace": "gpu-e2e",
             "operation": "CREATE",
         },
-        "namespaceObject": {"metadata": {"name": "gpu-e2e", "labels": {"gpu-mode": mode}}},
+        "namespaceObject": {
+            "metadata": {"name": "gpu-e2e", "labels": {"gpu-mode": mode, **(labels or {})}}
+        },
     }
     (validation,) = policy["spec"]["validations"]
     check = _compile_admission(_inline(policy, validation["expression"]), backend, False)
@@ -1116,3 +1128,101 @@ def test_a_name_the_admission_policy_cannot_express_is_refused_with_the_way_out(
     )  # fmt: skip
     assert result.returncode != 0
     assert "admissionPolicy.enabled=false" in result.stderr
+
+
+# -- policy exceptions: skipped by the admission policy, sent to the webhook ---------------------
+
+
+@pytest.fixture(scope="module")
+def exception_values(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Values with the shared table's exceptions (tests/dra_only_cases.py EXCEPTIONS)."""
+    path = tmp_path_factory.mktemp("exceptions") / "values.yaml"
+    path.write_text(yaml.safe_dump({"policy": {"exceptions": EXCEPTIONS}}))
+    return path
+
+
+def _labelled(obj: Obj, labels: dict[str, str]) -> Obj:
+    obj = copy.deepcopy(obj)
+    if obj["kind"] == "Pod":
+        obj["metadata"]["labels"] = labels
+    else:
+        spec = obj["spec"]["jobTemplate"]["spec"] if obj["kind"] == "CronJob" else obj["spec"]
+        spec["template"]["metadata"] = {"labels": labels}
+    return obj
+
+
+EXCEPTED = [(case, kind) for case in EXCEPTION_CASES for kind in case.kinds]
+
+
+@by_backend
+@pytest.mark.parametrize(
+    ("case", "kind"), EXCEPTED, ids=[f"{kind}: {case.id}" for case, kind in EXCEPTED]
+)
+def test_the_admission_policy_skips_exactly_what_an_exception_selects(
+    case: ExceptionCase, kind: str, backend: str, exception_values: Path
+) -> None:
+    """No clock in the API server's CEL: an object an exception selects is the webhook's to
+    judge (by its date); every other one the policy denies as before. Which objects are
+    selected is the same in the rendered CEL and in the webhook."""
+    docs = _render(exception_values)
+    obj = _labelled(_wrapped(case, kind), case.labels)
+    allowed, message = _vap_verdict(
+        _one(docs, "ValidatingAdmissionPolicy"), obj, "dra-only", backend, case.namespace_labels
+    )
+    assert allowed is case.selected, message
+    policy = parse_policy(_one(docs, "ConfigMap")["data"]["policy.yaml"], "rendered ConfigMap")
+    ns = {"gpu-mode": "dra-only", **case.namespace_labels}
+    selecting = Exceptions(policy.exceptions).selecting(kind, obj, ns)
+    assert bool(selecting) is case.selected
+
+
+def test_each_exception_that_covers_pods_gets_a_webhook_entry_with_its_selectors(
+    exception_values: Path,
+) -> None:
+    docs = _render(exception_values)
+    entries = {
+        w["name"].split(".", 1)[0]: w
+        for kind, w in _webhooks(docs)
+        if kind == "ValidatingWebhookConfiguration"
+    }
+    exception_entries = sorted(name for name in entries if name.startswith("pods-exception-"))
+    # every exception in the table covers Pods; the admission policy is on
+    assert exception_entries == [f"pods-exception-{i}" for i in range(len(EXCEPTIONS))]
+    for i, exception in enumerate(EXCEPTIONS):
+        entry = entries[f"pods-exception-{i}"]
+        assert entry["objectSelector"] == exception["objectSelector"]
+        selector = entry["namespaceSelector"]
+        assert selector.get("matchLabels", {}) == exception["namespaceSelector"].get(
+            "matchLabels", {}
+        )
+        expressions = selector["matchExpressions"]
+        assert {"key": "gpu-mode", "operator": "In", "values": ["dra-only", "audit"]} in expressions
+        for expression in exception["namespaceSelector"].get("matchExpressions", []):
+            assert expression in expressions
+        assert expressions[-1]["key"] == "kubernetes.io/metadata.name"
+        assert NAMESPACE in expressions[-1]["values"]
+        assert [r["resources"] for r in entry["rules"]] == [["pods"]]
+        assert entry["matchConditions"][0]["name"] == "pod-uses-devices"
+
+
+def test_without_the_admission_policy_no_exception_entry_is_needed(
+    exception_values: Path,
+) -> None:
+    result = _run_helm(
+        "template", RELEASE, str(CHART), "-n", NAMESPACE, "-f", str(exception_values),
+        "--set", "admissionPolicy.enabled=false",
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    assert "pods-exception-" not in result.stdout
+
+
+def test_a_bad_exception_fails_the_render_naming_it(tmp_path: Path) -> None:
+    bad = tmp_path / "values.yaml"
+    broken = {**EXCEPTIONS[0], "objectSelector": {"matchLabels": {"app": "it's"}}}
+    bad.write_text(yaml.safe_dump({"policy": {"exceptions": [broken]}}))
+    result = _run_helm("template", RELEASE, str(CHART), "-n", NAMESPACE, "-f", str(bad))
+    assert result.returncode != 0
+    assert "policy.exceptions[0].objectSelector" in result.stderr
+    bad.write_text(yaml.safe_dump({"policy": {"exceptions": [{**EXCEPTIONS[0], "until": "soon"}]}}))
+    result = _run_helm("template", RELEASE, str(CHART), "-n", NAMESPACE, "-f", str(bad))
+    assert result.returncode != 0 and "until" in result.stderr

@@ -7,18 +7,31 @@ sees: every case is created there with dryRun through the API server (the policy
 and sent as an AdmissionReview straight to the running webhook for a gpu-mode=dra-only namespace
 (the webhook's verdict). Both must deny or both allow; a denial names each offending container
 and resource.
+
+Policy exceptions (the table's EXCEPTION_CASES): the policy skips exactly the objects an
+exception selects, whatever its date (the API server's CEL has no clock); the webhook, built
+from the same policy file with a fixed clock, judges the date. Through the registered webhook,
+an excepted legacy pod in a dra-only namespace is admitted with the warning, a non-excepted one
+is denied by the policy, and one whose exception ended by the webhook.
 """
 
 from __future__ import annotations
 
 import copy
+import datetime as dt
 import uuid
 from collections.abc import Callable
 from typing import Any
 
+import orjson
 import pytest
 
-from tests.dra_only_cases import CASES, Case
+from app.config.policy import load_policy
+from app.pipeline import Endpoint, Pipeline
+from app.transport.review import decode_review
+from tests.conftest import make_view
+from tests.conftest import namespace as namespace_object
+from tests.dra_only_cases import CASES, EXCEPTION_CASES, Case, ExceptionCase
 from tests.e2e.kube import ApiError, Kube
 from tests.e2e.webhook import Webhook, render
 
@@ -146,3 +159,99 @@ def test_the_admission_policy_and_the_webhook_agree_on_every_dra_only_case(
                 if said not in api_server[2] or said not in message:
                     disagreements.append((case.id, kind, said, api_server[2], message))
     assert not disagreements
+
+
+def _labelled(obj: Obj, labels: dict[str, str]) -> Obj:
+    if obj["kind"] == "Pod":
+        obj["metadata"]["labels"] = labels
+    else:
+        spec = obj["spec"]["jobTemplate"]["spec"] if obj["kind"] == "CronJob" else obj["spec"]
+        spec["template"]["metadata"]["labels"] = {
+            **spec["template"]["metadata"]["labels"],
+            **labels,
+        }
+    return obj
+
+
+def _clock(days_before_end: int | None) -> dt.datetime:
+    """As tests/policies/test_exceptions.py: days before the end of 2999-12-31, or a fixed day."""
+    if days_before_end is None:
+        return dt.datetime(2026, 11, 24, 9, 30, tzinfo=dt.UTC)
+    end = dt.datetime(3000, 1, 1, tzinfo=dt.UTC)
+    return end - dt.timedelta(days=days_before_end + 1) + dt.timedelta(hours=9)
+
+
+EXCEPTED = [(case, kind) for case in EXCEPTION_CASES for kind in case.kinds]
+
+
+@pytest.mark.parametrize(("case", "kind"), EXCEPTED, ids=[f"{k}: {c.id}" for c, k in EXCEPTED])
+def test_the_admission_policy_leaves_to_the_webhook_exactly_what_an_exception_selects(
+    case: ExceptionCase,
+    kind: str,
+    kube: Kube,
+    webhook: Webhook,
+    agree_namespace: str,
+    namespace: Callable[..., str],
+) -> None:
+    agree_ns = namespace(**{LABEL: "dra-only"}, **case.namespace_labels)
+    obj = _labelled(_wrapped(Case(case.id, case.spec), kind, agree_ns), case.labels)
+    try:
+        kube.create(obj, dry_run=True)
+        api_server: tuple[bool, str] = (True, "")
+    except ApiError as error:
+        assert error.status == 403, error.message
+        api_server = (False, error.message)
+    assert api_server[0] is case.selected, api_server
+    # the webhook: the policy file the running process reads, its clock set by the case
+    view = make_view([namespace_object("team", "dra-only", **case.namespace_labels)])
+    pipeline = Pipeline(
+        load_policy(webhook.policy), view, "dra-webhook", clock=lambda: _clock(case.days_before_end)
+    )
+    in_webhook = _labelled(_wrapped(Case(case.id, case.spec), kind, "team"), case.labels)
+    decision = pipeline.review(Endpoint.VALIDATE, decode_review(orjson.dumps(_review(in_webhook))))
+    assert decision.allowed is not bool(case.offences), decision.message
+    for text in case.warns:
+        assert any(text in w for w in decision.warnings), (text, decision.warnings)
+    if not case.selected:  # both deny, naming the same offences
+        for offence in case.offences:
+            said = f" {offence.container} asks for {offence.resource}: "
+            assert said in api_server[1] and said in decision.message
+
+
+def test_through_the_control_plane_an_excepted_legacy_pod_is_admitted_with_the_warning(
+    kube: Kube, webhook: Webhook, namespace: Callable[..., str]
+) -> None:
+    ns = namespace("dra-only", exceptions="allowed")
+    (matching,) = [c for c in EXCEPTION_CASES if c.id == "matching"]
+    pod = _labelled(_wrapped(Case("p", matching.spec), "Pod", ns), {"exception": "vendor"})
+    before = webhook.metric(
+        "dra_webhook_exceptions_total", check="dra-only", exception="vendor-image"
+    )
+    answer = kube.create(pod)
+    assert answer.obj["metadata"]["labels"] == {"exception": "vendor"}
+    assert any(
+        w.startswith("exception vendor-image until 2999-12-31 (end of day UTC): 1 legacy request")
+        and "allowed in this dra-only namespace" in w
+        for w in answer.warnings
+    ), answer.warnings
+    after = webhook.metric(
+        "dra_webhook_exceptions_total", check="dra-only", exception="vendor-image"
+    )
+    assert after == before + 1
+
+    other = _labelled(_wrapped(Case("p", matching.spec), "Pod", ns), {"exception": "other"})
+    other["metadata"]["name"] = "other"
+    with pytest.raises(ApiError) as denied:
+        kube.create(other)
+    assert denied.value.status == 403
+    assert "ValidatingAdmissionPolicy 'dra-webhook-dra-only'" in denied.value.message
+
+    ended = _labelled(_wrapped(Case("p", matching.spec), "Pod", ns), {"exception": "ended"})
+    ended["metadata"]["name"] = "ended"
+    with pytest.raises(ApiError) as denied:
+        kube.create(ended)
+    message = denied.value.message
+    assert denied.value.status == 403
+    assert "admission webhook" in message and "denied the request" in message
+    assert "container cuda asks for nvidia.com/gpu: 2" in message
+    assert "exception ended ended 2020-01-31 (end of day UTC) no longer applies" in message

@@ -18,6 +18,7 @@ What the chart renders is what the API server gets, with nothing written by hand
 from __future__ import annotations
 
 import base64
+import json
 import re
 import subprocess
 import time
@@ -29,6 +30,7 @@ import yaml
 
 from app.certs import mint
 from tests.conftest import TlsServer, start_server, stop_server
+from tests.dra_only_cases import EXCEPTIONS
 from tests.e2e.controlplane import WEBHOOK, ControlPlane
 from tests.e2e.kube import ApiError, Kube
 
@@ -48,8 +50,12 @@ Obj = dict[str, Any]
 
 
 def render(helm: str, *args: str) -> list[Obj]:
+    """The chart over tests/e2e/values.yaml, with the policy exceptions of the shared dra-only
+    table (tests/dra_only_cases.py EXCEPTIONS)."""
+    exceptions = f"--set-json=policy.exceptions={json.dumps(EXCEPTIONS)}"
     result = subprocess.run(
-        [helm, "template", RELEASE, str(CHART), "-n", NAMESPACE, "-f", str(VALUES), *args],
+        [helm, "template", RELEASE, str(CHART), "-n", NAMESPACE, "-f", str(VALUES), exceptions,
+         *args],
         capture_output=True, text=True, check=False, timeout=120,
     )  # fmt: skip
     if result.returncode != 0:

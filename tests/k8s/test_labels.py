@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from app.config.policy import LabelSelector
+from app.config.base import LabelSelector
 from app.k8s.labels import EVERYTHING, Selector
 
 LABELS = {"team": "research", "tier": "gpu"}

@@ -264,8 +264,8 @@ class CelPyEngine(Engine):
     def _check_functions(self, expression: str) -> None:
         tokens = syntax.tokenize(expression)
         for i, token in enumerate(tokens[:-1]):
-            if token.kind != "ident" or tokens[i + 1].text != "(":
-                continue
+            if token.kind != "ident" or token.text == "in" or tokens[i + 1].text != "(":
+                continue  # `x in (...)` is the operator, not a call
             if i >= 2 and tokens[i - 1].text == "." and tokens[i - 2].text == "cel":
                 continue
             if token.text not in self._known:

@@ -241,3 +241,60 @@ namespaceSelector:
       operator: NotIn
       values: {{ include "dra-webhook.exemptNamespaces" $root }}
 {{- end }}
+
+{{/*
+A label selector as CEL over a label map (a CEL expression of type map(string, string)), with
+the meaning of a webhook's namespaceSelector/objectSelector: every matchLabels pair and every
+expression must hold; empty: true. Argument: (list key labels selector), key naming the values
+for errors.
+*/}}
+{{- define "dra-webhook.celSelector" -}}
+{{- $where := index . 0 }}
+{{- $labels := index . 1 }}
+{{- $selector := index . 2 | default dict }}
+{{- $terms := list }}
+{{- range $key, $value := $selector.matchLabels | default dict }}
+{{- include "dra-webhook.celSafe" (list $where $key) }}
+{{- include "dra-webhook.celSafe" (list $where $value) }}
+{{- $terms = append $terms (printf "('%s' in %s && %s['%s'] == '%s')" $key $labels $labels $key $value) }}
+{{- end }}
+{{- range $selector.matchExpressions | default list }}
+{{- include "dra-webhook.celSafe" (list $where .key) }}
+{{- $values := list }}
+{{- range .values | default list }}
+{{- include "dra-webhook.celSafe" (list $where .) }}
+{{- $values = append $values (printf "'%s'" .) }}
+{{- end }}
+{{- $in := printf "('%s' in %s && %s['%s'] in [%s])" .key $labels $labels .key (join ", " $values) }}
+{{- if eq .operator "In" }}{{ $terms = append $terms $in }}
+{{- else if eq .operator "NotIn" }}{{ $terms = append $terms (printf "!%s" $in) }}
+{{- else if eq .operator "Exists" }}{{ $terms = append $terms (printf "('%s' in %s)" .key $labels) }}
+{{- else if eq .operator "DoesNotExist" }}{{ $terms = append $terms (printf "!('%s' in %s)" .key $labels) }}
+{{- else }}{{ fail (printf "%s: operator %q is not In, NotIn, Exists or DoesNotExist" $where .operator) }}
+{{- end }}
+{{- end }}
+{{- if $terms }}{{ join " && " $terms }}{{ else }}true{{ end }}
+{{- end }}
+
+{{/*
+CEL that is true when a policy exception (policy.exceptions) selects the object: its kind, its
+namespace's labels, the labels of the pods it makes. No date: CEL in the API server has no
+clock, so the objects an exception selects are left to the webhook, which judges `until`.
+*/}}
+{{- define "dra-webhook.celExcepted" -}}
+{{- $policy := .Values.policy | default dict }}
+{{- $any := list }}
+{{- range $i, $exception := get $policy "exceptions" | default list }}
+{{- $where := printf "policy.exceptions[%d]" $i }}
+{{- $terms := list }}
+{{- with $exception.kinds }}
+{{- $kinds := list }}
+{{- range . }}{{ include "dra-webhook.celSafe" (list $where .) }}{{ $kinds = append $kinds (printf "'%s'" .) }}{{ end }}
+{{- $terms = append $terms (printf "request.kind.kind in [%s]" (join ", " $kinds)) }}
+{{- end }}
+{{- $terms = append $terms (include "dra-webhook.celSelector" (list (printf "%s.namespaceSelector" $where) "variables.namespaceLabels" $exception.namespaceSelector)) }}
+{{- $terms = append $terms (include "dra-webhook.celSelector" (list (printf "%s.objectSelector" $where) "variables.podLabels" $exception.objectSelector)) }}
+{{- $any = append $any (printf "(%s)" (join " && " $terms)) }}
+{{- end }}
+{{- if $any }}{{ join " || " $any }}{{ else }}false{{ end }}
+{{- end }}
