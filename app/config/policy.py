@@ -22,6 +22,7 @@ from pydantic import (
     model_validator,
 )
 
+from app.config.sharing import DEFAULT_SHARING, SharingRule, unique_names
 from app.errors import PolicyError
 from app.regex import RegexError, compile_re2
 
@@ -282,6 +283,10 @@ class Cel(_Model):
 
 
 DeviceLimit = Annotated[int, Field(ge=0, strict=True)]
+CapacityLimit = Annotated[
+    str, Field(pattern=r"^[0-9]+(\.[0-9]+)?(Ki|Mi|Gi|Ti|Pi|Ei|m|k|M|G|T|P|E)?$", strict=True)
+]
+"""A capacity amount (160Gi, 100): a non-negative decimal quantity."""
 ANY_CLASS = "*"
 """In a per-DeviceClass limit map: every class the map does not name."""
 
@@ -310,6 +315,15 @@ class Quota(_Model):
     max_claims_per_namespace: DeviceLimit | None = Field(
         default=None, alias="maxClaimsPerNamespace"
     )
+    max_capacity_per_claim: dict[str, dict[str, CapacityLimit]] = Field(
+        default_factory=dict, alias="maxCapacityPerClaim"
+    )
+    """DeviceClass (or `*`) -> capacity name -> the most one claim may ask for (count x amount,
+    after the devices' requestPolicy rounding), e.g. {gpu-shared.nvidia.com: {memory: 40Gi}}."""
+    max_capacity_per_namespace: dict[str, dict[str, CapacityLimit]] = Field(
+        default_factory=dict, alias="maxCapacityPerNamespace"
+    )
+    """The same, summed over the namespace's claims and the pods a workload will run."""
     allow_allocation_mode_all: bool = Field(default=False, alias="allowAllocationModeAll")
     """allocationMode: All asks for an unknown number of devices: denied where a device limit
     of this entry applies to its class, unless this is true."""
@@ -372,6 +386,8 @@ class Policy(_Model):
         default_factory=LegacyResources, alias="legacyResources"
     )
     mappings: tuple[MappingRule, ...] = Field(default_factory=lambda: DEFAULT_MAPPINGS)
+    sharing: tuple[SharingRule, ...] = Field(default_factory=lambda: DEFAULT_SHARING)
+    """GPU-sharing names -> consumable-capacity requests (app.config.sharing, docs/sharing.md)."""
     dra_only: DraOnly = Field(default_factory=DraOnly, alias="draOnly")
     translation: Translation = Field(default_factory=Translation)
     failure: Failure = Field(default_factory=Failure)
@@ -385,6 +401,11 @@ class Policy(_Model):
     )
     """Workloads over a native ResourceQuota's device limit: denied, warned, or not checked."""
     defaults: Defaults = Field(default_factory=Defaults)
+
+    @field_validator("sharing")
+    @classmethod
+    def _sharing_unique(cls, rules: tuple[SharingRule, ...]) -> tuple[SharingRule, ...]:
+        return unique_names(rules)
 
     @field_validator("quotas")
     @classmethod
