@@ -21,9 +21,10 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from app.config.sharing import SharedCapacity, SharingRule
+from app.k8s.objects import resource_map
 from app.k8s.quantity import parse_quantity
 from app.translation.legacy import DeviceMapping, LegacyRequest
-from app.translation.wants import Problem, Want, count, request_key
+from app.translation.wants import Problem, Want, count, request_key, whole_number
 
 SHAREABLE = "device.allowMultipleAllocations"
 """The selector every share request carries."""
@@ -65,11 +66,14 @@ class SharingRules:
             rule.count for rule in self.rules if rule.count and not rule.capacities
         ) | frozenset(rule.count for rule in self.rules if rule.count and not mapped(rule.count))
         """Count names that make a share request on their own (no mapping serves them)."""
+        self._counts = frozenset(rule.count for rule in self.rules if rule.count)
 
     @property
     def names(self) -> frozenset[str]:
-        """Every legacy name some rule reads."""
-        return frozenset(self._owner)
+        """The legacy names that ask for a share: every capacity name, and the count names
+        no mapping serves. (A mapped count, HAMi's `nvidia.com/gpu`, is legacy only where the
+        legacy list says so; next to a share's names it is read as the number of shares.)"""
+        return frozenset(n for n in self._owner if n not in self._counts or n in self._alone)
 
     def __bool__(self) -> bool:
         return bool(self.rules)
@@ -95,7 +99,34 @@ class SharingRules:
             if any(name != rule.count for name in group.members) or rule.count in self._alone:
                 chosen.append(group)
                 taken.update(id(m) for m in group.members.values())
+                if rule.count and rule.count not in group.members:
+                    _add_count(group, rule.count)
         return chosen, [legacy for legacy in found if id(legacy) not in taken]
+
+    def fix(self, legacy: LegacyRequest) -> str | None:
+        """dra-only's one-line fix for a sharing name (None: not part of a share here).
+
+        Read from the name, its amount and which names its container lists, nothing else, so
+        the chart's ValidatingAdmissionPolicy prints the same text (admissionpolicy.yaml).
+        """
+        index = self._owner.get(legacy.resource)
+        if index is None:
+            return None
+        rule = self.rules[index]
+        where = f"sharing rule {rule.name}"
+        shared = f"use DeviceClass {rule.device_class_name}"
+        if legacy.resource == rule.count:
+            if rule.count not in self._alone and not _lists_any(legacy, rule):
+                return None
+            return f"{shared} (count {legacy.amount}, shared, {where})"
+        entry = next(c for c in rule.capacities if c.resource == legacy.resource)
+        if entry.capacity is None:
+            return f"removed: DRA has no capacity for it ({where})"
+        if entry.percent:
+            return f"{shared} (capacity {entry.capacity}: {legacy.amount}% of a device, {where})"
+        value = whole_number(legacy.amount)
+        amount = f"{value}{entry.unit}" if value is not None else f"{legacy.amount}{entry.unit}"
+        return f"{shared} (capacity {entry.capacity}: {amount}, {where})"
 
     def want(self, group: Group) -> Shared:
         """The request a group becomes, or the problems that stop it."""
@@ -149,6 +180,21 @@ class SharingRules:
             tuple(sorted(capacity.items())),
         )
         return Shared(Want(ordered[0], shares, mapping, tuple(ordered[1:])), (), tuple(notes))
+
+
+def _lists_any(legacy: LegacyRequest, rule: SharingRule) -> bool:
+    """Whether the container of `legacy` also lists a capacity name of `rule`."""
+    ref = legacy.container
+    limits, requests = resource_map(ref, "limits"), resource_map(ref, "requests")
+    return any(c.resource in limits or c.resource in requests for c in rule.capacities)
+
+
+def _add_count(group: Group, name: str) -> None:
+    """The rule's count name, read from the container when the legacy list does not hold it."""
+    ref = next(iter(group.members.values())).container
+    limits, requests = resource_map(ref, "limits"), resource_map(ref, "requests")
+    if name in limits or name in requests:
+        group.members[name] = LegacyRequest(ref, name, limits.get(name), requests.get(name))
 
 
 def _who(legacy: LegacyRequest) -> str:
