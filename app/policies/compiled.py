@@ -9,7 +9,7 @@ from app.config import Policy
 from app.policies.cel_runtime import CelRuntime
 from app.policies.defaults import ClaimDefaults, compile_selectors, translation_hook
 from app.policies.memo import ShapeMemo
-from app.policies.quota import QuotaRules
+from app.policies.quota_rules import QuotaRules
 from app.policies.rules import CompiledRule, compile_rules
 from app.translation import TranslationRules
 from app.translation.legacy import LegacyMatcher, MappingResolver
