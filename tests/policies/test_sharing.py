@@ -494,3 +494,44 @@ def test_a_bad_capacity_request_is_denied_with_its_field_path_where_a_capacity_q
     decision = decide(quota_pipeline(), share_claim("c", amount), Endpoint.VALIDATE)
     assert not decision.allowed
     assert "spec.devices.requests[0].exactly.capacity.requests[memory]" in decision.message
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    st.one_of(
+        st.dictionaries(
+            st.one_of(st.text(max_size=8), st.sampled_from(["memory", "gpu.nvidia.com/memory"])),
+            st.one_of(
+                st.text(max_size=8),
+                st.integers(-5, 10**12),
+                st.floats(allow_nan=True),
+                st.booleans(),
+                st.none(),
+                st.lists(st.integers(-100, 100), max_size=2),
+                st.sampled_from(["4Gi", "4000Mi", "1e3", "-1", "0.5", "10Gi"]),
+            ),
+            max_size=3,
+        ),
+        st.none(),
+        st.text(max_size=5),
+        st.lists(st.integers(-100, 100), max_size=2),
+    )
+)
+def test_any_capacity_requests_are_counted_or_denied_with_a_path_never_an_error(
+    requests: Any,
+) -> None:
+    obj = share_claim("c", "1Gi")
+    obj["spec"]["devices"]["requests"][0]["exactly"]["capacity"] = {"requests": requests}
+    decision = decide(_fuzz_quota(), obj, Endpoint.VALIDATE)
+    assert decision.code in (200, 403, 422), decision.message  # 422: invalid, with the path
+    if not decision.allowed:
+        assert "spec.devices.requests[0].exactly" in decision.message
+
+
+_FUZZ_QUOTA: list[Pipeline] = []
+
+
+def _fuzz_quota() -> Pipeline:
+    if not _FUZZ_QUOTA:
+        _FUZZ_QUOTA.append(quota_pipeline())
+    return _FUZZ_QUOTA[0]
