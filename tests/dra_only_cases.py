@@ -134,6 +134,74 @@ CASES: tuple[Case, ...] = (
         ),
     ),
     Case(
+        "HAMi: a GPU with a memory share",
+        {"containers": [container("cuda", limits={GPU: "1", "nvidia.com/gpumem": "2048"})]},
+        (
+            Offence("spec.containers[0].resources.limits[nvidia.com/gpu]", "cuda", GPU),
+            Offence(
+                "spec.containers[0].resources.limits[nvidia.com/gpumem]",
+                "cuda",
+                "nvidia.com/gpumem",
+            ),
+        ),
+    ),
+    Case(
+        "HAMi: a memory percentage and a core limit",
+        {
+            "containers": [
+                container(
+                    "cuda",
+                    limits={"nvidia.com/gpumem-percentage": "50", "nvidia.com/gpucores": "30"},
+                )
+            ]
+        },
+        (
+            Offence(
+                "spec.containers[0].resources.limits[nvidia.com/gpumem-percentage]",
+                "cuda",
+                "nvidia.com/gpumem-percentage",
+            ),
+            Offence(
+                "spec.containers[0].resources.limits[nvidia.com/gpucores]",
+                "cuda",
+                "nvidia.com/gpucores",
+            ),
+        ),
+    ),
+    Case(
+        "Volcano vGPU in an init container",
+        {
+            "containers": [container("app")],
+            "initContainers": [
+                container(
+                    "warmup",
+                    limits={
+                        "volcano.sh/vgpu-number": "2",
+                        "volcano.sh/vgpu-memory": "3072",
+                        "volcano.sh/vgpu-cores": "50",
+                    },
+                )
+            ],
+        },
+        tuple(
+            Offence(f"spec.initContainers[0].resources.limits[{name}]", "warmup", name)
+            for name in (
+                "volcano.sh/vgpu-number",
+                "volcano.sh/vgpu-memory",
+                "volcano.sh/vgpu-cores",
+            )
+        ),
+    ),
+    Case(
+        "gpushare memory",
+        {"containers": [container("infer", limits={"aliyun.com/gpu-mem": "8"})]},
+        _one(
+            "spec.containers[0].resources.limits[aliyun.com/gpu-mem]",
+            "infer",
+            "aliyun.com/gpu-mem",
+        ),
+    ),
+    Case(
         "every offending container",
         {
             "containers": [

@@ -23,6 +23,7 @@ from pydantic import (
 from app.config.base import LabelSelector
 from app.config.base import StrictModel as _Model
 from app.config.exceptions import PolicyException, unique_exception_names
+from app.config.sharing import DEFAULT_SHARING, SharingRule, unique_names
 from app.errors import PolicyError
 from app.regex import RegexError, compile_re2
 
@@ -254,6 +255,10 @@ class Cel(_Model):
 
 
 DeviceLimit = Annotated[int, Field(ge=0, strict=True)]
+CapacityLimit = Annotated[
+    str, Field(pattern=r"^[0-9]+(\.[0-9]+)?(Ki|Mi|Gi|Ti|Pi|Ei|m|k|M|G|T|P|E)?$", strict=True)
+]
+"""A capacity amount (160Gi, 100): a non-negative decimal quantity."""
 ANY_CLASS = "*"
 """In a per-DeviceClass limit map: every class the map does not name."""
 
@@ -282,6 +287,15 @@ class Quota(_Model):
     max_claims_per_namespace: DeviceLimit | None = Field(
         default=None, alias="maxClaimsPerNamespace"
     )
+    max_capacity_per_claim: dict[str, dict[str, CapacityLimit]] = Field(
+        default_factory=dict, alias="maxCapacityPerClaim"
+    )
+    """DeviceClass (or `*`) -> capacity name -> the most one claim may ask for (count x amount,
+    after the devices' requestPolicy rounding), e.g. {gpu-shared.nvidia.com: {memory: 40Gi}}."""
+    max_capacity_per_namespace: dict[str, dict[str, CapacityLimit]] = Field(
+        default_factory=dict, alias="maxCapacityPerNamespace"
+    )
+    """The same, summed over the namespace's claims and the pods a workload will run."""
     allow_allocation_mode_all: bool = Field(default=False, alias="allowAllocationModeAll")
     """allocationMode: All asks for an unknown number of devices: denied where a device limit
     of this entry applies to its class, unless this is true."""
@@ -344,6 +358,8 @@ class Policy(_Model):
         default_factory=LegacyResources, alias="legacyResources"
     )
     mappings: tuple[MappingRule, ...] = Field(default_factory=lambda: DEFAULT_MAPPINGS)
+    sharing: tuple[SharingRule, ...] = Field(default_factory=lambda: DEFAULT_SHARING)
+    """GPU-sharing names -> consumable-capacity requests (app.config.sharing, docs/sharing.md)."""
     dra_only: DraOnly = Field(default_factory=DraOnly, alias="draOnly")
     translation: Translation = Field(default_factory=Translation)
     failure: Failure = Field(default_factory=Failure)
@@ -361,6 +377,11 @@ class Policy(_Model):
     """Objects allowed (dra-only) or left untranslated (translate) until a date."""
 
     _exception_names = field_validator("exceptions")(unique_exception_names)
+
+    @field_validator("sharing")
+    @classmethod
+    def _sharing_unique(cls, rules: tuple[SharingRule, ...]) -> tuple[SharingRule, ...]:
+        return unique_names(rules)
 
     @field_validator("quotas")
     @classmethod

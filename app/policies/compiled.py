@@ -10,10 +10,11 @@ from app.policies.cel_runtime import CelRuntime
 from app.policies.defaults import ClaimDefaults, compile_selectors, translation_hook
 from app.policies.exceptions import Clock, Exceptions, system_clock
 from app.policies.memo import ShapeMemo
-from app.policies.quota import QuotaRules
+from app.policies.quota_rules import QuotaRules
 from app.policies.rules import CompiledRule, compile_rules
 from app.translation import TranslationRules
 from app.translation.legacy import LegacyMatcher, MappingResolver
+from app.translation.sharing import SharingRules
 from app.translation.templates import TemplateBuilder
 
 if TYPE_CHECKING:
@@ -47,14 +48,15 @@ class Compiled:
         compile_selectors(policy.defaults, cel.engine, cel.cache)
         defaults = ClaimDefaults(policy.defaults)
         hooks = (translation_hook(defaults),) if defaults.classes else ()
-        legacy = LegacyMatcher(policy.legacy_resources)
         mappings = MappingResolver(policy.mappings)
+        sharing = SharingRules(policy.sharing, mappings.maps)
+        legacy = LegacyMatcher(policy.legacy_resources, extra=sharing.names)
         templates = TemplateBuilder(policy.translation.template_name_prefix, hooks=hooks)
         return cls(
             legacy=legacy,
             mappings=mappings,
             templates=templates,
-            translation=TranslationRules(legacy, mappings, templates, policy.translation),
+            translation=TranslationRules(legacy, mappings, templates, policy.translation, sharing),
             cel=cel,
             rules=compile_rules(policy.cel.rules, cel.engine, cel.cache),
             quotas=QuotaRules(policy.quotas, policy.resource_quotas),

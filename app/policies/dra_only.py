@@ -30,7 +30,7 @@ from app.translation.legacy import (
     legacy_requests,
     offence_keys,
 )
-from app.translation.plan import ClaimNames, claim_name, tail
+from app.translation.plan import ClaimNames, claim_name, plan, tail
 
 
 def _shape(found: list[LegacyRequest]) -> tuple[Hashable, ...]:
@@ -226,17 +226,26 @@ def _decide(
     if not new:
         return Result(warnings=warnings)
 
-    resolved = [(r, ctx.compiled.mappings.resolve(r.resource, ctx.view)) for r in new]
+    sharing = ctx.compiled.translation.sharing
+    shared = {id(r): text for r in new if (text := sharing.fix(r)) is not None}
+    resolved = [
+        (r, None if id(r) in shared else ctx.compiled.mappings.resolve(r.resource, ctx.view))
+        for r in new
+    ]
+    details = _snippet(spec, resolved, ctx.policy.translation.claim_name_prefix)
+    if shared:
+        details = share_snippet(spec, request.namespace, ctx)
     return Result(
         violations=tuple(
-            Violation(r.path, f"{_offence(r)} -> {_fix(mapping, r)}") for r, mapping in resolved
+            Violation(r.path, f"{_offence(r)} -> {shared.get(id(r)) or _fix(mapping, r)}")
+            for r, mapping in resolved
         ),
         warnings=warnings,
         summary=(
             f"namespace {request.namespace} is dra-only ({label}): "
             "request GPUs through DRA resourceClaims, not extended resources"
         ),
-        details=_snippet(spec, resolved, ctx.policy.translation.claim_name_prefix),
+        details=details,
     )
 
 
@@ -284,4 +293,32 @@ def _snippet(
     for (field, name), claims in by_container.items():
         lines += [f"  {field}:", f"  - name: {name}", "    resources:", "      claims:"]
         lines += [f"      - name: {c}" for c in claims]
+    return "\n".join(lines)
+
+
+def share_snippet(spec: PodSpecRef, namespace: str, ctx: Context) -> str:
+    """For a pod with GPU-sharing names: the claims translation would make, from its plan (the
+    capacity requests are the point of the fix, and only the plan knows them)."""
+    planned = plan(spec, namespace, ctx.compiled.translation, ctx.view)
+    lines = [f"Remove the resources above and add to {spec.path}:", "  resourceClaims:"]
+    for claim in planned.claims:
+        if claim.template is None:
+            continue
+        exactly = claim.template.template["spec"]["spec"]["devices"]["requests"][0]["exactly"]
+        body = f"deviceClassName: {exactly['deviceClassName']}, count: {exactly['count']}"
+        if "capacity" in exactly:
+            requests = ", ".join(f"{k}: {v}" for k, v in exactly["capacity"]["requests"].items())
+            body += f", capacity: {{requests: {{{requests}}}}}"
+        if "selectors" in exactly:
+            body += f", selectors: {[s['cel']['expression'] for s in exactly['selectors']]}"
+        lines += [
+            f"  - name: {claim.name}",
+            f"    resourceClaimTemplateName: {claim.template.name}  # a ResourceClaimTemplate "
+            f"with devices.requests[0].exactly: {{{body}}}",
+        ]
+    for pointer, claims in planned.claims_of.items():
+        ref = planned.removed()[pointer][0]
+        lines += [f"  {ref.field}:", f"  - name: {ref.name}", "    resources:", "      claims:"]
+        lines += [f"      - name: {c}" for c in claims]
+    lines += [f"  # not translatable: {p.path}: {p.message}" for p in planned.all_problems]
     return "\n".join(lines)

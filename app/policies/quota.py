@@ -25,192 +25,38 @@ ResourceQuota is the hard stop.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
-from app.cluster.usage import ClaimUsage, SliceNodes, TemplateCounts, claim_usage
-from app.cluster.view import ClusterView, Kind
-from app.config.policy import ANY_CLASS, Quota
+from app.cluster.usage import ClaimUsage, TemplateCounts, claim_usage
+from app.cluster.view import Kind
 from app.errors import ObjectShapeError
 from app.k8s.claims import count_claim
-from app.k8s.labels import Selector
 from app.k8s.objects import PodSpecRef, list_field, object_name, pod_spec
 from app.k8s.quantity import QuantityError, parse_quantity
-from app.policies import translate
-from app.policies.base import ALLOW, Context, Mode, Obj, Request, Result, Violation
+from app.policies import quota_shares
+from app.policies.base import ALLOW, Context, Obj, Request, Result
+from app.policies.quota_findings import Findings
+from app.policies.quota_pods import pods_of, translation
+from app.policies.quota_rules import (
+    PER_CLAIM,
+    PER_NAMESPACE,
+    PER_REQUEST,
+    Breach,
+    Entry,
+    NamespaceQuota,
+    QuotaRules,
+)
 from app.translation import TranslationPlan
+
+__all__ = ["Breach", "Entry", "NamespaceQuota", "PodDemand", "QuotaRules", "check", "pod_demand"]
 
 RESOURCE_QUOTA_SUFFIX = ".deviceclass.resource.k8s.io/devices"
 """ResourceQuota `hard` key of a DeviceClass's device count: `<class>` + this."""
 
-PER_REQUEST = "per_request"
-PER_CLAIM = "per_claim"
-PER_NAMESPACE = "per_namespace"
-
-_MEMO_LIMIT = 4096
-
-
-# -- the rules, compiled once from the policy file ------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class Entry:
-    """One `quotas` entry with its selector compiled."""
-
-    name: str
-    selector: Selector
-    deny: bool
-    limits: Mapping[str, Mapping[str, int]]
-    """PER_REQUEST / PER_CLAIM / PER_NAMESPACE -> DeviceClass (or `*`) -> limit."""
-    max_claims: int | None
-    allow_all: bool
-
-    @classmethod
-    def build(cls, quota: Quota) -> Entry:
-        selector = quota.namespace_selector
-        return cls(
-            name=quota.name,
-            selector=Selector.from_policy(selector),
-            deny=quota.action == "deny",
-            limits={
-                PER_REQUEST: dict(quota.max_devices_per_request),
-                PER_CLAIM: dict(quota.max_devices_per_claim),
-                PER_NAMESPACE: dict(quota.max_devices_per_namespace),
-            },
-            max_claims=quota.max_claims_per_namespace,
-            allow_all=quota.allow_allocation_mode_all,
-        )
-
-    def limit(self, scope: str, device_class: str) -> int | None:
-        limits = self.limits[scope]
-        found = limits.get(device_class)
-        return found if found is not None else limits.get(ANY_CLASS)
-
-
-@dataclass(frozen=True, slots=True)
-class Breach:
-    """The strictest limit an amount exceeds, and whether it denies or only warns."""
-
-    limit: int
-    entry: str
-    deny: bool
-    all_mode: bool = False
-    """Exceeded because the request is allocationMode: All, which the entry does not allow."""
-
-
-class NamespaceQuota:
-    """The entries that select one namespace, with per-(scope, class) lookups memoized."""
-
-    def __init__(self, entries: tuple[Entry, ...]) -> None:
-        self.entries = entries
-        self._memo: dict[tuple[str, str], tuple[tuple[int, Entry], ...]] = {}
-
-    def __bool__(self) -> bool:
-        return bool(self.entries)
-
-    def limits(self, scope: str, device_class: str) -> tuple[tuple[int, Entry], ...]:
-        """(limit, entry) of every entry limiting the class in this scope, smallest first."""
-        key = (scope, device_class)
-        found = self._memo.get(key)
-        if found is None:
-            pairs = []
-            for entry in self.entries:
-                value = entry.limit(scope, device_class)
-                if value is not None:
-                    pairs.append((value, entry))
-            found = tuple(sorted(pairs, key=lambda pair: pair[0]))
-            if len(self._memo) < _MEMO_LIMIT:
-                self._memo[key] = found
-        return found
-
-    def breach(
-        self, scope: str, device_class: str, amount: int | None, used: int = 0
-    ) -> Breach | None:
-        """The strictest limit `used + amount` goes over (amount None: allocationMode All)."""
-        return _strictest(
-            (
-                Breach(limit, entry.name, entry.deny, amount is None)
-                for limit, entry in self.limits(scope, device_class)
-                if (amount is None and not entry.allow_all)
-                or (amount is not None and used + amount > limit)
-            )
-        )
-
-    def claims_breach(self, used: int, amount: int) -> Breach | None:
-        return _strictest(
-            Breach(entry.max_claims, entry.name, entry.deny)
-            for entry in self.entries
-            if entry.max_claims is not None and used + amount > entry.max_claims
-        )
-
-
-def _strictest(breaches: Iterable[Breach]) -> Breach | None:
-    """A deny beats a warn; among the same action the smallest limit wins."""
-    best: Breach | None = None
-    for breach in breaches:
-        if (
-            best is None
-            or (breach.deny and not best.deny)
-            or (breach.deny == best.deny and breach.limit < best.limit)
-        ):
-            best = breach
-    return best
-
-
-_NO_QUOTA = NamespaceQuota(())
-
-
-class QuotaRules:
-    """All `quotas` entries; resolves which apply to a namespace (memoized per namespace)."""
-
-    def __init__(self, quotas: Iterable[Quota], resource_quotas: str = "deny") -> None:
-        self.entries = tuple(Entry.build(q) for q in quotas)
-        self.resource_quotas = resource_quotas
-        self._memo: dict[str, tuple[int, NamespaceQuota]] = {}
-
-    def for_namespace(
-        self, namespace: str, labels: Mapping[str, str], view: ClusterView
-    ) -> NamespaceQuota:
-        if not self.entries:
-            return _NO_QUOTA
-        generation = view.generation(Kind.NAMESPACE)
-        memo = self._memo.get(namespace)
-        if memo is not None and memo[0] == generation:
-            return memo[1]
-        matching = tuple(e for e in self.entries if e.selector.matches(labels))
-        found = NamespaceQuota(matching) if matching else _NO_QUOTA
-        if len(self._memo) >= _MEMO_LIMIT:
-            self._memo.clear()
-        self._memo[namespace] = (generation, found)
-        return found
-
 
 # -- the check -------------------------------------------------------------------------------
-
-
-@dataclass
-class _Findings:
-    """Violations (deny) and warnings (warn) collected while checking one object."""
-
-    violations: list[Violation] = field(default_factory=list)
-    warnings: list[str] = field(default_factory=list)
-
-    def add(self, path: str, message: str, breach: Breach) -> None:
-        text = f"{message} (quota {breach.entry})" if breach.entry else message
-        if breach.deny:
-            self.violations.append(Violation(path, text))
-        else:
-            self.warnings.append(f"{path}: {text}; allowed (warn only)" if path else text)
-
-    def result(self, what: str, namespace: str) -> Result:
-        if not self.violations and not self.warnings:
-            return ALLOW
-        return Result(
-            violations=tuple(self.violations),
-            warnings=tuple(self.warnings),
-            summary=f"{what} is over the DRA device quota of namespace {namespace}:",
-        )
 
 
 def check(request: Request, ctx: Context) -> Result:
@@ -222,7 +68,10 @@ def check(request: Request, ctx: Context) -> Result:
     if request.kind in ("ResourceClaim", "ResourceClaimTemplate"):
         if not quota or request.operation != "CREATE":
             return ALLOW
-        return _check_claim(request, obj, quota, claim_usage(ctx.view))
+        found = _check_claim(request, obj, quota, claim_usage(ctx.view))
+        if quota.capacity:
+            quota_shares.check_claim(request, obj, ctx, quota, found)
+        return found.result(_what(request, obj), request.namespace)
     if request.kind == "Pod" and request.operation != "CREATE":
         return ALLOW  # a pod's claims cannot change after creation
     native = _native_limits(ctx, request.namespace)
@@ -231,14 +80,18 @@ def check(request: Request, ctx: Context) -> Result:
     return _check_workload(request, obj, ctx, quota, native)
 
 
-def _check_claim(request: Request, obj: Obj, quota: NamespaceQuota, usage: ClaimUsage) -> Result:
+def _what(request: Request, obj: Obj) -> str:
+    return f"{request.kind} {object_name(obj) or request.name}".rstrip()
+
+
+def _check_claim(request: Request, obj: Obj, quota: NamespaceQuota, usage: ClaimUsage) -> Findings:
     template = request.kind == "ResourceClaimTemplate"
     parsed = request.claim_spec()
     path = parsed.path
     counted = count_claim(parsed)
     name = object_name(obj) or request.name
     what = f"{request.kind} {name}".rstrip()
-    found = _Findings()
+    found = Findings()
 
     for req in counted.requests:
         for device_class, amount in req.devices.items():
@@ -292,7 +145,7 @@ def _check_claim(request: Request, obj: Obj, quota: NamespaceQuota, usage: Claim
                 f"{breach.limit} ResourceClaims, {used_claims} in use",
                 breach,
             )
-    return found.result(what, request.namespace)
+    return found
 
 
 def _all_message(what: str, device_class: str, breach: Breach, scope: str) -> str:
@@ -312,19 +165,6 @@ class _NativeLimit:
     quota: str
     hard: int
     used: int
-
-
-_REPLICAS: Mapping[str, tuple[tuple[str, ...], str]] = {
-    "Deployment": (("spec", "replicas"), "replicas"),
-    "ReplicaSet": (("spec", "replicas"), "replicas"),
-    "StatefulSet": (("spec", "replicas"), "replicas"),
-    "ReplicationController": (("spec", "replicas"), "replicas"),
-    "Job": (("spec", "parallelism"), "parallel pods"),
-    "CronJob": (("spec", "jobTemplate", "spec", "parallelism"), "parallel pods"),
-}
-"""Where each workload says how many of its pods run at once, and what to call them."""
-
-_SINGULAR = {"replicas": "replica", "parallel pods": "parallel pod"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -349,23 +189,27 @@ def _check_workload(
     spec = pod_spec(request.kind, obj)
     if spec is None or request.kind == "PodTemplate":
         return ALLOW
-    translated = _translation(spec, request.namespace, ctx)
+    translated = translation(spec, request.namespace, ctx)
     if _charged_at_owner(request.kind, obj):
-        found = _Findings()
+        found = Findings()
         _check_translated_requests(translated, quota, found)
+        if quota.capacity:
+            quota_shares.check_pod(
+                request, spec, ctx, quota=quota, translated=translated, found=found, charged=True
+            )
         return found.result(
             f"{request.kind} {object_name(obj) or request.name}".rstrip(), request.namespace
         )
     demand = _pod_demand(spec, request.namespace, ctx, translated)
     if not demand:
         return ALLOW
-    pods, unit = _pods(request.kind, obj, ctx.view)
+    pods, unit = pods_of(request.kind, obj, ctx.view)
     before, claims_before = _before(request, ctx)
 
     namespace = request.namespace
     usage = claim_usage(ctx.view)
     name = object_name(obj) or request.name
-    found = _Findings()
+    found = Findings()
     warn_only = request.kind == "DaemonSet"
     for device_class, per_pod in sorted(demand.devices.items()):
         total = per_pod * pods
@@ -426,6 +270,10 @@ def _check_workload(
                 breach,
             )
     _check_translated_requests(translated, quota, found)
+    if quota.capacity:
+        quota_shares.check_pod(
+            request, spec, ctx, quota=quota, translated=translated, found=found, charged=False
+        )
     return found.result(f"{request.kind} {name}".rstrip(), namespace)
 
 
@@ -477,9 +325,9 @@ def _before(request: Request, ctx: Context) -> tuple[dict[str, int], int]:
         return {}, 0
     try:
         old_demand = _pod_demand(
-            old_spec, request.namespace, ctx, _translation(old_spec, request.namespace, ctx)
+            old_spec, request.namespace, ctx, translation(old_spec, request.namespace, ctx)
         )
-        old_pods, _ = _pods(request.kind, request.old_object, ctx.view)
+        old_pods, _ = pods_of(request.kind, request.old_object, ctx.view)
     except ObjectShapeError:
         return {}, 0
     return {c: n * old_pods for c, n in old_demand.devices.items()}, old_demand.claims * old_pods
@@ -502,36 +350,9 @@ def _devices(amount: int, device_class: str) -> str:
     return f"{amount} device{'' if amount == 1 else 's'} of {device_class or '(no class)'}"
 
 
-def _pods(kind: str, obj: Obj, view: ClusterView) -> tuple[int, str]:
-    """How many pods of the object run at once, and what to call them ("8 replicas")."""
-    if kind == "Pod":
-        return 1, "pod"
-    if kind == "DaemonSet":
-        nodes = max(view.derived(SliceNodes).count, 1)
-        return nodes, "node with devices" if nodes == 1 else "nodes with devices"
-    where, unit = _REPLICAS[kind]
-    node: Any = obj
-    for part in where[:-1]:
-        node = node.get(part) if isinstance(node, dict) else None
-    value = node.get(where[-1], 1) if isinstance(node, dict) else 1
-    if value is None:
-        value = 1
-    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
-        raise ObjectShapeError(".".join(where), "must be a non-negative integer")
-    return value, unit if value != 1 else _SINGULAR[unit]
-
-
-def _translation(spec: PodSpecRef, namespace: str, ctx: Context) -> TranslationPlan | None:
-    """In translate-mode namespaces, the plan of the claims translation will give the pods
-    (what it cannot translate it denies itself, with its own message)."""
-    if ctx.mode is not Mode.TRANSLATE:
-        return None
-    return translate.plan_for(spec, namespace, ctx)
-
-
 def pod_demand(spec: PodSpecRef, namespace: str, ctx: Context) -> PodDemand:
     """Devices and claims one pod of `spec` will hold in `namespace`, as quota counts them."""
-    return _pod_demand(spec, namespace, ctx, _translation(spec, namespace, ctx))
+    return _pod_demand(spec, namespace, ctx, translation(spec, namespace, ctx))
 
 
 def _pod_demand(
@@ -567,7 +388,7 @@ def _pod_demand(
 
 
 def _check_translated_requests(
-    translated: TranslationPlan | None, quota: NamespaceQuota, found: _Findings
+    translated: TranslationPlan | None, quota: NamespaceQuota, found: Findings
 ) -> None:
     """Per-request and per-claim limits for the claims translation will make."""
     if not quota or translated is None:

@@ -6,7 +6,7 @@ Shared by dra-only enforcement (which names the fix) and translation (which appl
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -47,8 +47,9 @@ def is_dns_subdomain(name: str) -> bool:
 class LegacyMatcher:
     """Decides whether a resource name is a legacy (device-plugin) extended resource."""
 
-    def __init__(self, config: LegacyResources) -> None:
-        self._exact = frozenset(n for n in config.names if not _is_glob(n))
+    def __init__(self, config: LegacyResources, extra: Iterable[str] = ()) -> None:
+        """`extra`: more exact names (those of the sharing rules)."""
+        self._exact = frozenset(n for n in config.names if not _is_glob(n)) | frozenset(extra)
         globs = [glob_to_re2(n) for n in config.names if _is_glob(n)]
         # RE2: the names matched come from users (any key of a container's limits)
         self._pattern = compile_re2("|".join(globs)) if globs else None
@@ -74,7 +75,10 @@ class DeviceMapping:
     device_class_name: str
     selectors: tuple[str, ...] = ()
     source: str = "config"
-    """Where the mapping came from: config, deviceclass (extendedResourceName) or implicit."""
+    """Where the mapping came from: config, deviceclass (extendedResourceName), implicit, or
+    sharing:<rule>."""
+    capacity: tuple[tuple[str, str], ...] = ()
+    """`capacity.requests` of each device (a share), as (capacity name, quantity), sorted."""
 
 
 class MappingResolver:
@@ -104,6 +108,10 @@ class MappingResolver:
         if len(self._memo) < 4096:
             self._memo[resource] = found
         return found
+
+    def maps(self, resource: str) -> bool:
+        """Whether a `mappings` rule of the policy maps `resource` (not the cluster's classes)."""
+        return is_resource_name(resource) and isinstance(self._from_config(resource), DeviceMapping)
 
     def resolve(self, resource: str, view: ClusterView) -> DeviceMapping | None:
         """The mapping of a legacy name; None for a name that is not a valid resource name."""

@@ -36,7 +36,6 @@ from app.cluster.view import ClusterView, Kind
 from app.config.policy import Translation
 from app.errors import ObjectShapeError
 from app.k8s.objects import ContainerRef, PodSpecRef, list_field
-from app.k8s.quantity import QuantityError, parse_quantity
 from app.k8s.templates import MANAGED_BY, MANAGED_BY_LABEL
 from app.translation.legacy import (
     DeviceMapping,
@@ -46,12 +45,14 @@ from app.translation.legacy import (
     is_resource_name,
     legacy_requests,
 )
+from app.translation.sharing import SharingRules
 from app.translation.templates import MAX_NAME, ClaimTemplate, TemplateBuilder, slug
+from app.translation.wants import Key, Problem, Want, request_key
+from app.translation.wants import count as count_of
+
+__all__ = ["Key", "PlannedClaim", "Problem", "TranslationPlan", "TranslationRules", "Want", "plan"]
 
 Obj = dict[str, Any]
-
-Key = tuple[str, str, str]
-"""(container field, container name, resource): one legacy request, comparable across objects."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,24 +63,8 @@ class TranslationRules:
     mappings: MappingResolver
     templates: TemplateBuilder
     config: Translation
-
-
-@dataclass(frozen=True, slots=True)
-class Want:
-    """A legacy request that can be translated: its whole-number count and its mapping."""
-
-    legacy: LegacyRequest
-    count: int
-    mapping: DeviceMapping
-
-
-@dataclass(frozen=True, slots=True)
-class Problem:
-    """Why one legacy request (or the pod) cannot be translated, at one field."""
-
-    key: Key
-    path: str
-    message: str
+    sharing: SharingRules = field(default_factory=SharingRules)
+    """GPU-sharing names -> consumable-capacity requests (app.translation.sharing)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -134,7 +119,9 @@ class TranslationPlan:
         found: dict[str, tuple[ContainerRef, set[str]]] = {}
         for want in self.wants:
             ref = want.legacy.container
-            found.setdefault(ref.pointer, (ref, set()))[1].add(want.legacy.resource)
+            found.setdefault(ref.pointer, (ref, set()))[1].update(
+                legacy.resource for legacy in want.requests
+            )
         return found
 
     def devices(self) -> dict[str, int]:
@@ -180,14 +167,21 @@ def _analyse(
     view: ClusterView,
     result: TranslationPlan,
 ) -> None:
+    found = [r for r in found if r.container.field != "ephemeralContainers"]
+    # ephemeral containers may not have resources at all: the API server rejects them, not us
+    groups, found = rules.sharing.split(found)
+    for group in groups:
+        shared = rules.sharing.want(group)
+        result.problems += shared.problems
+        result.notes += shared.notes
+        if shared.want is not None:
+            result.wants.append(shared.want)
     for legacy in found:
-        if legacy.container.field == "ephemeralContainers":
-            continue  # may not have resources at all: the API server rejects it, not us
         key = request_key(legacy)
         if not is_resource_name(legacy.resource):
             result.problems.append(_bad_name(legacy))
             continue
-        count, bad = _count(legacy)
+        count, bad = count_of(legacy)
         if bad is not None:
             result.problems.append(bad)
             continue
@@ -226,10 +220,6 @@ def _analyse(
     ]
 
 
-def request_key(legacy: LegacyRequest) -> Key:
-    return legacy.container.field, legacy.container.name, legacy.resource
-
-
 # -- claims and templates --------------------------------------------------------------------
 
 
@@ -265,26 +255,26 @@ class _Planner:
         self.names = ClaimNames(taken, config.claim_name_prefix)
 
     def add(self, wants: list[Want]) -> None:
-        app_claims: dict[str, list[PlannedClaim]] = {}
-        inits: dict[str, list[Want]] = {}
+        app_claims: dict[tuple[str, DeviceMapping], list[PlannedClaim]] = {}
+        inits: dict[tuple[str, DeviceMapping], list[Want]] = {}
         for want in wants:
             ref = want.legacy.container
             if self.share and not ref.runs_with_app:
-                inits.setdefault(want.legacy.resource, []).append(want)
+                inits.setdefault(_kind(want), []).append(want)
                 continue
             if want.count == 0:
                 self._warn(_removed(want))
                 continue
             claim = self._new_claim(want.mapping, want.count, _tail(want), ref.name, owner=ref)
             self._use(want, claim)
-            app_claims.setdefault(want.legacy.resource, []).append(claim)
+            app_claims.setdefault(_kind(want), []).append(claim)
             if claim.template is not None:
                 self._warn(
                     f"{_translated(want)} -> claim {claim.name} (template {claim.template.name}, "
-                    f"class {claim.template.device_class})"
+                    f"class {claim.template.device_class}{_capacity(want.mapping)})"
                 )
-        for resource, group in inits.items():
-            self._share(group, app_claims.get(resource, []))
+        for kind, group in inits.items():
+            self._share(group, app_claims.get(kind, []))
 
     def _share(self, inits: list[Want], app_claims: list[PlannedClaim]) -> None:
         """Init containers of one resource: one claim each, the smallest big enough to share.
@@ -456,6 +446,18 @@ def tail(resource: str) -> str:
     return resource.rsplit("/", 1)[-1]
 
 
+def _capacity(mapping: DeviceMapping) -> str:
+    if not mapping.capacity:
+        return ""
+    return ", capacity " + ", ".join(f"{name}={amount}" for name, amount in mapping.capacity)
+
+
+def _kind(want: Want) -> tuple[str, DeviceMapping]:
+    """What an init container's want may share: a claim of the same name and mapping (for a
+    share, the same capacity requests)."""
+    return want.legacy.resource, want.mapping
+
+
 def _tail(want: Want) -> str:
     return tail(want.legacy.resource)
 
@@ -469,7 +471,8 @@ def who(ref: ContainerRef) -> str:
 
 
 def _translated(want: Want) -> str:
-    return f"{who(want.legacy.container)}: {want.legacy.resource}: {want.legacy.amount}"
+    asked = ", ".join(f"{r.resource}: {r.amount}" for r in want.requests)
+    return f"{who(want.legacy.container)}: {asked}"
 
 
 def _removed(want: Want) -> str:
@@ -580,55 +583,3 @@ def _bad_name(legacy: LegacyRequest) -> Problem:
         "'/', then at most 63 letters, digits, '-', '_' or '.', starting and ending with a letter "
         "or digit): it is not translated",
     )
-
-
-# -- counts --------------------------------------------------------------------------------
-
-
-def _count(legacy: LegacyRequest) -> tuple[int, Problem | None]:
-    """The whole-number count of a request, or why it has none."""
-    counts: dict[str, int] = {}
-    for which, raw in (("limits", legacy.limit), ("requests", legacy.request)):
-        if raw is None:
-            continue
-        value = _whole_number(raw)
-        if value is None:
-            return 0, Problem(
-                request_key(legacy),
-                f"{legacy.container.path}.resources.{which}[{legacy.resource}]",
-                f"{raw!s} is not a whole number: {legacy.resource} is counted in whole devices",
-            )
-        counts[which] = value
-    if len(counts) == 2 and counts["limits"] != counts["requests"]:
-        return 0, Problem(
-            request_key(legacy),
-            f"{legacy.container.path}.resources.requests[{legacy.resource}]",
-            f"requests ({legacy.request}) and limits ({legacy.limit}) of {legacy.resource} "
-            "differ; they must be equal",
-        )
-    return next(iter(counts.values())), None
-
-
-def _whole_number(raw: object) -> int | None:
-    """A quantity that is a non-negative whole number (`2`, `"2"`, `"1k"`, `"2000m"`), else None."""
-    if isinstance(raw, str):
-        return _whole_number_text(raw)
-    if not isinstance(raw, int | float):
-        return None
-    return _whole_number_of(raw)
-
-
-@functools.lru_cache(maxsize=1024)
-def _whole_number_text(raw: str) -> int | None:
-    """Memoized: the same few counts ("1", "2", "8") arrive again and again."""
-    return _whole_number_of(raw)
-
-
-def _whole_number_of(raw: str | int | float) -> int | None:
-    try:
-        quantity = parse_quantity(raw)
-    except QuantityError:
-        return None
-    if not quantity.is_integer() or quantity.sign() < 0:
-        return None
-    return quantity.as_int()

@@ -1,7 +1,8 @@
 """The ResourceClaimTemplates translation references: one per shape, named by its content.
 
-A shape is (namespace, DeviceClass, selectors, count). Its template is built once, run through
-the template hooks (DeviceClass defaults plug in here), and named from a hash of the finished
+A shape is (namespace, DeviceClass, selectors, capacity requests, count). Its template is built
+once, run through the template hooks (DeviceClass defaults plug in here), and named from a hash
+of the finished
 claim spec, so the same shape always gives the same template, replicas of the webhook agree on
 it without talking to each other, and a changed default gives a new template instead of silently
 reusing a stale one.
@@ -53,7 +54,9 @@ class TemplateBuilder:
     def __init__(self, name_prefix: str, hooks: tuple[TemplateHook, ...] = ()) -> None:
         self._prefix = name_prefix
         self._hooks = hooks
-        self._memo: dict[tuple[str, str, tuple[str, ...], int], ClaimTemplate] = {}
+        self._memo: dict[
+            tuple[str, str, tuple[str, ...], tuple[tuple[str, str], ...], int], ClaimTemplate
+        ] = {}
         self._own_name = re.compile(
             rf"^{re.escape(name_prefix)}-[a-z0-9-]+-[0-9]+-[0-9a-f]{{{HASH_CHARS}}}$"
         )
@@ -63,7 +66,7 @@ class TemplateBuilder:
         return len(name) <= MAX_NAME and self._own_name.match(name) is not None
 
     def get(self, namespace: str, mapping: DeviceMapping, count: int) -> ClaimTemplate:
-        key = (namespace, mapping.device_class_name, mapping.selectors, count)
+        key = (namespace, mapping.device_class_name, mapping.selectors, mapping.capacity, count)
         found = self._memo.get(key)
         if found is None:
             found = self._build(namespace, mapping, count)
@@ -93,7 +96,8 @@ class TemplateBuilder:
 
 
 def claim_spec(mapping: DeviceMapping, count: int) -> Obj:
-    """The ResourceClaimSpec asking for `count` devices of the mapping's class and selectors."""
+    """The ResourceClaimSpec asking for `count` devices of the mapping's class and selectors
+    (for a share, each with the mapping's `capacity.requests`)."""
     exactly: Obj = {
         "deviceClassName": mapping.device_class_name,
         "allocationMode": "ExactCount",
@@ -101,6 +105,8 @@ def claim_spec(mapping: DeviceMapping, count: int) -> Obj:
     }
     if mapping.selectors:
         exactly["selectors"] = [{"cel": {"expression": e}} for e in mapping.selectors]
+    if mapping.capacity:
+        exactly["capacity"] = {"requests": dict(mapping.capacity)}
     return {
         "devices": {
             "requests": [{"name": request_name(mapping.device_class_name), "exactly": exactly}]

@@ -59,7 +59,30 @@ def _translated_fixture() -> dict[str, Any]:
     return body
 
 
+def _hami(namespace: str = NS) -> dict[str, Any]:
+    """The captured legacy pod, asking for a HAMi share instead: one GPU, 4000 MiB (as the API
+    server canonicalizes it: 4k), 30% of its cores."""
+    body = review("pod-create-legacy-gpu", namespace=namespace)
+    container = body["request"]["object"]["spec"]["containers"][0]
+    resources = container["resources"]
+    for which in ("limits", "requests"):
+        values = resources.setdefault(which, {})
+        values.pop("nvidia.com/gpu", None)
+        values.update(
+            {"nvidia.com/gpu": "1", "nvidia.com/gpumem": "4k", "nvidia.com/gpucores": "30"}
+        )
+    return body
+
+
 CASES: dict[str, tuple[Endpoint, Callable[[], dict[str, Any]]]] = {
+    "mutate HAMi-style pod (gpu + gpumem + gpucores), translate to a share (patched)": (
+        Endpoint.MUTATE,
+        _hami,
+    ),
+    "validate HAMi-style pod in a dra-only namespace (denied with the share as the fix)": (
+        Endpoint.VALIDATE,
+        lambda: _hami("gpu-e2e"),
+    ),
     "mutate legacy pod fixture, translate (patched)": (
         Endpoint.MUTATE,
         lambda: review("pod-create-legacy-gpu", namespace=NS),

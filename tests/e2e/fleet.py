@@ -9,7 +9,14 @@ and one ResourceSlice per node:
 | node-b | gpu-0, gpu-1: A100 40GB, memory 40Gi, Ampere (no nvlinkDomain) | gpu-2-mig-3g40gb-0: profile 3g.40gb, memory 40Gi |
 
 DeviceClasses as the driver's Helm chart installs them: `gpu.nvidia.com` and `mig.nvidia.com`,
-selecting on `device.driver` and the `type` attribute. The policy's default mappings
+selecting on `device.driver` and the `type` attribute.
+
+For GPU sharing, node-a also publishes a pool `node-a-shared` with one shareable H100
+(`allowMultipleAllocations: true`, memory 80Gi with a `validRange` policy: min 1Gi, step 1Gi,
+so a 4000Mi request consumes 4Gi), selected by the class `gpu-shared.nvidia.com`
+(`device.allowMultipleAllocations`). The real driver in `--consumable-shares` mode marks every
+GPU shareable; here its `type` is `shared-gpu`, so the whole-GPU class and the other journeys'
+device counts stay as they were. The policy's default mappings
 (`nvidia.com/gpu` -> gpu.nvidia.com, `nvidia.com/mig-<profile>` -> mig.nvidia.com with a
 `profile` selector) resolve to these.
 """
@@ -88,6 +95,52 @@ def resource_slice(node: str) -> Obj:
     }
 
 
+SHARED_CLASS = "gpu-shared.nvidia.com"
+SHARED_POOL = "node-a-shared"
+
+
+def shared_slice() -> Obj:
+    device: Obj = {
+        "name": "gpu-s0",
+        "allowMultipleAllocations": True,
+        "attributes": {
+            "type": {"string": "shared-gpu"},
+            "productName": {"string": "NVIDIA H100 80GB HBM3"},
+            "driverVersion": {"version": "580.65.6"},
+        },
+        "capacity": {
+            "memory": {
+                "value": "80Gi",
+                "requestPolicy": {
+                    "default": "80Gi",
+                    "validRange": {"min": "1Gi", "max": "80Gi", "step": "1Gi"},
+                },
+            }
+        },
+    }
+    return {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceSlice",
+        "metadata": {"name": f"{SHARED_POOL}-{DRIVER}"},
+        "spec": {
+            "driver": DRIVER,
+            "nodeName": "node-a",
+            "pool": {"name": SHARED_POOL, "generation": 1, "resourceSliceCount": 1},
+            "devices": [device],
+        },
+    }
+
+
+def shared_class() -> Obj:
+    expression = f'device.driver == "{DRIVER}" && device.allowMultipleAllocations'
+    return {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "DeviceClass",
+        "metadata": {"name": SHARED_CLASS},
+        "spec": {"selectors": [{"cel": {"expression": expression}}]},
+    }
+
+
 def node(name: str) -> Obj:
     return {
         "apiVersion": "v1",
@@ -113,7 +166,8 @@ _STATUS: Obj = {
 
 
 def publish(kube: Kube) -> None:
-    """Nodes Ready and untainted, their ResourceSlices, both DeviceClasses."""
+    """Nodes Ready and untainted, their ResourceSlices (and the shareable GPU's), the
+    DeviceClasses."""
     for name in NODES:
         kube.apply(node(name))
         # The TaintNodesByCondition admission plugin taints every new Node not-ready; the node
@@ -121,5 +175,7 @@ def publish(kube: Kube) -> None:
         kube.patch("Node", name, None, {"spec": {"taints": None}})
         kube.patch("Node", name, None, _STATUS, subresource="status")
         kube.apply(resource_slice(name))
+    kube.apply(shared_slice())
     kube.apply(device_class("gpu.nvidia.com", "gpu"))
     kube.apply(device_class("mig.nvidia.com", "mig"))
+    kube.apply(shared_class())

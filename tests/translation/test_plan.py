@@ -35,7 +35,14 @@ from tests.conftest import DEMO_NAMESPACES, make_pipeline, policy_from, wrap
 
 Obj = dict[str, Any]
 NS = "ml-research"
-LEGACY = ["nvidia.com/gpu", "amd.com/gpu", "nvidia.com/mig-1g.10gb"]
+LEGACY = [
+    "nvidia.com/gpu",
+    "amd.com/gpu",
+    "nvidia.com/mig-1g.10gb",
+    "nvidia.com/gpumem",
+    "aliyun.com/gpu-mem",
+    "nvidia.com/gpu.shared",
+]
 NAMES = ["cuda", "train", "warm", "proxy", "log", "x" * 63]
 
 

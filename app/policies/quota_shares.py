@@ -1,0 +1,200 @@
+"""Capacity quotas at admission: claims and templates, translated shares, workloads' pods.
+
+The rounding and the reading of asks are in `app.policies.quota_capacity`; this module adds them
+up against `maxCapacityPerClaim` and `maxCapacityPerNamespace` with the arithmetic in the message,
+as the device-count checks of `app.policies.quota` do.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from app.errors import ObjectShapeError
+from app.k8s.capacity import Ask
+from app.k8s.objects import PodSpecRef, list_field, object_name, pod_spec
+from app.k8s.quantity import Quantity, parse_quantity
+from app.policies import quota_capacity as capacity
+from app.policies.base import Context, Obj, Request
+from app.policies.quota_findings import Findings
+from app.policies.quota_pods import pods_of, translation
+from app.policies.quota_rules import (
+    PER_CLAIM,
+    PER_NAMESPACE,
+    CapacityBreach,
+    NamespaceQuota,
+)
+from app.translation import TranslationPlan, Want
+
+
+def what(request: Request, obj: Obj) -> str:
+    return f"{request.kind} {object_name(obj) or request.name}".rstrip()
+
+
+def check_claim(
+    request: Request, obj: Obj, ctx: Context, quota: NamespaceQuota, found: Findings
+) -> None:
+    """maxCapacityPerClaim, and for a ResourceClaim maxCapacityPerNamespace."""
+    asks = capacity.claim_asks(obj, request.kind)
+    if not asks:
+        return
+    counter = capacity.Counter(ctx.view, ctx.compiled.cel.index)
+    counted = counter.count(asks)
+    label = what(request, obj)
+    path = f"{asks[0].path.split('.devices.', 1)[0]}.devices.requests"
+    namespace = request.namespace
+    used: capacity.Counted | None = None
+    for key in sorted(counted.totals.keys() | counted.unbounded):
+        amount = counted.totals.get(key)
+        terms = _terms(counter, [a for a in asks if (a.device_class, a.capacity) == key])
+        if breach := quota.capacity_breach(PER_CLAIM, key, amount):
+            found.add(path, f"{label} asks for {terms}; at most {breach.limit} per claim", breach)
+        if request.kind != "ResourceClaim":
+            continue
+        if used is None:
+            used = counter.count(capacity.namespace_asks(ctx.view, namespace))
+        in_use = used.totals.get(key)
+        if breach := quota.capacity_breach(PER_NAMESPACE, key, amount, in_use):
+            found.add(
+                path,
+                f"{label} asks for {terms}; namespace {namespace} allows {breach.limit}, "
+                f"{in_use or 0} in use",
+                breach,
+            )
+
+
+def _terms(counter: capacity.Counter, asks: list[Ask], times: int = 1) -> str:
+    """`2 x 4000Mi (4Gi by the devices' requestPolicy) of memory of <class> = 8Gi`."""
+    parts: list[str] = []
+    total: Quantity | None = None
+    for ask in asks:
+        if ask.unbounded:
+            return (
+                f"{ask.capacity} of {ask.device_class} from every matching device "
+                "(allocationMode: All), an unbounded amount"
+            )
+        rounded = counter.rounded(ask)
+        each = str(ask.amount)
+        if rounded != ask.amount:
+            each += f" (counted {rounded}: the devices' requestPolicy)"
+        parts.append(f"{ask.count} x {each}")
+        amount = rounded.mul(ask.count * times)
+        total = amount if total is None else total + amount
+    first = asks[0]
+    pods = f"{times} pods x " if times != 1 else ""
+    joined = " + ".join(parts)
+    if len(parts) > 1 or pods:
+        joined = f"({joined})" if len(parts) > 1 and pods else joined
+    return f"{pods}{joined} of {first.capacity} of {first.device_class} = {total}"
+
+
+def _pod_asks(
+    spec: PodSpecRef, namespace: str, ctx: Context, translated: TranslationPlan | None
+) -> list[Ask]:
+    """The capacity one pod's claims will ask for: its template claims, plus the shares
+    translation will give it."""
+    asks: list[Ask] = []
+    for entry in list_field(spec.spec, "resourceClaims", spec.path):
+        name = entry.get("resourceClaimTemplateName") if isinstance(entry, dict) else None
+        if isinstance(name, str) and name:
+            asks += capacity.template_asks(ctx.view, name, namespace)
+    for claim in translated.claims if translated is not None else ():
+        for capacity_name, amount in claim.mapping.capacity:
+            asks.append(
+                Ask(
+                    spec.path,
+                    claim.name,
+                    claim.device_class,
+                    capacity_name,
+                    parse_quantity(amount),
+                    claim.count,
+                )
+            )
+    return asks
+
+
+def check_pod(
+    request: Request,
+    spec: PodSpecRef,
+    ctx: Context,
+    *,
+    quota: NamespaceQuota,
+    translated: TranslationPlan | None,
+    found: Findings,
+    charged: bool,
+) -> None:
+    """Capacity per claim of the claims translation makes, and unless the owner was charged,
+    pods x per-pod capacity against maxCapacityPerNamespace."""
+    obj = request.object
+    assert obj is not None
+    namespace = request.namespace
+    counter = capacity.Counter(ctx.view, ctx.compiled.cel.index)
+    wants = translated.wants if translated is not None else []
+    by_claim = {translated.claim_for.get(_key(w)): w for w in wants} if translated else {}
+    for claim in translated.claims if translated is not None else ():
+        want = by_claim.get(claim.name) if claim.name else None
+        if want is None or not claim.mapping.capacity:
+            continue
+        asks = [
+            Ask(want.legacy.path, claim.name, claim.device_class, n, parse_quantity(a), claim.count)
+            for n, a in claim.mapping.capacity
+        ]
+        for key, amount in counter.count(asks).totals.items():
+            if breach := quota.capacity_breach(PER_CLAIM, key, amount):
+                mine = [a for a in asks if (a.device_class, a.capacity) == key]
+                found.add(
+                    want.legacy.path,
+                    f"{_translated_what(want)}, which translation turns into a claim asking for "
+                    f"{_terms(counter, mine)}; at most {breach.limit} per claim",
+                    breach,
+                )
+    if charged:
+        return
+    asks = _pod_asks(spec, namespace, ctx, translated)
+    if not asks:
+        return
+    pods, unit = pods_of(request.kind, obj, ctx.view)
+    before: Mapping[tuple[str, str], Quantity] = {}
+    if request.operation == "UPDATE" and request.old_object is not None:
+        old_spec = pod_spec(request.kind, request.old_object)
+        if old_spec is not None:
+            try:
+                old_pods, _ = pods_of(request.kind, request.old_object, ctx.view)
+                old_plan = translation(old_spec, namespace, ctx)
+                old = _pod_asks(old_spec, namespace, ctx, old_plan)
+                before = counter.count(old, old_pods).totals
+            except ObjectShapeError:
+                before = {}
+    counted = counter.count(asks, pods)
+    used: capacity.Counted | None = None
+    name = object_name(obj) or request.name
+    for key, total in sorted(counted.totals.items()):
+        more = total - before[key] if key in before else total
+        if more.sign() <= 0:
+            continue
+        if used is None:
+            used = counter.count(capacity.namespace_asks(ctx.view, namespace))
+        in_use = used.totals.get(key)
+        if breach := quota.capacity_breach(PER_NAMESPACE, key, more, in_use):
+            if request.kind == "DaemonSet":
+                breach = CapacityBreach(breach.limit, breach.entry, deny=False)
+            mine = [a for a in asks if (a.device_class, a.capacity) == key]
+            needs = f"{request.kind} {name} needs {_terms(counter, mine, pods)}"
+            if pods != 1:
+                needs += f" ({pods} {unit})"
+            if key in before:
+                needs += f" ({before[key]} before this change)"
+            found.add(
+                spec.path,
+                f"{needs}; namespace {namespace} allows {breach.limit}, {in_use or 0} in use",
+                breach,
+            )
+
+
+def _key(want: Want) -> tuple[str, str, str]:
+    legacy = want.legacy
+    return legacy.container.field, legacy.container.name, legacy.resource
+
+
+def _translated_what(want: Want) -> str:
+    asked = ", ".join(f"{r.resource}: {r.amount}" for r in want.requests)
+    return f"container {want.legacy.container.name} asks for {asked}"

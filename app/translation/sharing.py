@@ -1,0 +1,268 @@
+"""GPU-sharing names -> one consumable-capacity request per container and rule.
+
+A container's names of one sharing rule (app.config.sharing) form a group: HAMi's
+`nvidia.com/gpu: 2` + `nvidia.com/gpumem: 4000` is one group, and becomes one want: two shares
+(`count: 2`) on the rule's DeviceClass, each asking for `capacity.requests: {memory: 4000Mi}`.
+The plan (app.translation.plan) then treats it like any other want: one claim per container,
+content-named templates, init containers sharing, caps. So migrate and dra-only's fix get it too.
+
+Amounts are read as whole numbers (the API server canonicalizes `4000` to `4k` before admission).
+A percentage becomes an absolute amount only where the rule says of what size (`percentOf`);
+otherwise the pod is denied naming the key to add. A name whose rule entry has no capacity
+(HAMi's `gpucores`: its limit is enforced by HAMi's in-container library, not by the scheduler)
+is removed with a warning. Every share request also selects `device.allowMultipleAllocations`:
+a class that also matches whole devices would otherwise give a whole GPU (no consumed capacity).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+
+from app.config.sharing import SharedCapacity, SharingRule
+from app.k8s.objects import resource_map
+from app.k8s.quantity import parse_quantity
+from app.translation.legacy import DeviceMapping, LegacyRequest
+from app.translation.wants import Problem, Want, count, request_key, whole_number
+
+SHAREABLE = "device.allowMultipleAllocations"
+"""The selector every share request carries."""
+
+_MI = 1 << 20
+
+
+@dataclass(slots=True)
+class Group:
+    """One container's names of one sharing rule, in the order the container lists them."""
+
+    index: int
+    """The rule's position in the policy's `sharing` list (for messages: sharing[i])."""
+    rule: SharingRule
+    members: dict[str, LegacyRequest] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class Shared:
+    """What a group becomes: a want (None when something stops it: the problems), warnings."""
+
+    want: Want | None
+    problems: tuple[Problem, ...] = ()
+    notes: tuple[str, ...] = ()
+
+
+class SharingRules:
+    """The policy's sharing rules, compiled once: which names they own, and the groups."""
+
+    def __init__(
+        self, rules: Iterable[SharingRule] = (), mapped: Callable[[str], bool] = bool
+    ) -> None:
+        self.rules = tuple(rules)
+        self._owner: dict[str, int] = {}
+        for index, rule in enumerate(self.rules):
+            for name in rule.names:
+                self._owner.setdefault(name, index)
+        self._alone = frozenset(
+            rule.count for rule in self.rules if rule.count and not rule.capacities
+        ) | frozenset(rule.count for rule in self.rules if rule.count and not mapped(rule.count))
+        """Count names that make a share request on their own (no mapping serves them)."""
+        self._counts = frozenset(rule.count for rule in self.rules if rule.count)
+
+    @property
+    def names(self) -> frozenset[str]:
+        """The legacy names that ask for a share: every capacity name, and the count names
+        no mapping serves. (A mapped count, HAMi's `nvidia.com/gpu`, is legacy only where the
+        legacy list says so; next to a share's names it is read as the number of shares.)"""
+        return frozenset(n for n in self._owner if n not in self._counts or n in self._alone)
+
+    def __bool__(self) -> bool:
+        return bool(self.rules)
+
+    def split(self, found: list[LegacyRequest]) -> tuple[list[Group], list[LegacyRequest]]:
+        """The sharing groups among `found`, and the requests that are not in one."""
+        if not self._owner:
+            return [], found
+        groups: dict[tuple[str, int], Group] = {}
+        for legacy in found:
+            index = self._owner.get(legacy.resource)
+            if index is None:
+                continue
+            key = (legacy.container.pointer, index)
+            group = groups.get(key)
+            if group is None:
+                group = groups[key] = Group(index, self.rules[index])
+            group.members[legacy.resource] = legacy
+        taken: set[int] = set()
+        chosen: list[Group] = []
+        for group in groups.values():
+            rule = group.rule
+            if any(name != rule.count for name in group.members) or rule.count in self._alone:
+                chosen.append(group)
+                taken.update(id(m) for m in group.members.values())
+                if rule.count and rule.count not in group.members:
+                    _add_count(group, rule.count)
+        return chosen, [legacy for legacy in found if id(legacy) not in taken]
+
+    def fix(self, legacy: LegacyRequest) -> str | None:
+        """dra-only's one-line fix for a sharing name (None: not part of a share here).
+
+        Read from the name, its amount and which names its container lists, nothing else, so
+        the chart's ValidatingAdmissionPolicy prints the same text (admissionpolicy.yaml).
+        """
+        index = self._owner.get(legacy.resource)
+        if index is None:
+            return None
+        rule = self.rules[index]
+        where = f"sharing rule {rule.name}"
+        shared = f"use DeviceClass {rule.device_class_name}"
+        if legacy.resource == rule.count:
+            if rule.count not in self._alone and not _lists_any(legacy, rule):
+                return None
+            return f"{shared} (count {legacy.amount}, shared, {where})"
+        entry = next(c for c in rule.capacities if c.resource == legacy.resource)
+        if entry.capacity is None:
+            return f"removed: DRA has no capacity for it ({where})"
+        if entry.percent:
+            return f"{shared} (capacity {entry.capacity}: {legacy.amount}% of a device, {where})"
+        value = whole_number(legacy.amount)
+        amount = f"{value}{entry.unit}" if value is not None else f"{legacy.amount}{entry.unit}"
+        return f"{shared} (capacity {entry.capacity}: {amount}, {where})"
+
+    def want(self, group: Group) -> Shared:
+        """The request a group becomes, or the problems that stop it."""
+        rule = group.rule
+        members = group.members
+        problems: list[Problem] = []
+        notes: list[str] = []
+        shares = 1
+        if rule.count is not None and rule.count in members:
+            shares, bad = count(members[rule.count], "whole shares")
+            if bad is not None:
+                problems.append(bad)
+        capacity: dict[str, str] = {}
+        sizes: list[str] = []
+        for position, entry in enumerate(rule.capacities):
+            legacy = members.get(entry.resource)
+            if legacy is None:
+                continue
+            value, bad = count(legacy, _unit_words(entry))
+            if bad is not None:
+                problems.append(bad)
+                continue
+            if entry.capacity is None:
+                notes.append(
+                    f"{_who(legacy)}: {legacy.resource}: {legacy.amount} -> removed: DRA has no "
+                    f"capacity for it (sharing rule {rule.name}); map it with `capacity:` in "
+                    "the dra-webhook policy where the driver publishes one"
+                )
+                continue
+            if entry.capacity in capacity:
+                problems.append(_twice(legacy, entry.capacity, members, rule))
+                continue
+            where = (group.index, position, rule.device_class_name, rule.name)
+            amount, bad = _amount(legacy, value, entry, where)
+            if bad is not None:
+                problems.append(bad)
+                continue
+            if amount is None:
+                continue  # zero: the share consumes the capacity's default
+            capacity[entry.capacity] = amount
+            if entry.select_size and entry.percent_of is not None:
+                sizes.append(_size_selector(rule, entry.capacity, entry.percent_of))
+        if problems:
+            return Shared(None, tuple(problems), tuple(notes))
+        ordered = [members[name] for name in rule.names if name in members]
+        selectors = (*rule.selectors, SHAREABLE, *sizes)
+        mapping = DeviceMapping(
+            rule.device_class_name,
+            tuple(dict.fromkeys(selectors)),
+            f"sharing:{rule.name}",
+            tuple(sorted(capacity.items())),
+        )
+        return Shared(Want(ordered[0], shares, mapping, tuple(ordered[1:])), (), tuple(notes))
+
+
+def _lists_any(legacy: LegacyRequest, rule: SharingRule) -> bool:
+    """Whether the container of `legacy` also lists a capacity name of `rule`."""
+    ref = legacy.container
+    limits, requests = resource_map(ref, "limits"), resource_map(ref, "requests")
+    return any(c.resource in limits or c.resource in requests for c in rule.capacities)
+
+
+def _add_count(group: Group, name: str) -> None:
+    """The rule's count name, read from the container when the legacy list does not hold it."""
+    ref = next(iter(group.members.values())).container
+    limits, requests = resource_map(ref, "limits"), resource_map(ref, "requests")
+    if name in limits or name in requests:
+        group.members[name] = LegacyRequest(ref, name, limits.get(name), requests.get(name))
+
+
+def _who(legacy: LegacyRequest) -> str:
+    ref = legacy.container
+    if ref.is_sidecar:
+        return f"sidecar container {ref.name}"
+    if ref.field == "initContainers":
+        return f"init container {ref.name}"
+    return f"container {ref.name}"
+
+
+def _unit_words(entry: SharedCapacity) -> str:
+    if entry.percent:
+        return "whole percent"
+    return {"Mi": "whole MiB", "Gi": "whole GiB", "Ki": "whole KiB", "Ti": "whole TiB"}.get(
+        entry.unit, "whole numbers"
+    )
+
+
+def _amount(
+    legacy: LegacyRequest, value: int, entry: SharedCapacity, where: tuple[int, int, str, str]
+) -> tuple[str | None, Problem | None]:
+    """The capacity request of one legacy amount (None for zero), or why there is none."""
+    if value == 0:
+        return None, None
+    if not entry.percent:
+        return f"{value}{entry.unit}", None
+    if value > 100:
+        return None, Problem(
+            request_key(legacy),
+            legacy.path,
+            f"{value} is not a percentage of a GPU: {legacy.resource} must be 1 to 100",
+        )
+    if entry.percent_of is None:
+        index, position, device_class, rule_name = where
+        key = f"sharing[{index}].capacities[{position}]"
+        return None, Problem(
+            request_key(legacy),
+            legacy.path,
+            f"{legacy.resource}: {legacy.amount} is a percentage of a GPU's {entry.capacity}, "
+            f"and DRA asks for an absolute amount: add `percentOf: <the {entry.capacity} of "
+            f"each device of DeviceClass {device_class}, e.g. 80Gi>` (and `selectSize: true` if "
+            f"they differ) to the {legacy.resource} entry of sharing rule {rule_name} ({key}) "
+            "in the dra-webhook policy, or ask for "
+            f"{entry.capacity} as an amount",
+        )
+    size = parse_quantity(entry.percent_of).value * value / 100
+    if size >= _MI:
+        return f"{math.ceil(size / _MI)}Mi", None
+    return str(math.ceil(size)), None
+
+
+def _twice(
+    legacy: LegacyRequest, capacity: str, members: dict[str, LegacyRequest], rule: SharingRule
+) -> Problem:
+    others = [
+        c.resource
+        for c in rule.capacities
+        if c.capacity == capacity and c.resource in members and c.resource != legacy.resource
+    ]
+    return Problem(
+        request_key(legacy),
+        legacy.path,
+        f"{legacy.resource} and {', '.join(others)} both ask for {capacity} of one share "
+        f"(sharing rule {rule.name}): give one of them",
+    )
+
+
+def _size_selector(rule: SharingRule, capacity: str, size: str) -> str:
+    domain, _, name = capacity.rpartition("/")
+    return f'device.capacity["{domain or rule.driver}"].{name}.compareTo(quantity("{size}")) == 0'
