@@ -85,6 +85,12 @@ class Loaded:
             raise DocumentError(f"not valid YAML: {_one_line(exc)}") from None
         self._yaml.explicit_end = _has_end_marker(body)
 
+    def dump_new(self, data: Any) -> str:
+        """A new document (a template) indented as this one is."""
+        out = io.StringIO()
+        self._yaml.dump(data, out)
+        return out.getvalue()
+
     def dump(self) -> str:
         out = io.StringIO()
         self._yaml.dump(self.data, out)

@@ -16,9 +16,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from app.migrate.documents import Document, DocumentError, Loaded, dump, split
+from app.migrate.documents import Document, DocumentError, Loaded, split
 from app.migrate.edit import fresh, plain, shared_nodes, sync
-from app.migrate.objects import Outcome, Rules, is_pod_bearing, namespace_of, objects_of, translate
+from app.migrate.objects import (
+    Outcome,
+    Rules,
+    is_pod_bearing,
+    name_of,
+    namespace_of,
+    objects_of,
+    translate,
+)
 
 Obj = dict[str, Any]
 _JSON_INDENT = re.compile(r"\n([ \t]+)\S")
@@ -30,12 +38,27 @@ class Problem:
 
     file: str
     document: int | None
+    """Index of the document in the file, from 0 (as `check` numbers them: file#index)."""
     path: str
     message: str
+    what: str = ""
+    """The object: kind namespace/name."""
 
     def __str__(self) -> str:
-        where = self.file if self.document is None else f"{self.file}: document {self.document}"
+        where = self.file if self.document is None else f"{self.file}#{self.document}"
+        if self.what:
+            where += f" ({self.what})"
         return f"{where}: {self.path}: {self.message}" if self.path else f"{where}: {self.message}"
+
+
+def describe(obj: Any) -> str:
+    """kind namespace/name of an object, for messages."""
+    if not isinstance(obj, dict):
+        return ""
+    name = name_of(obj)
+    if namespace_of(obj):
+        name = f"{namespace_of(obj)}/{name}"
+    return f"{obj.get('kind')} {name}".strip()
 
 
 class Templates:
@@ -133,7 +156,9 @@ def _rewrite_document(
         wanted = plain(obj)
         outcome = translate(wanted, rules)
         if outcome.problems:
-            result.problems += [Problem(file, index, prefix + p, m) for p, m in outcome.problems]
+            result.problems += [
+                Problem(file, index, prefix + p, m, describe(wanted)) for p, m in outcome.problems
+            ]
             continue
         if outcome.rewritten is None:
             continue
@@ -158,7 +183,7 @@ def _rewrite_document(
 
     body = loaded.dump()
     if after:
-        body = _ending(body) + "".join("---\n" + dump(fresh(t)) for t in after)
+        body = _ending(body) + "".join("---\n" + loaded.dump_new(fresh(t)) for t in after)
         if not doc.body.endswith("\n"):
             body = body.rstrip("\n")
     return doc.marker + body
@@ -214,10 +239,10 @@ def _not_expressible(file: str, index: int, prefix: str, obj: Any) -> Problem:
         file,
         index,
         prefix.rstrip(".") or "(object)",
-        f"{obj.get('kind')} {obj.get('metadata', {}).get('name', '')}: the fields translation "
-        "changes are shared with other places through YAML anchors or merge keys in a way "
-        "that cannot be edited in place; untouched (run `dra-webhook check` on it and edit by "
-        "hand)",
+        "the fields translation changes are shared with other places through YAML anchors or "
+        "merge keys in a way that cannot be edited in place (`dra-webhook check` prints the "
+        "patch to apply by hand)",
+        describe(obj),
     )
 
 
@@ -254,7 +279,9 @@ def _rewrite_json(
             continue
         outcome: Outcome = translate(obj, rules)
         if outcome.problems:
-            result.problems += [Problem(str(path), 0, prefix + p, m) for p, m in outcome.problems]
+            result.problems += [
+                Problem(str(path), 0, prefix + p, m, describe(obj)) for p, m in outcome.problems
+            ]
             continue
         if outcome.rewritten is None:
             continue
