@@ -101,13 +101,19 @@ class Loaded:
 
 
 def dump(data: Any) -> str:
-    """New content (a template, a patch) as block YAML, two-space indented."""
+    """New content (a template, a patch) as block YAML, two-space indented; a null is written
+    `null` (a strategic-merge patch removes a key with it: an empty value reads as a slip)."""
     yaml = YAML(typ="rt")
     yaml.width = WIDE
+    yaml.representer.add_representer(type(None), _null)
     yaml.indent(mapping=2, sequence=2, offset=0)
     out = io.StringIO()
     yaml.dump(data, out)
     return out.getvalue()
+
+
+def _null(representer: Any, data: None) -> Any:
+    return representer.represent_scalar("tag:yaml.org,2002:null", "null")
 
 
 def guess_indent(body: str) -> tuple[int, int]:

@@ -104,10 +104,12 @@ def patch_folder(
 
 
 def workload_patch(before: Obj, after: Obj) -> Obj:
-    """The strategic-merge patch that turns `before` into `after` (a workload translated)."""
+    """The strategic-merge patch that turns `before` into `after` (a workload translated).
+
+    It names no namespace: kustomize matches patches before its namespace transformer runs,
+    so the rendered namespace would not match the base's object (the header comment says it).
+    """
     meta: Obj = {"name": name_of(before)}
-    if namespace_of(before):
-        meta["namespace"] = namespace_of(before)
     head: Obj = {
         "apiVersion": before.get("apiVersion"),
         "kind": before.get("kind"),

@@ -124,13 +124,10 @@ def unified_diff(changed: Rewritten) -> list[str]:
 
 def render_patch(patch: Patch) -> str:
     where = f"{patch.namespace}/{patch.name}" if patch.namespace else patch.name
-    head = (
-        f"# {patch.source}: strategic-merge patch for {patch.kind} {where} "
-        "(add it to the overlay's patches)\n"
-    )
+    head = f"# {patch.source}: strategic-merge patch for {patch.kind} {where}\n"
     text = "---\n" + head + dump(fresh(patch.patch))
     for template in patch.templates:
-        text += f"---\n# {patch.source}: used by {patch.kind} {where} (add it to the resources)\n"
+        text += f"---\n# {patch.source}: ResourceClaimTemplate for {patch.kind} {where}\n"
         text += dump(fresh(template))
     return text
 

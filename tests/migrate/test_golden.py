@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.assets import k8s_tool
 from tests.migrate.conftest import GOLDEN, Run
 
 MANIFESTS = sorted(p.name for p in (GOLDEN / "manifests").iterdir())
@@ -59,3 +60,21 @@ def test_a_golden_manifest_migrates_as_expected_and_a_second_run_changes_nothing
     assert again.stdout == ""
     assert again.code == (2 if diff.stderr else 0)
     assert (folder / name).read_text() == after
+
+
+@pytest.mark.parametrize("name", ["overlay", "chart"])
+def test_an_overlay_or_a_chart_gets_a_strategic_merge_patch_per_workload_and_is_not_rewritten(
+    name: str, migrate: Callable[..., Run], workdir: Callable[..., Path]
+) -> None:
+    folder = workdir(f"sources/{name}")
+    before = {p: p.read_bytes() for p in folder.rglob("*") if p.is_file()}
+    tools = ["--kubectl", k8s_tool("kubectl"), "--helm", k8s_tool("helm")]
+    target = "overlay/prod" if name == "overlay" else name
+
+    run = migrate("--diff", *tools, target)
+    assert (run.code, run.stderr) == (1, "")
+    _expect(f"{name}.patch", run.stdout)
+
+    written = migrate("--write", *tools, target)
+    assert (written.code, written.stdout) == (0, run.stdout)
+    assert {p: p.read_bytes() for p in folder.rglob("*") if p.is_file()} == before
