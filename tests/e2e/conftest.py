@@ -31,6 +31,7 @@ _WEBHOOK: list[Webhook] = []
 JOURNEYS = (
     "dra-only",
     "translate",
+    "migrate",
     "quotas",
     "defaults",
     "satisfiability",
