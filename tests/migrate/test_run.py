@@ -6,6 +6,7 @@ import json
 from collections.abc import Callable
 from pathlib import Path
 
+import pytest
 import yaml
 
 from tests.migrate.conftest import Run
@@ -151,7 +152,41 @@ def test_a_single_json_object_gets_its_templates_in_a_list_beside_it(
 
 
 def test_write_and_diff_are_exclusive(migrate: Callable[..., Run]) -> None:
-    import pytest
-
     with pytest.raises(SystemExit):
         migrate("--write", "--diff", "x.yaml")
+
+
+POD_SPEC = {"containers": [{"name": "app", "resources": {"limits": {"nvidia.com/gpu": 1}}}]}
+
+
+def _wrapped(kind: str) -> dict[str, object]:
+    from app.k8s.objects import POD_SPEC_PATHS
+
+    node: dict[str, object] = POD_SPEC
+    for part in reversed(POD_SPEC_PATHS[kind]):
+        node = {part: node}
+    return {"apiVersion": "v1", "kind": kind, "metadata": {"name": "x"}, **node}
+
+
+@pytest.mark.parametrize(
+    "kind",
+    [
+        "Pod",
+        "PodTemplate",
+        "ReplicationController",
+        "ReplicaSet",
+        "Deployment",
+        "StatefulSet",
+        "DaemonSet",
+        "Job",
+        "CronJob",
+    ],
+)
+def test_every_pod_bearing_kind_is_rewritten(
+    kind: str, tmp_path: Path, migrate: Callable[..., Run]
+) -> None:
+    (tmp_path / "x.yaml").write_text(yaml.safe_dump(_wrapped(kind)))
+    assert migrate("--write", "x.yaml").code == 0
+    written = list(yaml.safe_load_all((tmp_path / "x.yaml").read_text()))
+    assert [d["kind"] for d in written] == [kind, "ResourceClaimTemplate"]
+    assert "nvidia.com/gpu" not in (tmp_path / "x.yaml").read_text()
