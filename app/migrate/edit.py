@@ -72,7 +72,15 @@ def sync(node: Any, wanted: Any, shared: set[int]) -> Any:
     if isinstance(node, dict) and isinstance(wanted, dict):
         if id(node) in shared:
             node = _unshared(node)
-        orphans = "".join(_drop_key(node, k) for k in [k for k in node if str(k) not in wanted])
+        orphans = ""
+        for key in [k for k in node if str(k) not in wanted]:
+            before = _key_before(node, key, wanted)
+            lines = _drop_key(node, key)
+            if before is None:
+                if not _before_first_key(node, lines, wanted):
+                    orphans += lines  # nothing stays: after the mapping's new last line
+            else:
+                _append_lines_at(_entry_tail(node, before), lines)
         for key, value in wanted.items():
             if key in node:
                 updated = sync(node[key], value, shared)
@@ -167,9 +175,44 @@ def _trailing_lines(slot: Slot | None) -> str:
     return value.partition("\n")[2]
 
 
+def _before_first_key(node: dict[Any, Any], lines: str, wanted: dict[str, Any]) -> bool:
+    """Comment lines above the first key that stays (where they were, the keys before gone)."""
+    if not lines or not isinstance(node, CommentedMap) or not any(str(k) in wanted for k in node):
+        return False
+    tokens = [
+        CommentToken(line.strip() + "\n", CommentMark(len(line) - len(line.lstrip())), None)
+        for line in lines.splitlines()
+        if line.strip()
+    ]
+    comment = node.ca.comment
+    if comment is None or len(comment) < 2:
+        node.ca.comment = [None, tokens]
+    else:
+        comment[1] = (comment[1] or []) + tokens
+    return True
+
+
+def _key_before(node: dict[Any, Any], key: Any, wanted: dict[str, Any]) -> Any:
+    """The nearest key before `key` that stays, or None."""
+    keys = list(node)
+    for candidate in reversed(keys[: keys.index(key)]):
+        if str(candidate) in wanted:
+            return candidate
+    return None
+
+
+def _entry_tail(node: Any, key: Any) -> Slot | None:
+    """Where the comment after the last line of the entry `key` of `node` is kept."""
+    value = node[key]
+    return _tail(value) if isinstance(value, dict | list) and value else _slot(node, key, 2)
+
+
 def _append_lines(node: Any, lines: str) -> None:
     """Put comment lines after the last line of `node`."""
-    slot = _tail(node)
+    _append_lines_at(_tail(node), lines)
+
+
+def _append_lines_at(slot: Slot | None, lines: str) -> None:
     if slot is None or not lines:
         return
     items, key, position = slot
