@@ -135,3 +135,48 @@ def test_any_text_is_rewritten_or_reported_never_a_crash(text: str) -> None:
 def test_any_text_as_json_is_rewritten_or_reported_never_a_crash(text: str) -> None:
     result = _run(text, "m.json")
     assert result.after == text or result.problems == []
+
+
+_odd = st.one_of(
+    _scalars, st.lists(_scalars, max_size=2), st.dictionaries(_words, _scalars, max_size=2)
+)
+
+
+@st.composite
+def _odd_pod(draw: st.DrawFn) -> str:
+    """A pod whose fields (names, limits, claims, containers) may hold any type."""
+    container = {
+        "name": draw(st.one_of(_words, _odd)),
+        "resources": draw(
+            st.one_of(
+                _odd,
+                st.fixed_dictionaries(
+                    {"limits": st.one_of(_odd, st.just({"nvidia.com/gpu": draw(_odd)}))},
+                    optional={"claims": _odd, "requests": _odd},
+                ),
+            )
+        ),
+    }
+    spec = {
+        "containers": draw(st.one_of(st.just([container]), _odd)),
+        "initContainers": draw(st.one_of(st.just([container]), st.just([]))),
+    }
+    if draw(st.booleans()):
+        spec["resourceClaims"] = draw(_odd)
+    kind = draw(st.sampled_from(["Pod", "Deployment"]))
+    obj = {"kind": kind, "metadata": draw(st.one_of(st.just({"name": "p"}), _odd))}
+    obj["spec"] = spec if kind == "Pod" else {"template": {"spec": spec}}
+    return yaml.safe_dump(obj)
+
+
+@FAST
+@given(_odd_pod())
+def test_a_malformed_pod_is_reported_with_a_field_path_or_rewritten_never_a_crash(
+    text: str,
+) -> None:
+    result = _run(text)
+    if result.problems:
+        assert result.after == text
+        assert all(p.path for p in result.problems)
+    else:
+        assert _run(result.after).after == result.after
