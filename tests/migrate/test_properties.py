@@ -96,7 +96,7 @@ def _stream(draw: st.DrawFn) -> tuple[str, list[bool]]:
 
 @FAST
 @given(_stream())
-def test_documents_without_a_pod_spec_stay_byte_for_byte_and_pods_read_as_translated(
+def test_untouched_documents_and_fields_stay_byte_for_byte_and_pods_read_as_translated(
     case: tuple[str, list[bool]],
 ) -> None:
     text, kinds = case
@@ -113,6 +113,11 @@ def test_documents_without_a_pod_spec_stay_byte_for_byte_and_pods_read_as_transl
         outcome = translate(original, _rules())
         assert new.marker == doc.marker
         assert plain(Loaded(new.body).data) == (outcome.rewritten or original)
+        # untouched fields keep their lines, comments and quoting as they were
+        kept = [
+            line for line in doc.body.splitlines() if "/gpu:" not in line and "/mig-" not in line
+        ]
+        assert set(kept) <= set(new.body.splitlines())
 
 
 @FAST
