@@ -1,4 +1,4 @@
-"""The `dra-webhook` command: serve | certs | check | report."""
+"""The `dra-webhook` command: serve | certs | check | report | migrate."""
 
 from __future__ import annotations
 
@@ -105,6 +105,34 @@ def _parser() -> argparse.ArgumentParser:
         "replicasets,jobs,cronjobs -A -o json (or yaml)",
     )
     _offline_args(report)
+
+    migrate = sub.add_parser(
+        "migrate",
+        help="rewrite manifests from device-plugin requests to DRA claims (docs/migrate.md)",
+    )
+    migrate.add_argument("paths", nargs="+", type=Path, help="YAML or JSON files and folders")
+    migrate.add_argument("--config", type=Path, default=None, help="policy YAML file")
+    migrate.add_argument(
+        "--cluster-file",
+        type=Path,
+        default=None,
+        help="cluster objects (DeviceClasses...) as `serve --cluster-file` reads them",
+    )
+    mode = migrate.add_mutually_exclusive_group()
+    mode.add_argument(
+        "--diff",
+        action="store_true",
+        help="print a unified diff; exit 1 when something would change (the default)",
+    )
+    mode.add_argument("--write", action="store_true", help="edit the files in place")
+    migrate.add_argument(
+        "--templates-out",
+        type=Path,
+        default=None,
+        help="write the ResourceClaimTemplates here, not next to the objects using them",
+    )
+    migrate.add_argument("--kubectl", default="kubectl", help="renders kustomize overlays")
+    migrate.add_argument("--helm", default="helm", help="renders Helm charts")
     return parser
 
 
@@ -178,6 +206,18 @@ def _run_report(args: argparse.Namespace) -> int:
     return 0
 
 
+def _run_migrate(args: argparse.Namespace) -> int:
+    from app import migrate
+
+    options = migrate.Options(
+        paths=tuple(args.paths),
+        write=args.write,
+        templates_out=args.templates_out,
+        tools={"kubectl": args.kubectl, "helm": args.helm},
+    )
+    return migrate.main(options, args.config, args.cluster_file, sys.stdout, sys.stderr)
+
+
 def _serve_settings(args: argparse.Namespace) -> Settings:
     overrides: dict[str, object] = {}
     for flag, key in (
@@ -234,6 +274,8 @@ def main(argv: list[str] | None = None) -> int:
             return _run_check(args)
         if args.command == "report":
             return _run_report(args)
+        if args.command == "migrate":
+            return _run_migrate(args)
         if args.command == "certs":
             try:
                 minted = mint(args.out, tuple(args.dns), tuple(args.ip), days=args.days)

@@ -2,7 +2,8 @@
 
 `plan(spec, namespace, rules, view) -> TranslationPlan` is the one entry point (plan.py); its
 callers are the mutating policy (which turns a plan into a JSONPatch with `to_patch`), quota's
-forecast of what translated pods will claim, and dra-only's fix. `legacy.py` finds the legacy
+forecast of what translated pods will claim, dra-only's fix, and `migrate` (app/migrate), which
+writes plans into manifests with `manifest.write`. `legacy.py` finds the legacy
 requests and maps them to DeviceClasses; `templates.py` builds and names the
 ResourceClaimTemplates a plan refers to. Nothing here knows of admission.
 """

@@ -1,7 +1,7 @@
 """A translation plan written straight into a copy of the object it was made from.
 
 What `to_patch` says as JSONPatch ops, said as the finished object: for callers that hold a
-manifest rather than answer an API server (`migrate` will write this into YAML). The two are
+manifest rather than answer an API server (`migrate`, app/migrate, brings YAML to it). The two are
 kept equal by a property test (tests/translation/test_manifest.py).
 """
 

@@ -6,6 +6,13 @@ of the finished
 claim spec, so the same shape always gives the same template, replicas of the webhook agree on
 it without talking to each other, and a changed default gives a new template instead of silently
 reusing a stale one.
+
+`migrate` writes templates into Git, where people read and review them: its builder
+(`TemplateBuilder.readable()`) names a shape by what it asks for (`dra-gpu-nvidia-com-2`,
+`dra-mig-nvidia-com-1g-10gb-1`) and adds the content hash only when two different shapes would
+get the same name in a namespace. Those templates carry no managed-by label: Git owns them, so
+the webhook's template garbage collection must never delete them, nor translation treat the
+entries that use them as its own.
 """
 
 from __future__ import annotations
@@ -19,6 +26,7 @@ from typing import Any
 
 from app.k8s.templates import MANAGED_BY, MANAGED_BY_LABEL, TEMPLATE_LABEL
 from app.translation.legacy import DeviceMapping
+from app.translation.sharing import SHAREABLE
 
 Obj = dict[str, Any]
 
@@ -34,6 +42,8 @@ and the policy it was built from: its result is memoized per shape.
 """
 
 _NOT_DNS = re.compile(r"[^a-z0-9]+")
+_COMPARED_LITERAL = re.compile(r'==\s*"([^"\\]*)"')
+"""A string literal a selector compares with (the profile in `...profile == "1g.10gb"`)."""
 _MEMO_LIMIT = 4096
 
 
@@ -51,15 +61,29 @@ class ClaimTemplate:
 class TemplateBuilder:
     """Builds, names and memoizes the template of each shape; compiled once per policy."""
 
-    def __init__(self, name_prefix: str, hooks: tuple[TemplateHook, ...] = ()) -> None:
+    def __init__(
+        self, name_prefix: str, hooks: tuple[TemplateHook, ...] = (), *, readable: bool = False
+    ) -> None:
         self._prefix = name_prefix
         self._hooks = hooks
+        self._readable = readable
         self._memo: dict[
             tuple[str, str, tuple[str, ...], tuple[tuple[str, str], ...], int], ClaimTemplate
         ] = {}
+        self._taken: dict[tuple[str, str], Obj] = {}
+        """(namespace, name) -> claim spec, for readable names: a name is given to one shape."""
         self._own_name = re.compile(
             rf"^{re.escape(name_prefix)}-[a-z0-9-]+-[0-9]+-[0-9a-f]{{{HASH_CHARS}}}$"
         )
+
+    def readable(self) -> TemplateBuilder:
+        """A builder with the same prefix and hooks whose names are for people (see above)."""
+        return TemplateBuilder(self._prefix, self._hooks, readable=True)
+
+    def reserve(self, namespace: str, name: str, spec: Obj) -> None:
+        """A readable name already in use (a template found next to the manifests) for `spec`:
+        a shape with another spec does not get it."""
+        self._taken.setdefault((namespace, name), spec)
 
     def is_own_name(self, name: str) -> bool:
         """Whether `name` is shaped like the names this builder gives."""
@@ -80,6 +104,8 @@ class TemplateBuilder:
         for hook in self._hooks:
             spec = hook(spec, namespace)
         name = template_name(self._prefix, mapping.device_class_name, count, spec)
+        if self._readable:
+            return self._readable_template(namespace, mapping, count, spec, name)
         template: Obj = {
             "apiVersion": API_VERSION,
             "kind": "ResourceClaimTemplate",
@@ -93,6 +119,39 @@ class TemplateBuilder:
             "spec": {"metadata": {"labels": {TEMPLATE_LABEL: name}}, "spec": spec},
         }
         return ClaimTemplate(name, mapping.device_class_name, count, template)
+
+    def _readable_template(
+        self, namespace: str, mapping: DeviceMapping, count: int, spec: Obj, hashed: str
+    ) -> ClaimTemplate:
+        name = readable_name(self._prefix, mapping, count)
+        taken = self._taken.get((namespace, name))
+        if name == "" or (taken is not None and taken != spec):
+            name = hashed  # two shapes, one readable name: the content tells them apart
+        self._taken.setdefault((namespace, name), spec)
+        metadata: Obj = {"name": name}
+        if namespace:
+            metadata["namespace"] = namespace
+        template: Obj = {
+            "apiVersion": API_VERSION,
+            "kind": "ResourceClaimTemplate",
+            "metadata": metadata,
+            "spec": {"spec": spec},
+        }
+        return ClaimTemplate(name, mapping.device_class_name, count, template)
+
+
+def readable_name(prefix: str, mapping: DeviceMapping, count: int) -> str:
+    """<prefix>-<class slug>[-<what the selectors compare with>][-<capacity amounts>]-<count>,
+    or "" for selectors that compare with no string literal (nothing readable tells such shapes
+    apart) other than the one every share carries."""
+    selectors = [s for s in mapping.selectors if s != SHAREABLE]
+    words = [w for s in selectors for w in _COMPARED_LITERAL.findall(s)]
+    if selectors and not words:
+        return ""
+    words += [f"{name.rsplit('/', 1)[-1]}-{amount}" for name, amount in mapping.capacity]
+    room = MAX_NAME - len(prefix) - len(str(count)) - 2
+    middle = slug("-".join([mapping.device_class_name, *words]), room) or "class"
+    return f"{prefix}-{middle}-{count}"
 
 
 def claim_spec(mapping: DeviceMapping, count: int) -> Obj:

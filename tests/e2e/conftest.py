@@ -32,6 +32,7 @@ JOURNEYS = (
     "dra-only",
     "translate",
     "sharing",
+    "migrate",
     "quotas",
     "defaults",
     "satisfiability",

@@ -112,3 +112,44 @@ def test_a_hook_can_add_defaults_and_the_name_follows_the_content() -> None:
     assert hooked.name != plain.name
     assert "tolerations" not in plain.template["spec"]["spec"]["devices"]["requests"][0]["exactly"]
     kubernetes_validate.validate(hooked.template, "1.34.0", strict=True)
+
+
+def test_readable_names_say_the_class_the_compared_values_and_the_count() -> None:
+    readable = TemplateBuilder("dra").readable()
+    assert readable.get("ml", GPU, 2).name == "dra-gpu-nvidia-com-2"
+    assert readable.get("ml", MIG_1G, 1).name == "dra-mig-nvidia-com-1g-10gb-1"
+    assert readable.get("ml", MIG_2G, 1).name == "dra-mig-nvidia-com-2g-20gb-1"
+
+
+def test_a_readable_template_is_valid_and_carries_no_managed_by_label() -> None:
+    made = TemplateBuilder("dra").readable().get("ml", MIG_1G, 2)
+    kubernetes_validate.validate(made.template, "1.34.0", strict=True)
+    assert made.template["metadata"] == {"name": "dra-mig-nvidia-com-1g-10gb-2", "namespace": "ml"}
+    hashed = TemplateBuilder("dra").get("ml", MIG_1G, 2).template
+    assert made.template["spec"]["spec"] == hashed["spec"]["spec"]
+
+
+def test_a_readable_template_without_namespace_names_none() -> None:
+    made = TemplateBuilder("dra").readable().get("", GPU, 1)
+    assert made.template["metadata"] == {"name": "dra-gpu-nvidia-com-1"}
+
+
+def test_two_shapes_with_one_readable_name_are_told_apart_by_the_content_hash() -> None:
+    readable = TemplateBuilder("dra").readable()
+    readable.reserve("ml", "dra-gpu-nvidia-com-1", {"devices": {"requests": []}})
+    taken = readable.get("ml", GPU, 1).name
+    assert re.fullmatch(r"dra-gpu-nvidia-com-1-[0-9a-f]{10}", taken)
+    assert readable.get("other", GPU, 1).name == "dra-gpu-nvidia-com-1"
+    no_literal = DeviceMapping("gpu.nvidia.com", ("device.attributes['x'].y > 2",))
+    assert re.fullmatch(
+        r"dra-gpu-nvidia-com-1-[0-9a-f]{10}", readable.get("ml", no_literal, 1).name
+    )
+
+
+@pytest.mark.parametrize("count", [1, 10**18])
+def test_readable_names_are_dns_labels_of_at_most_63_characters(count: int) -> None:
+    long = DeviceMapping(
+        "very.long." * 20 + "com", ('device.attributes["a"].b == "' + "x" * 80 + '"',)
+    )
+    name = TemplateBuilder("dra").readable().get("ml", long, count).name
+    assert len(name) <= 63 and DNS_LABEL.match(name), name

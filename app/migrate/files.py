@@ -1,0 +1,330 @@
+"""One manifest file rewritten: YAML document by document, JSON as a whole.
+
+A YAML document with nothing to translate keeps its text exactly (`documents.split`); one with
+something to translate is loaded round-trip, brought to what translation writes
+(`edit.sync`: only the differing nodes change), checked against it, and dumped again. Its
+templates follow it as new documents, or join a `List` right after the object that uses them,
+or go to `--templates-out`. JSON has no comments to keep: a changed JSON file is written again
+with the indentation it had.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from app.errors import ObjectShapeError
+from app.k8s.objects import pod_spec
+from app.migrate.documents import Document, DocumentError, Loaded, split
+from app.migrate.edit import fresh, plain, shared_nodes, sync
+from app.migrate.objects import (
+    Outcome,
+    Rules,
+    is_pod_bearing,
+    name_of,
+    namespace_of,
+    objects_of,
+    translate,
+)
+from app.translation.legacy import legacy_requests
+
+Obj = dict[str, Any]
+_FAST_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+_JSON_INDENT = re.compile(r"\n([ \t]+)\S")
+
+
+@dataclass(frozen=True, slots=True)
+class Problem:
+    """An object (or file) left untouched, and why: file, document index and field path."""
+
+    file: str
+    document: int | None
+    """Index of the document in the file, from 0 (as `check` numbers them: file#index)."""
+    path: str
+    message: str
+    what: str = ""
+    """The object: kind namespace/name."""
+
+    def __str__(self) -> str:
+        where = self.file if self.document is None else f"{self.file}#{self.document}"
+        if self.what:
+            where += f" ({self.what})"
+        return f"{where}: {self.path}: {self.message}" if self.path else f"{where}: {self.message}"
+
+
+def describe(obj: Any) -> str:
+    """kind namespace/name of an object, for messages."""
+    if not isinstance(obj, dict):
+        return ""
+    name = name_of(obj)
+    if namespace_of(obj):
+        name = f"{namespace_of(obj)}/{name}"
+    return f"{obj.get('kind')} {name}".strip()
+
+
+class Templates:
+    """Every template a run emits, once per (namespace, name), and the ones already there."""
+
+    def __init__(self, rules: Rules) -> None:
+        self._rules = rules
+        self._present: set[tuple[str, str]] = set()
+
+    def found(self, obj: Any) -> None:
+        """A ResourceClaimTemplate among the inputs: its name is taken, for its content."""
+        if not isinstance(obj, dict) or obj.get("kind") != "ResourceClaimTemplate":
+            return
+        meta = obj.get("metadata")
+        name = meta.get("name") if isinstance(meta, dict) else None
+        spec = obj.get("spec")
+        if isinstance(name, str) and isinstance(spec, dict):
+            namespace = namespace_of(obj)
+            self._rules.translation.templates.reserve(namespace, name, plain(spec.get("spec")))
+            self._present.add((namespace, name))
+
+    def new(self, templates: list[Obj]) -> list[Obj]:
+        """Those of `templates` not emitted yet nor already in the inputs."""
+        fresh_ones = []
+        for template in templates:
+            key = (namespace_of(template), template["metadata"]["name"])
+            if key not in self._present:
+                self._present.add(key)
+                fresh_ones.append(template)
+        return fresh_ones
+
+
+@dataclass(slots=True)
+class Rewritten:
+    """A file's text before and after, and what could not be translated in it."""
+
+    path: Path
+    before: str
+    after: str
+    problems: list[Problem] = field(default_factory=list)
+    templates_elsewhere: list[Obj] = field(default_factory=list)
+    """Templates for `--templates-out` (or, for a single JSON object, a file next to it)."""
+
+
+def scan(path: Path, text: str, templates: Templates) -> None:
+    """Note the ResourceClaimTemplates a file already holds (before anything is rewritten)."""
+    try:
+        data = [json.loads(text)] if _is_json(path) else _documents(text)
+    except (yaml.YAMLError, ValueError):
+        return  # reported when the file itself is rewritten
+    for document in data:
+        for _, obj in objects_of(document):
+            templates.found(obj)
+
+
+def _documents(text: str) -> list[Any]:
+    """Every document's value, read fast (only templates' names and specs are needed here)."""
+    return list(yaml.load_all(text, Loader=_FAST_LOADER))
+
+
+def rewrite(path: Path, text: str, rules: Rules, templates: Templates, apart: bool) -> Rewritten:
+    """The file with its objects translated; `apart`: templates go elsewhere, not beside."""
+    if _is_json(path):
+        return _rewrite_json(path, text, rules, templates, apart)
+    result = Rewritten(path, text, text)
+    try:
+        docs = split(text)
+    except DocumentError as exc:
+        result.problems.append(Problem(str(path), None, "", str(exc)))
+        return result
+    parts = [
+        _rewrite_document(result, index, doc, rules, templates, apart=apart)
+        for index, doc in enumerate(docs)
+    ]
+    result.after = "".join(parts)
+    return result
+
+
+def _rewrite_document(
+    result: Rewritten, index: int, doc: Document, rules: Rules, templates: Templates, *, apart: bool
+) -> str:
+    if not _may_hold_pods(doc.body, rules):
+        return doc.text
+    try:
+        loaded = Loaded(doc.body)
+    except DocumentError as exc:
+        result.problems.append(Problem(str(result.path), index, "", str(exc)))
+        return doc.text
+    file = str(result.path)
+    after: list[Obj] = []
+    changed = False
+    root = loaded.data
+    for prefix, obj, set_obj, insert in _slots(root):
+        if not is_pod_bearing(obj):
+            continue
+        wanted = plain(obj)
+        outcome = translate(wanted, rules)
+        if outcome.problems:
+            result.problems += [
+                Problem(file, index, prefix + p, m, describe(wanted)) for p, m in outcome.problems
+            ]
+            continue
+        if outcome.rewritten is None:
+            continue
+        expected = _expected(root, obj, outcome.rewritten)
+        updated = sync(obj, outcome.rewritten, shared_nodes(root))
+        set_obj(updated)
+        if not prefix:
+            loaded.data = root = updated
+        if plain(root if prefix else updated) != expected:
+            result.problems.append(_not_expressible(file, index, prefix, wanted))
+            return doc.text  # the edit reached further than the object: keep the text
+        changed = True
+        new = templates.new(outcome.templates)
+        if apart:
+            result.templates_elsewhere += new
+        elif insert is not None:
+            insert([fresh(t) for t in new])
+        else:
+            after += new
+    if not changed:
+        return doc.text
+
+    body = loaded.dump()
+    if after:
+        body = _ending(body) + "".join("---\n" + loaded.dump_new(fresh(t)) for t in after)
+        if not doc.body.endswith("\n"):
+            body = body.rstrip("\n")
+    return doc.marker + body
+
+
+def _slots(root: Any) -> list[tuple[str, Any, Any, Any]]:
+    """(path prefix, object, put a replacement, insert after it) for each object of a document.
+
+    Collected before any change: a `List` grows as templates are inserted after its items.
+    """
+    found: list[tuple[str, Any, Any, Any]] = []
+    items = root.get("items") if isinstance(root, dict) else None
+    if items is not None and any(prefix for prefix, _ in objects_of(root)):
+        for index, item in enumerate(list(items)):
+            found.append(
+                (f"items[{index}].", item, _list_setter(items, item), _list_inserter(items, item))
+            )
+        return found
+    return [("", root, lambda new: None, None)]
+
+
+def _list_setter(items: list[Any], item: Any) -> Any:
+    def put(new: Any) -> None:
+        if new is not item:
+            items[_position(items, item)] = new
+
+    return put
+
+
+def _list_inserter(items: list[Any], item: Any) -> Any:
+    def insert(new: list[Any]) -> None:
+        at = _position(items, item) + 1
+        items[at:at] = new
+
+    return insert
+
+
+def _position(items: list[Any], item: Any) -> int:
+    return next(i for i, candidate in enumerate(items) if candidate is item)
+
+
+def _expected(root: Any, obj: Any, rewritten: Obj) -> Any:
+    """The whole document as it must read once `obj` (it, or one of its items) is rewritten."""
+    if obj is root:
+        return rewritten
+    whole = plain(root)
+    whole["items"][_position(root["items"], obj)] = rewritten
+    return whole
+
+
+def _not_expressible(file: str, index: int, prefix: str, obj: Any) -> Problem:
+    return Problem(
+        file,
+        index,
+        prefix.rstrip(".") or "(object)",
+        "the fields translation changes are shared with other places through YAML anchors or "
+        "merge keys in a way that cannot be edited in place (`dra-webhook check` prints the "
+        "patch to apply by hand)",
+        describe(obj),
+    )
+
+
+def _may_hold_pods(body: str, rules: Rules) -> bool:
+    """Whether a document may have something to translate, before the round-trip load.
+
+    ruamel.yaml's round-trip loader is pure Python and costs milliseconds a document; PyYAML's
+    C loader reads the document in a tenth of that. It only decides whether a pod spec holds a
+    legacy name (mapping keys, strings to both loaders); what is translated is read round-trip.
+    A document it cannot read goes to the round-trip loader, which reports it.
+    """
+    if "containers" not in body:  # every pod spec has it
+        return False
+    try:
+        data = yaml.load(body, Loader=_FAST_LOADER)
+    except yaml.YAMLError:
+        return True
+    try:
+        for _, obj in objects_of(data):
+            spec = pod_spec(str(obj.get("kind")), obj) if is_pod_bearing(obj) else None
+            if spec is not None and legacy_requests(spec, rules.translation.legacy):
+                return True
+    except ObjectShapeError:
+        return True
+    return False
+
+
+def _ending(text: str) -> str:
+    return text if text.endswith("\n") or not text else text + "\n"
+
+
+# -- JSON ----------------------------------------------------------------------------------
+
+
+def _is_json(path: Path) -> bool:
+    return path.suffix.lower() == ".json"
+
+
+def _rewrite_json(
+    path: Path, text: str, rules: Rules, templates: Templates, apart: bool
+) -> Rewritten:
+    result = Rewritten(path, text, text)
+    try:
+        data = json.loads(text)
+    except ValueError as exc:
+        result.problems.append(Problem(str(path), None, "", f"not valid JSON: {exc}"))
+        return result
+    changed = False
+    is_list = any(prefix for prefix, _ in objects_of(data))
+    entries = list(objects_of(data))
+    for prefix, obj in entries:
+        if not is_pod_bearing(obj):
+            continue
+        outcome: Outcome = translate(obj, rules)
+        if outcome.problems:
+            result.problems += [
+                Problem(str(path), 0, prefix + p, m, describe(obj)) for p, m in outcome.problems
+            ]
+            continue
+        if outcome.rewritten is None:
+            continue
+        changed = True
+        new = templates.new(outcome.templates)
+        if is_list:
+            items = data["items"]
+            at = next(i for i, item in enumerate(items) if item is obj)
+            items[at : at + 1] = [outcome.rewritten, *([] if apart else new)]
+            if apart:
+                result.templates_elsewhere += new
+        else:
+            data = outcome.rewritten
+            result.templates_elsewhere += new
+    if changed:
+        found = _JSON_INDENT.search(text)
+        indent = found.group(1) if found else None
+        after = json.dumps(data, indent=indent, ensure_ascii=False)
+        result.after = after + ("\n" if text.endswith("\n") else "")
+    return result

@@ -1,0 +1,186 @@
+"""`dra-webhook migrate`: which files, in what order, and what is printed, written and returned.
+
+Files are read in path order (folders walked, hidden ones skipped), so a template shared by two
+workloads is written once, next to the first that uses it, and a second run finds it there.
+Folders that are kustomize overlays or Helm charts are not walked: they get patches
+(`patches.py`). Exit codes: 2 when something could not be translated or read (it is listed on
+stderr with file, document index and field path, and left untouched), else with `--diff` 1 when
+something would change, else 0.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TextIO
+
+from app.migrate.documents import dump
+from app.migrate.edit import fresh
+from app.migrate.files import Problem, Rewritten, Templates, rewrite, scan
+from app.migrate.objects import Rules
+from app.migrate.patches import Patch, patch_folder, source_kind
+
+Obj = dict[str, Any]
+SUFFIXES = (".yaml", ".yml", ".json")
+
+
+@dataclass(frozen=True, slots=True)
+class Options:
+    paths: tuple[Path, ...]
+    write: bool = False
+    templates_out: Path | None = None
+    tools: dict[str, str] = field(default_factory=dict)
+    """kubectl and helm, for overlays and charts."""
+
+
+@dataclass(slots=True)
+class Outcome:
+    """Everything a run found: new texts, patches and problems."""
+
+    files: list[Rewritten] = field(default_factory=list)
+    patches: list[Patch] = field(default_factory=list)
+    problems: list[Problem] = field(default_factory=list)
+
+    @property
+    def changed(self) -> list[Rewritten]:
+        return [f for f in self.files if f.after != f.before]
+
+
+def migrate(options: Options, rules: Rules) -> Outcome:
+    """Translate every file and folder of `options.paths` (nothing is written here)."""
+    files, sources = _collect(options.paths)
+    texts: dict[Path, str] = {}
+    outcome = Outcome()
+    for path in files:
+        try:
+            texts[path] = path.read_text()
+        except (OSError, UnicodeDecodeError) as exc:
+            outcome.problems.append(Problem(str(path), None, "", f"cannot read: {exc}"))
+    templates = Templates(rules)
+    out = options.templates_out
+    out_text = _read_optional(out) if out is not None else ""
+    if out is not None:
+        scan(out, out_text, templates)
+    for path, text in texts.items():
+        scan(path, text, templates)
+    apart: list[Obj] = []
+    for path, text in texts.items():
+        result = rewrite(path, text, rules, templates, apart=out is not None)
+        outcome.files.append(result)
+        outcome.problems += result.problems
+        if out is not None or path.suffix.lower() != ".json":
+            apart += result.templates_elsewhere
+        elif result.templates_elsewhere:  # one JSON object: its templates go next to it
+            outcome.files.append(_json_beside(path, result.templates_elsewhere))
+    for folder, what in sources:
+        patched = patch_folder(folder, what, rules, templates, options.tools)
+        outcome.patches += patched.patches
+        outcome.problems += patched.problems
+        if out is not None:
+            apart += [t for p in patched.patches for t in p.templates]
+            for p in patched.patches:
+                p.templates = []
+    if out is not None and apart:
+        outcome.files.append(Rewritten(out, out_text, _append_yaml(out_text, apart)))
+    return outcome
+
+
+def report(outcome: Outcome, options: Options, stdout: TextIO, stderr: TextIO) -> int:
+    """Print (and with --write, write) what `migrate` found; the exit code."""
+    for changed in outcome.changed:
+        if options.write:
+            changed.path.parent.mkdir(parents=True, exist_ok=True)
+            changed.path.write_text(changed.after)
+            print(f"migrate: rewrote {changed.path}", file=stderr)
+        else:
+            stdout.writelines(unified_diff(changed))
+    for patch in outcome.patches:
+        stdout.write(render_patch(patch))
+    for problem in outcome.problems:
+        print(f"migrate: not translated: {problem}", file=stderr)
+    if outcome.problems:
+        return 2
+    if not options.write and (outcome.changed or outcome.patches):
+        return 1
+    return 0
+
+
+def unified_diff(changed: Rewritten) -> list[str]:
+    old = f"a/{changed.path}" if changed.before else "/dev/null"
+    lines = list(
+        difflib.unified_diff(
+            changed.before.splitlines(keepends=True),
+            changed.after.splitlines(keepends=True),
+            old,
+            f"b/{changed.path}",
+        )
+    )
+    return [
+        line if line.endswith("\n") else line + "\n\\ No newline at end of file\n" for line in lines
+    ]
+
+
+def render_patch(patch: Patch) -> str:
+    where = f"{patch.namespace}/{patch.name}" if patch.namespace else patch.name
+    head = f"# {patch.source}: strategic-merge patch for {patch.kind} {where}\n"
+    text = "---\n" + head + dump(fresh(patch.patch))
+    for template in patch.templates:
+        text += f"---\n# {patch.source}: ResourceClaimTemplate for {patch.kind} {where}\n"
+        text += dump(fresh(template))
+    return text
+
+
+def _collect(paths: tuple[Path, ...]) -> tuple[list[Path], list[tuple[Path, str]]]:
+    """Manifest files in path order, and the overlay and chart folders among the paths."""
+    files: list[Path] = []
+    sources: list[tuple[Path, str]] = []
+    for path in paths:
+        if not path.is_dir():
+            files.append(path)
+            continue
+        _walk(path, files, sources)
+    return sorted(dict.fromkeys(files)), sources
+
+
+def _walk(folder: Path, files: list[Path], sources: list[tuple[Path, str]]) -> None:
+    what = source_kind(folder)
+    if what is not None:
+        sources.append((folder, what))
+        return
+    for entry in sorted(folder.iterdir()):
+        if entry.name.startswith("."):
+            continue
+        if entry.is_dir():
+            _walk(entry, files, sources)
+        elif entry.suffix.lower() in SUFFIXES:
+            files.append(entry)
+
+
+def _read_optional(path: Path) -> str:
+    try:
+        return path.read_text()
+    except FileNotFoundError:
+        return ""
+
+
+def _append_yaml(text: str, templates: list[Obj]) -> str:
+    docs = "---\n".join(dump(fresh(t)) for t in templates)
+    if not text.strip():
+        return docs
+    return text + ("" if text.endswith("\n") else "\n") + "---\n" + docs
+
+
+def _json_beside(path: Path, templates: list[Obj]) -> Rewritten:
+    """A List of templates next to a JSON file that holds one object."""
+    beside = path.with_name(f"{path.stem}.claimtemplates.json")
+    before = _read_optional(beside)
+    data: Obj = {"apiVersion": "v1", "kind": "List", "items": []}
+    if before.strip():
+        try:
+            data = json.loads(before)
+        except ValueError:
+            data = {"apiVersion": "v1", "kind": "List", "items": []}
+    data.setdefault("items", []).extend(templates)
+    return Rewritten(beside, before, json.dumps(data, indent=2) + "\n")

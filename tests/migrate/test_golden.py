@@ -1,0 +1,80 @@
+"""Golden tests: realistic manifests through `migrate --diff`, `--write` and a second run.
+
+Each file under golden/manifests/ is one case; golden/expected/ holds what `--diff` prints
+(`<name>.diff`), what the file reads after `--write` (`<name>`, absent when nothing changes)
+and what is reported as not translated (`<name>.stderr`, absent when everything translates).
+A new case is one manifest file: `UPDATE_GOLDEN=1 pytest tests/migrate/test_golden.py` writes
+its expected files, to be read and committed with it.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from tests.assets import k8s_tool
+from tests.migrate.conftest import GOLDEN, Run
+
+MANIFESTS = sorted(p.name for p in (GOLDEN / "manifests").iterdir())
+EXPECTED = GOLDEN / "expected"
+UPDATE = os.environ.get("UPDATE_GOLDEN") == "1"
+
+
+def _expect(name: str, actual: str | None) -> None:
+    """Compare with the expected file `name` (None: the file must not exist)."""
+    path = EXPECTED / name
+    if UPDATE:
+        if actual is None:
+            path.unlink(missing_ok=True)
+        else:
+            path.write_text(actual)
+        return
+    if actual is None:
+        assert not path.exists(), f"{name} is expected, but nothing was produced"
+        return
+    assert path.exists(), f"no expected file {name}: run with UPDATE_GOLDEN=1 and review it"
+    assert actual == path.read_text()
+
+
+@pytest.mark.parametrize("name", MANIFESTS)
+def test_a_golden_manifest_migrates_as_expected_and_a_second_run_changes_nothing(
+    name: str, migrate: Callable[..., Run], workdir: Callable[..., Path]
+) -> None:
+    folder = workdir(f"manifests/{name}")
+    original = (folder / name).read_text()
+
+    diff = migrate("--diff", name)
+    _expect(f"{name}.diff", diff.stdout or None)
+    _expect(f"{name}.stderr", diff.stderr or None)
+    assert diff.code == (2 if diff.stderr else 1 if diff.stdout else 0)
+
+    written = migrate("--write", name)
+    assert written.code == (2 if diff.stderr else 0)
+    after = (folder / name).read_text()
+    _expect(name, after if after != original else None)
+
+    again = migrate("--diff", name)
+    assert again.stdout == ""
+    assert again.code == (2 if diff.stderr else 0)
+    assert (folder / name).read_text() == after
+
+
+@pytest.mark.parametrize("name", ["overlay", "chart"])
+def test_an_overlay_or_a_chart_gets_a_strategic_merge_patch_per_workload_and_is_not_rewritten(
+    name: str, migrate: Callable[..., Run], workdir: Callable[..., Path]
+) -> None:
+    folder = workdir(f"sources/{name}")
+    before = {p: p.read_bytes() for p in folder.rglob("*") if p.is_file()}
+    tools = ["--kubectl", k8s_tool("kubectl"), "--helm", k8s_tool("helm")]
+    target = "overlay/prod" if name == "overlay" else name
+
+    run = migrate("--diff", *tools, target)
+    assert (run.code, run.stderr) == (1, "")
+    _expect(f"{name}.patch", run.stdout)
+
+    written = migrate("--write", *tools, target)
+    assert (written.code, written.stdout) == (0, run.stdout)
+    assert {p: p.read_bytes() for p in folder.rglob("*") if p.is_file()} == before
