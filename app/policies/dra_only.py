@@ -188,6 +188,7 @@ def _memo_key(
     existing: frozenset[tuple[str, str, str]],
 ) -> Hashable:
     """Everything a dra-only answer depends on besides the policy (one memo per Pipeline)."""
+    unlisted = ctx.compiled.translation.unlisted_counts
     return (
         ctx.mode,
         request.namespace,
@@ -196,7 +197,22 @@ def _memo_key(
         ctx.view.generation(Kind.DEVICE_CLASS),  # mappings through extendedResourceName
         shape,
         existing,
+        _amounts(spec, unlisted) if unlisted else (),
     )
+
+
+def _amounts(spec: PodSpecRef, names: frozenset[str]) -> tuple[Hashable, ...]:
+    """Where each of `names` is asked for and how much (as text), limits before requests."""
+    found: list[Hashable] = []
+    for field in CONTAINER_FIELDS:
+        items = spec.spec.get(field)
+        for index, container in enumerate(items if type(items) is list else ()):
+            resources = container.get("resources") if type(container) is dict else None
+            for kind in ("limits", "requests"):
+                asked = resources.get(kind) if type(resources) is dict else None
+                if type(asked) is dict:
+                    found += [(field, index, kind, n, str(asked[n])) for n in names if n in asked]
+    return tuple(found)
 
 
 def _decide(

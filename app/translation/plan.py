@@ -65,6 +65,9 @@ class TranslationRules:
     config: Translation
     sharing: SharingRules = field(default_factory=SharingRules)
     """GPU-sharing names -> consumable-capacity requests (app.translation.sharing)."""
+    unlisted_counts: frozenset[str] = frozenset()
+    """Share count names the legacy list leaves out (HAMi's `nvidia.com/gpu` in a policy that
+    does not list it): a share's fix depends on their amounts, though they are not legacy."""
 
 
 @dataclass(frozen=True, slots=True)

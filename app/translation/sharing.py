@@ -69,6 +69,11 @@ class SharingRules:
         self._counts = frozenset(rule.count for rule in self.rules if rule.count)
 
     @property
+    def counts(self) -> frozenset[str]:
+        """The names whose value is a number of shares."""
+        return self._counts
+
+    @property
     def names(self) -> frozenset[str]:
         """The legacy names that ask for a share: every capacity name, and the count names
         no mapping serves. (A mapped count, HAMi's `nvidia.com/gpu`, is legacy only where the

@@ -284,6 +284,23 @@ def test_bad_sharing_rules_fail_at_load_naming_the_key(text: str, error: str) ->
         policy_from(text)
 
 
+def test_a_share_count_the_legacy_list_leaves_out_still_tells_denials_apart() -> None:
+    """dra-only memoizes its answers by the legacy names a container lists; HAMi's count
+    (`nvidia.com/gpu`, dropped from the list here) is not one of them, yet the fix depends on it:
+    two pods differing only in their number of shares must get their own snippets."""
+    policy = policy_from("legacyResources: {names: [nvidia.com/gpumem]}")
+    p = pipeline(policy)
+    snippets = []
+    for shares in ("1", "3"):
+        limits = {"nvidia.com/gpu": shares, "nvidia.com/gpumem": "4000"}
+        obj = pod({"name": "c", "resources": {"limits": limits}}, ns="gpu-e2e")
+        decision = decide(p, obj, Endpoint.VALIDATE)
+        assert not decision.allowed
+        snippets.append(decision.message)
+    assert snippets[0] != snippets[1]
+    assert "count: 3" in snippets[1]
+
+
 @settings(max_examples=150, deadline=None)
 @given(
     st.dictionaries(
