@@ -22,8 +22,7 @@ from app.errors import ConfigError, ObjectShapeError
 from app.k8s.objects import pod_spec
 from app.pipeline import Decision, Endpoint, Pipeline
 from app.policies.base import Request
-from app.policies.compiled import Compiled
-from app.translation.legacy import legacy_requests
+from app.translation.legacy import LegacyMatcher, MappingResolver, legacy_requests
 
 Obj = dict[str, Any]
 
@@ -151,7 +150,8 @@ def report(
     policy: Policy, view: ClusterView, objects: Iterable[tuple[str, Obj]]
 ) -> list[NamespaceReport]:
     """Per namespace: which objects still ask for legacy extended resources."""
-    compiled = Compiled.build(policy)
+    legacy = LegacyMatcher(policy.legacy_resources)
+    mappings = MappingResolver(policy.mappings)
     label = policy.namespace_modes.label
     found: dict[str, NamespaceReport] = {}
     owned_by_workload: set[tuple[str, str]] = set()
@@ -168,7 +168,7 @@ def report(
         if obj["kind"] == "Pod" and meta.get("ownerReferences"):
             pods.append((where, obj))  # counted through their workload when it is listed
             continue
-        _count(found[ns], where, obj, compiled, view)
+        _count(found[ns], where, obj, is_legacy=legacy, mappings=mappings, view=view)
         owned_by_workload.add((ns, str(meta.get("name", ""))))
     for where, obj in pods:
         ns = obj["metadata"]["namespace"]
@@ -176,12 +176,18 @@ def report(
             str(o.get("name")) for o in obj["metadata"]["ownerReferences"] if isinstance(o, dict)
         }
         if not any((ns, owner) in owned_by_workload for owner in owners):
-            _count(found[ns], where, obj, compiled, view)
+            _count(found[ns], where, obj, is_legacy=legacy, mappings=mappings, view=view)
     return sorted(found.values(), key=lambda r: r.namespace)
 
 
 def _count(
-    entry: NamespaceReport, where: str, obj: Obj, compiled: Compiled, view: ClusterView
+    entry: NamespaceReport,
+    where: str,
+    obj: Obj,
+    *,
+    is_legacy: LegacyMatcher,
+    mappings: MappingResolver,
+    view: ClusterView,
 ) -> None:
     kind = str(obj["kind"])
     name = f"{kind}/{obj.get('metadata', {}).get('name', '?')}"
@@ -190,7 +196,7 @@ def _count(
         if spec is None:
             return
         entry.objects += 1
-        legacy = legacy_requests(spec, compiled.legacy)
+        legacy = legacy_requests(spec, is_legacy)
     except ObjectShapeError as exc:
         entry.invalid.append(f"{name}: {exc}")
         return
@@ -198,5 +204,5 @@ def _count(
         entry.legacy_objects.append(name)
         for item in legacy:
             entry.resources.add(item.resource)
-            if compiled.mappings.resolve(item.resource, view) is None:
+            if mappings.resolve(item.resource, view) is None:
                 entry.unmapped.add(item.resource)

@@ -3,6 +3,12 @@
 Routing is a dict lookup on (endpoint, group, kind, operation) built once. Before any policy runs
 the pipeline resolves the namespace's mode from the cluster view and skips exempt namespaces: the
 webhook's own namespace and kube-system can never be blocked by it.
+
+Each registration also declares what its check reads besides the request: the parts it builds
+from the policy at load (`builds`, see `app/policies/parts.py`) and the derived indexes of the
+view (`indexes`). The pipeline builds the one and subscribes the other when it is made, so a
+policy that does not compile stops startup, and no check builds or subscribes anything on the
+request path.
 """
 
 from __future__ import annotations
@@ -11,10 +17,11 @@ import logging
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from enum import StrEnum
+from typing import Any
 
 from app.cluster.templates import ManagedTemplates
-from app.cluster.usage import SliceNodes, TemplateCounts, claim_usage
-from app.cluster.view import ClusterView, Kind
+from app.cluster.usage import ClaimUsage, SliceNodes, TemplateCounts
+from app.cluster.view import ClusterView, DerivedIndex, Kind
 from app.config import Policy
 from app.config.policy import StaleView as StaleViewPolicy
 from app.errors import ObjectShapeError, PolicyError
@@ -22,7 +29,8 @@ from app.k8s.objects import POD_SPEC_PATHS
 from app.k8s.patch import PatchOp
 from app.policies import defaults, dra_only, quota, rules, selectors, translate
 from app.policies.base import Context, Mode, Obj, Request, Result, Violation
-from app.policies.compiled import Compiled
+from app.policies.cel_runtime import cel_runtime
+from app.policies.parts import Builder, Parts
 
 logger = logging.getLogger(__name__)
 
@@ -82,12 +90,19 @@ class Registration:
     reads: frozenset[Kind] = frozenset(Kind)
     """Kinds of the cluster view the check consults (Namespace always, for the mode): while one
     of them is stale the check answers per the policy's failure.staleView."""
+    builds: tuple[Builder[Any], ...] = ()
+    """What the check reads from `ctx.parts`, built from the policy at load."""
+    indexes: tuple[type[DerivedIndex], ...] = ()
+    """Derived indexes of the view the check reads (`ctx.view.index`), subscribed at load."""
 
 
 _TRANSLATE_READS = frozenset(
     {Kind.NAMESPACE, Kind.DEVICE_CLASS, Kind.RESOURCE_CLAIM, Kind.RESOURCE_CLAIM_TEMPLATE}
 )
 """Extended-resource mappings, and the claims and templates a pod already references."""
+_TRANSLATE_BUILDS = (translate.translation_rules,)
+_TRANSLATE_INDEXES = (ManagedTemplates,)
+"""Templates already made for the namespace count against translation's cap."""
 
 REGISTRATIONS: tuple[Registration, ...] = (
     Registration(
@@ -97,6 +112,7 @@ REGISTRATIONS: tuple[Registration, ...] = (
         frozenset({"CREATE", "UPDATE"}),
         dra_only.check,
         reads=frozenset({Kind.NAMESPACE, Kind.DEVICE_CLASS}),
+        builds=(translate.legacy_matcher, translate.mapping_resolver, dra_only.answers),
     ),
     Registration(
         "translate",
@@ -105,6 +121,8 @@ REGISTRATIONS: tuple[Registration, ...] = (
         frozenset({"CREATE"}),
         translate.check_pod,
         reads=_TRANSLATE_READS,
+        builds=_TRANSLATE_BUILDS,
+        indexes=_TRANSLATE_INDEXES,
     ),
     Registration(
         "translate-workloads",
@@ -113,6 +131,8 @@ REGISTRATIONS: tuple[Registration, ...] = (
         frozenset({"CREATE", "UPDATE"}),
         translate.check_workload,
         reads=_TRANSLATE_READS,
+        builds=_TRANSLATE_BUILDS,
+        indexes=_TRANSLATE_INDEXES,
     ),
     Registration(
         "translate-validate",
@@ -121,6 +141,8 @@ REGISTRATIONS: tuple[Registration, ...] = (
         frozenset({"CREATE", "UPDATE"}),
         translate.validate,
         reads=_TRANSLATE_READS,
+        builds=_TRANSLATE_BUILDS,
+        indexes=_TRANSLATE_INDEXES,
     ),
     Registration(
         "cel-selectors",
@@ -129,6 +151,7 @@ REGISTRATIONS: tuple[Registration, ...] = (
         frozenset({"CREATE", "UPDATE"}),
         selectors.check,
         reads=frozenset({Kind.DEVICE_CLASS, Kind.RESOURCE_SLICE}),
+        builds=(cel_runtime,),
     ),
     Registration(
         "claim-defaults",
@@ -137,6 +160,7 @@ REGISTRATIONS: tuple[Registration, ...] = (
         frozenset({"CREATE"}),
         defaults.check,
         reads=frozenset({Kind.NAMESPACE}),
+        builds=(defaults.claim_defaults,),
     ),
     Registration(
         "claim-quota",
@@ -144,6 +168,8 @@ REGISTRATIONS: tuple[Registration, ...] = (
         CLAIM_KINDS | POD_BEARING,
         frozenset({"CREATE", "UPDATE"}),
         quota.check,
+        builds=(quota.quota_rules, *_TRANSLATE_BUILDS),
+        indexes=(ClaimUsage, SliceNodes, TemplateCounts, *_TRANSLATE_INDEXES),
     ),
 )
 RULE_KINDS: frozenset[GroupKind] = POD_BEARING | CLAIM_KINDS | DEVICE_CLASS
@@ -158,7 +184,14 @@ def rule_registrations(policy: Policy) -> tuple[Registration, ...]:
     if not matched:
         return ()
     return (
-        Registration("cel-rules", Endpoint.VALIDATE, matched, frozenset(operations), rules.check),
+        Registration(
+            "cel-rules",
+            Endpoint.VALIDATE,
+            matched,
+            frozenset(operations),
+            rules.check,
+            builds=(cel_runtime, rules.admin_rules),
+        ),
     )
 
 
@@ -204,12 +237,15 @@ class Pipeline:
     ) -> None:
         self.policy = policy
         self.view = view
-        self.compiled = Compiled.build(policy)
-        # Derived indexes are subscribed now, so replaying the view happens at startup.
-        claim_usage(view)
-        view.derived(SliceNodes)
-        view.derived(TemplateCounts)
-        view.derived(ManagedTemplates)
+        registrations = (*registrations, *rule_registrations(policy))
+        self.parts = Parts(policy)
+        for reg in registrations:
+            for builder in reg.builds:
+                self.parts.build(builder)  # raises PolicyError naming what does not compile
+        self.parts.seal()
+        for reg in registrations:
+            for index in reg.indexes:
+                view.derived(index)  # replayed the view now, at startup, then kept current
         self._exempt = frozenset(policy.exempt_namespaces) | {own_namespace, "kube-system"}
         modes = policy.namespace_modes
         self._label = modes.label
@@ -218,7 +254,6 @@ class Pipeline:
             modes.translate: Mode.TRANSLATE,
             modes.audit: Mode.AUDIT,
         }
-        registrations = (*registrations, *rule_registrations(policy))
         routes: dict[tuple[Endpoint, str, str, str], list[Registration]] = {}
         for reg in registrations:
             for group, kind in reg.kinds:
@@ -282,7 +317,7 @@ class Pipeline:
         ctx = Context(
             view=self.view,
             policy=self.policy,
-            compiled=self.compiled,
+            parts=self.parts,
             mode=self._modes.get(mode_value) if mode_value is not None else None,
             namespace_labels=labels,
         )

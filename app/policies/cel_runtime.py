@@ -1,7 +1,7 @@
 """The CEL engine, compile cache and device index the CEL policies share, built once.
 
-Built from the policy file with the rest of :class:`~app.policies.compiled.Compiled`; the cache
-counters (``cache.hits``, ``cache.misses``, ``cache.size``) are plain ints for the metrics layer.
+Built once per pipeline at load (`cel_runtime`, the builder the CEL checks' registrations
+declare); the cache and the device index count their hits, misses and evictions for /metrics.
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ from app.cel.engine import SELECTOR, Engine
 from app.cel.factory import get_engine
 from app.cel.index import DeviceIndex
 from app.config import Policy
+from app.policies.parts import Parts
 
 
 @dataclass(frozen=True, slots=True)
@@ -28,3 +29,8 @@ class CelRuntime:
         engine.compile("true", SELECTOR)
         cache = CompileCache(policy.cel.cache_size)
         return cls(engine=engine, cache=cache, index=DeviceIndex(engine, cache))
+
+
+def cel_runtime(parts: Parts) -> CelRuntime:
+    """Builder: the one CEL runtime of a pipeline (selectors, admin rules, default selectors)."""
+    return CelRuntime.build(parts.policy)

@@ -36,6 +36,8 @@ from app.k8s.labels import Selector
 from app.k8s.objects import object_name
 from app.k8s.patch import PatchOp
 from app.policies.base import ALLOW, Context, Obj, Request, Result
+from app.policies.cel_runtime import cel_runtime
+from app.policies.parts import Parts
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,6 +93,13 @@ def compile_selectors(defaults: Defaults, engine: Engine, cache: CompileCache) -
                 ) from None
 
 
+def claim_defaults(parts: Parts) -> ClaimDefaults:
+    """Builder: the `defaults` section, its selectors compiled into the shared CEL cache."""
+    runtime = parts.build(cel_runtime)
+    compile_selectors(parts.policy.defaults, runtime.engine, runtime.cache)
+    return ClaimDefaults(parts.policy.defaults)
+
+
 @dataclass
 class Planned:
     """The patch that applies the defaults to one object, and what it adds in words."""
@@ -103,7 +112,7 @@ CLAIM_SPEC_POINTER = {"ResourceClaim": "/spec", "ResourceClaimTemplate": "/spec/
 
 
 def check(request: Request, ctx: Context) -> Result:
-    defaults = ctx.compiled.defaults
+    defaults = ctx.parts.get(claim_defaults)
     if not defaults or request.operation != "CREATE" or request.object is None:
         return ALLOW
     planned = plan(request.kind, request.object, defaults, ctx.namespace_labels)

@@ -21,6 +21,9 @@ from collections.abc import Hashable
 from app.cluster.view import Kind
 from app.k8s.objects import CONTAINER_FIELDS, PodSpecRef, pod_spec
 from app.policies.base import ALLOW, Context, Mode, Request, Result, Violation
+from app.policies.memo import ShapeMemo
+from app.policies.parts import Parts
+from app.policies.translate import legacy_matcher, mapping_resolver
 from app.translation.legacy import (
     DeviceMapping,
     LegacyMatcher,
@@ -29,6 +32,12 @@ from app.translation.legacy import (
     offence_keys,
 )
 from app.translation.plan import ClaimNames, claim_name, tail
+
+
+def answers(parts: Parts) -> ShapeMemo[Result]:
+    """Builder: dra-only's answers by request shape, one memo per pipeline (the policy it was
+    built from is part of every answer)."""
+    return ShapeMemo()
 
 
 def _shape(found: list[LegacyRequest]) -> tuple[Hashable, ...]:
@@ -101,14 +110,14 @@ def check(request: Request, ctx: Context) -> Result:
         ctx.policy.dra_only.allow_device_class_extended_resources
     ):
         # the common case: a shape seen before costs a scan of the dicts and a lookup
-        shape = _raw_shape(spec, ctx.compiled.legacy)
+        shape = _raw_shape(spec, ctx.parts.get(legacy_matcher))
         if shape == ():
             return ALLOW
         if shape is not None:
-            known = ctx.compiled.dra_only.get(_memo_key(request, ctx, spec, shape, frozenset()))
+            known = ctx.parts.get(answers).get(_memo_key(request, ctx, spec, shape, frozenset()))
             if known is not None:
                 return known
-    found = legacy_requests(spec, ctx.compiled.legacy)
+    found = legacy_requests(spec, ctx.parts.get(legacy_matcher))
     if not found:
         return ALLOW
     if ctx.policy.dra_only.allow_device_class_extended_resources:
@@ -122,9 +131,9 @@ def check(request: Request, ctx: Context) -> Result:
     if request.operation == "UPDATE" and request.old_object is not None:
         old_spec = pod_spec(request.kind, request.old_object)
         if old_spec is not None:
-            existing = offence_keys(legacy_requests(old_spec, ctx.compiled.legacy))
+            existing = offence_keys(legacy_requests(old_spec, ctx.parts.get(legacy_matcher)))
     memo_key = _memo_key(request, ctx, spec, _shape(found), existing)
-    memo = ctx.compiled.dra_only
+    memo = ctx.parts.get(answers)
     known = memo.get(memo_key)
     if known is not None:
         return known
@@ -186,7 +195,7 @@ def _decide(
     if not new:
         return Result(warnings=warnings)
 
-    resolved = [(r, ctx.compiled.mappings.resolve(r.resource, ctx.view)) for r in new]
+    resolved = [(r, ctx.parts.get(mapping_resolver).resolve(r.resource, ctx.view)) for r in new]
     return Result(
         violations=tuple(
             Violation(r.path, f"{_offence(r)} -> {_fix(mapping, r)}") for r, mapping in resolved

@@ -29,8 +29,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from app.cluster.usage import ClaimUsage, SliceNodes, TemplateCounts, claim_usage
-from app.cluster.view import ClusterView, Kind
+from app.cluster.usage import ClaimUsage, SliceNodes, TemplateCounts
+from app.cluster.view import ClusterReader, Kind
 from app.config.policy import ANY_CLASS, Quota
 from app.errors import ObjectShapeError
 from app.k8s.claims import count_claim
@@ -39,6 +39,7 @@ from app.k8s.objects import PodSpecRef, list_field, object_name, pod_spec
 from app.k8s.quantity import QuantityError, parse_quantity
 from app.policies import translate
 from app.policies.base import ALLOW, Context, Mode, Obj, Request, Result, Violation
+from app.policies.parts import Parts
 from app.translation import TranslationPlan
 
 RESOURCE_QUOTA_SUFFIX = ".deviceclass.resource.k8s.io/devices"
@@ -170,7 +171,7 @@ class QuotaRules:
         self._memo: dict[str, tuple[int, NamespaceQuota]] = {}
 
     def for_namespace(
-        self, namespace: str, labels: Mapping[str, str], view: ClusterView
+        self, namespace: str, labels: Mapping[str, str], view: ClusterReader
     ) -> NamespaceQuota:
         if not self.entries:
             return _NO_QUOTA
@@ -184,6 +185,11 @@ class QuotaRules:
             self._memo.clear()
         self._memo[namespace] = (generation, found)
         return found
+
+
+def quota_rules(parts: Parts) -> QuotaRules:
+    """Builder: the policy's `quotas` and `resourceQuotas` settings."""
+    return QuotaRules(parts.policy.quotas, parts.policy.resource_quotas)
 
 
 # -- the check -------------------------------------------------------------------------------
@@ -217,12 +223,12 @@ def check(request: Request, ctx: Context) -> Result:
     obj = request.object
     if obj is None or request.operation not in ("CREATE", "UPDATE"):
         return ALLOW
-    rules = ctx.compiled.quotas
+    rules = ctx.parts.get(quota_rules)
     quota = rules.for_namespace(request.namespace, ctx.namespace_labels, ctx.view)
     if request.kind in ("ResourceClaim", "ResourceClaimTemplate"):
         if not quota or request.operation != "CREATE":
             return ALLOW
-        return _check_claim(request, obj, quota, claim_usage(ctx.view))
+        return _check_claim(request, obj, quota, ctx.view.index(ClaimUsage))
     if request.kind == "Pod" and request.operation != "CREATE":
         return ALLOW  # a pod's claims cannot change after creation
     native = _native_limits(ctx, request.namespace)
@@ -363,7 +369,7 @@ def _check_workload(
     before, claims_before = _before(request, ctx)
 
     namespace = request.namespace
-    usage = claim_usage(ctx.view)
+    usage = ctx.view.index(ClaimUsage)
     name = object_name(obj) or request.name
     found = _Findings()
     warn_only = request.kind == "DaemonSet"
@@ -395,7 +401,7 @@ def _check_workload(
         for limit in native.get(device_class, ()):
             in_use = max(limit.used, used)
             if in_use + more > limit.hard:
-                deny = ctx.compiled.quotas.resource_quotas == "deny" and not warn_only
+                deny = ctx.parts.get(quota_rules).resource_quotas == "deny" and not warn_only
                 found.add(
                     spec.path,
                     f"{needs}; ResourceQuota {limit.quota} allows {limit.hard} "
@@ -502,12 +508,12 @@ def _devices(amount: int, device_class: str) -> str:
     return f"{amount} device{'' if amount == 1 else 's'} of {device_class or '(no class)'}"
 
 
-def _pods(kind: str, obj: Obj, view: ClusterView) -> tuple[int, str]:
+def _pods(kind: str, obj: Obj, view: ClusterReader) -> tuple[int, str]:
     """How many pods of the object run at once, and what to call them ("8 replicas")."""
     if kind == "Pod":
         return 1, "pod"
     if kind == "DaemonSet":
-        nodes = max(view.derived(SliceNodes).count, 1)
+        nodes = max(view.index(SliceNodes).count, 1)
         return nodes, "node with devices" if nodes == 1 else "nodes with devices"
     where, unit = _REPLICAS[kind]
     node: Any = obj
@@ -542,7 +548,7 @@ def _pod_demand(
     devices: dict[str, int] = {}
     unbounded: set[str] = set()
     claims = 0
-    templates = ctx.view.derived(TemplateCounts)
+    templates = ctx.view.index(TemplateCounts)
     for index, entry in enumerate(list_field(spec.spec, "resourceClaims", spec.path)):
         path = f"{spec.path}.resourceClaims[{index}]"
         if not isinstance(entry, dict):
@@ -591,7 +597,7 @@ def _check_translated_requests(
 
 def _native_limits(ctx: Context, namespace: str) -> Mapping[str, list[_NativeLimit]]:
     """DeviceClass -> device limits of the namespace's ResourceQuotas."""
-    if ctx.compiled.quotas.resource_quotas == "ignore":
+    if ctx.parts.get(quota_rules).resource_quotas == "ignore":
         return {}
     quotas = ctx.view.in_namespace(Kind.RESOURCE_QUOTA, namespace)
     if not quotas:

@@ -20,15 +20,44 @@ from collections.abc import Iterable
 
 from app.k8s.objects import PodSpecRef, pod_spec
 from app.policies.base import ALLOW, Context, Mode, Request, Result, Violation
-from app.translation import Problem, TranslationPlan, plan, to_patch
+from app.policies.defaults import claim_defaults, translation_hook
+from app.policies.parts import Parts
+from app.translation import Problem, TranslationPlan, TranslationRules, plan, to_patch
+from app.translation.legacy import LegacyMatcher, MappingResolver
 from app.translation.plan import Key, who
+from app.translation.templates import TemplateBuilder
+
+
+def legacy_matcher(parts: Parts) -> LegacyMatcher:
+    """Builder: which resource names are legacy extended resources (`legacyResources`)."""
+    return LegacyMatcher(parts.policy.legacy_resources)
+
+
+def mapping_resolver(parts: Parts) -> MappingResolver:
+    """Builder: legacy resource -> DeviceClass (`mappings`, then the view's DeviceClasses)."""
+    return MappingResolver(parts.policy.mappings)
+
+
+def translation_rules(parts: Parts) -> TranslationRules:
+    """Builder: what `translation.plan` takes; its templates carry the DeviceClass defaults."""
+    defaults = parts.build(claim_defaults)
+    hooks = (translation_hook(defaults),) if defaults.classes else ()
+    templates = TemplateBuilder(parts.policy.translation.template_name_prefix, hooks=hooks)
+    return TranslationRules(
+        parts.build(legacy_matcher),
+        parts.build(mapping_resolver),
+        templates,
+        parts.policy.translation,
+    )
 
 
 def plan_for(
     spec: PodSpecRef, namespace: str, ctx: Context, *, replace_own: bool = False
 ) -> TranslationPlan:
     """The translation plan of a pod spec under the policy and cluster view of `ctx`."""
-    return plan(spec, namespace, ctx.compiled.translation, ctx.view, replace_own=replace_own)
+    return plan(
+        spec, namespace, ctx.parts.get(translation_rules), ctx.view, replace_own=replace_own
+    )
 
 
 def check_pod(request: Request, ctx: Context) -> Result:

@@ -10,7 +10,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from app.cluster.view import ClusterView
+from app.cluster.view import ClusterReader
 from app.config.policy import LegacyResources, MappingRule
 from app.k8s.objects import ContainerRef, PodSpecRef, containers, resource_map
 from app.regex import compile_re2, glob_to_re2
@@ -105,7 +105,7 @@ class MappingResolver:
             self._memo[resource] = found
         return found
 
-    def resolve(self, resource: str, view: ClusterView) -> DeviceMapping | None:
+    def resolve(self, resource: str, view: ClusterReader) -> DeviceMapping | None:
         """The mapping of a legacy name; None for a name that is not a valid resource name."""
         if not is_resource_name(resource):
             return None

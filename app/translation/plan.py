@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from app.cluster.templates import ManagedTemplates
-from app.cluster.view import ClusterView, Kind
+from app.cluster.view import ClusterReader, Kind
 from app.config.policy import Translation
 from app.errors import ObjectShapeError
 from app.k8s.objects import ContainerRef, PodSpecRef, list_field
@@ -149,7 +149,7 @@ def plan(
     spec: PodSpecRef,
     namespace: str,
     rules: TranslationRules,
-    view: ClusterView,
+    view: ClusterReader,
     *,
     replace_own: bool = False,
 ) -> TranslationPlan:
@@ -177,7 +177,7 @@ def _analyse(
     *,
     namespace: str,
     rules: TranslationRules,
-    view: ClusterView,
+    view: ClusterReader,
     result: TranslationPlan,
 ) -> None:
     for legacy in found:
@@ -251,7 +251,7 @@ class _Planner:
         spec: PodSpecRef,
         namespace: str,
         rules: TranslationRules,
-        view: ClusterView,
+        view: ClusterReader,
         result: TranslationPlan,
     ) -> None:
         self.spec = spec
@@ -363,7 +363,7 @@ class _Planner:
         if view.get(Kind.RESOURCE_CLAIM_TEMPLATE, name, self.namespace) is not None:
             return None
         cap = self.rules.config.max_templates_per_namespace
-        held = view.derived(ManagedTemplates).count(self.namespace)
+        held = view.index(ManagedTemplates).count(self.namespace)
         new = sum(
             1
             for other in self.result.templates
@@ -483,7 +483,7 @@ def _own_entries(
     spec: PodSpecRef,
     namespace: str,
     rules: TranslationRules,
-    view: ClusterView,
+    view: ClusterReader,
     result: TranslationPlan,
 ) -> None:
     """Pod-level entries an earlier translation added, into `result.stale`.
@@ -521,7 +521,7 @@ def _unknown_own(spec: PodSpecRef, index: int, name: str, template: str) -> Prob
 
 
 def _dra_classes(
-    spec: PodSpecRef, namespace: str, view: ClusterView, skip: Mapping[int, str]
+    spec: PodSpecRef, namespace: str, view: ClusterReader, skip: Mapping[int, str]
 ) -> tuple[dict[str, str], list[str]]:
     """DeviceClasses the pod already asks for through DRA (class -> which entry), and the
     entries whose ResourceClaim or ResourceClaimTemplate the view does not hold."""

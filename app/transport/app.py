@@ -33,6 +33,7 @@ from app.logs import log_fields
 from app.metrics import Metrics
 from app.pipeline import Decision, Endpoint, Pipeline
 from app.policies.base import Request
+from app.policies.cel_runtime import cel_runtime
 from app.transport.health import HealthServer, Heartbeat
 from app.transport.limits import (
     RECEIVED_AT,
@@ -360,7 +361,8 @@ def create_app(
     pipeline = Pipeline(policy, source.view, settings.namespace)
     if isinstance(stats := getattr(source, "stats", None), SourceStats):
         metrics.watch_source(stats)  # a live source's list/watch counters
-    metrics.watch_cel(pipeline.compiled.cel.cache, pipeline.compiled.cel.index)
+    cel = pipeline.parts.get(cel_runtime)
+    metrics.watch_cel(cel.cache, cel.index)
     webhook = _Webhook(settings, pipeline, source, metrics)
     metrics.watch_transport(webhook.stats)
     housekeeping = _Housekeeping(settings, webhook, health_listener)
