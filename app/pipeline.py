@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
+from app.bounded import DEFAULT_MAX_BYTES, BoundedCache, CacheName
 from app.cluster.templates import ManagedTemplates
 from app.cluster.usage import ClaimUsage, SliceNodes, TemplateCounts
 from app.cluster.view import ClusterView, DerivedIndex, Kind
@@ -234,11 +235,13 @@ class Pipeline:
         view: ClusterView,
         own_namespace: str,
         registrations: Iterable[Registration] = REGISTRATIONS,
+        *,
+        cache_max_bytes: int = DEFAULT_MAX_BYTES,
     ) -> None:
         self.policy = policy
         self.view = view
         registrations = (*registrations, *rule_registrations(policy))
-        self.parts = Parts(policy)
+        self.parts = Parts(policy, cache_max_bytes=cache_max_bytes)
         for reg in registrations:
             for builder in reg.builds:
                 self.parts.build(builder)  # raises PolicyError naming what does not compile
@@ -404,7 +407,9 @@ def _checked_stale_view(policy: Policy, registrations: Iterable[Registration]) -
     return stale_view
 
 
-_MERGED: dict[tuple[tuple[str, int], ...], tuple[tuple[Result, ...], Decision]] = {}
+_MERGED: BoundedCache[tuple[tuple[str, int], ...], tuple[tuple[Result, ...], Decision]] = (
+    BoundedCache(CacheName.MERGED_DECISIONS, 1024)
+)
 """Decision by the identity of the results merged: checks answer with shared Results (ALLOW,
 dra-only's memoized denials), so the same combination comes back for every pod of a shape. The
 Results are kept with the Decision, so their ids cannot be reused while the entry lives."""
@@ -425,9 +430,7 @@ def merge(results: list[tuple[str, Result]], failed: Iterable[str] = ()) -> Deci
         return known[1]
     decision = _merge(results, failed_checks)
     if not decision.patch and not decision.templates:  # those come fresh with every review
-        if len(_MERGED) >= 1024:
-            _MERGED.clear()
-        _MERGED[key] = (tuple(result for _, result in results), decision)
+        _MERGED.put(key, (tuple(result for _, result in results), decision))
     return decision
 
 
@@ -464,7 +467,7 @@ def _merge(results: list[tuple[str, Result]], failed_checks: tuple[str, ...]) ->
     )
 
 
-_DENIAL_TEXTS: dict[int, tuple[Result, str]] = {}
+_DENIAL_TEXTS: BoundedCache[int, tuple[Result, str]] = BoundedCache(CacheName.DENIAL_TEXTS, 1024)
 """Denial text by Result identity: checks memoize their denials (dra-only per request shape), so
 the same Result comes back for every pod of that shape. The Result is kept with its text, so its
 id cannot be reused while the entry lives."""
@@ -475,9 +478,7 @@ def _denial_text(result: Result) -> str:
     if known is not None and known[0] is result:
         return known[1]
     text = _build_denial_text(result)
-    if len(_DENIAL_TEXTS) >= 1024:
-        _DENIAL_TEXTS.clear()
-    _DENIAL_TEXTS[id(result)] = (result, text)
+    _DENIAL_TEXTS.put(id(result), (result, text))
     return text
 
 

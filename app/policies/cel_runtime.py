@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from app.bounded import DEFAULT_MAX_BYTES
 from app.cel.cache import CompileCache
 from app.cel.engine import SELECTOR, Engine
 from app.cel.factory import get_engine
@@ -23,14 +24,14 @@ class CelRuntime:
     index: DeviceIndex
 
     @classmethod
-    def build(cls, policy: Policy) -> CelRuntime:
+    def build(cls, policy: Policy, cache_max_bytes: int = DEFAULT_MAX_BYTES) -> CelRuntime:
         engine = get_engine(policy.cel.backend)
         # Build the backend's selector environment now (~0.1 s), not on the first claim.
         engine.compile("true", SELECTOR)
         cache = CompileCache(policy.cel.cache_size)
-        return cls(engine=engine, cache=cache, index=DeviceIndex(engine, cache))
+        return cls(engine=engine, cache=cache, index=DeviceIndex(engine, cache, cache_max_bytes))
 
 
 def cel_runtime(parts: Parts) -> CelRuntime:
     """Builder: the one CEL runtime of a pipeline (selectors, admin rules, default selectors)."""
-    return CelRuntime.build(parts.policy)
+    return CelRuntime.build(parts.policy, parts.cache_max_bytes)

@@ -9,7 +9,7 @@ still be relabelled or finalized, and is warned about instead.
 
 A denial's text (the offences, the fix, the resourceClaims snippet) depends only on the shape of
 the offending requests, the namespace and the DeviceClasses: pods of one Deployment, or one
-user retrying, repeat it. It is built once per shape and reused (`ShapeMemo`); the scan for
+user retrying, repeat it. It is built once per shape and reused (`answers`); the scan for
 legacy requests still runs on every review, since the memo is keyed by what it finds (on
 CREATE straight over the dicts, `_raw_shape`, so a known shape builds no objects).
 """
@@ -18,10 +18,10 @@ from __future__ import annotations
 
 from collections.abc import Hashable
 
+from app.bounded import BoundedCache, CacheName
 from app.cluster.view import Kind
 from app.k8s.objects import CONTAINER_FIELDS, PodSpecRef, pod_spec
 from app.policies.base import ALLOW, Context, Mode, Request, Result, Violation
-from app.policies.memo import ShapeMemo
 from app.policies.parts import Parts
 from app.policies.translate import legacy_matcher, mapping_resolver
 from app.translation.legacy import (
@@ -33,11 +33,14 @@ from app.translation.legacy import (
 )
 from app.translation.plan import ClaimNames, claim_name, tail
 
+ANSWERS_KEPT = 4096
+"""Distinct shapes remembered; shapes come from users, so the memo is bounded (LRU)."""
 
-def answers(parts: Parts) -> ShapeMemo[Result]:
+
+def answers(parts: Parts) -> BoundedCache[Hashable, Result]:
     """Builder: dra-only's answers by request shape, one memo per pipeline (the policy it was
     built from is part of every answer)."""
-    return ShapeMemo()
+    return BoundedCache(CacheName.DRA_ONLY_ANSWERS, ANSWERS_KEPT)
 
 
 def _shape(found: list[LegacyRequest]) -> tuple[Hashable, ...]:

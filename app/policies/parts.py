@@ -22,6 +22,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, TypeVar, cast
 
+from app.bounded import DEFAULT_MAX_BYTES
 from app.config import Policy
 
 T = TypeVar("T")
@@ -33,10 +34,12 @@ Builder = Callable[["Parts"], T]
 class Parts:
     """The parts built for one pipeline, by builder. Read-only once sealed."""
 
-    __slots__ = ("_building", "_built", "_sealed", "policy")
+    __slots__ = ("_building", "_built", "_sealed", "cache_max_bytes", "policy")
 
-    def __init__(self, policy: Policy) -> None:
+    def __init__(self, policy: Policy, *, cache_max_bytes: int = DEFAULT_MAX_BYTES) -> None:
         self.policy = policy
+        self.cache_max_bytes = cache_max_bytes
+        """The byte budget of a cache a part holds whose values grow with the cluster."""
         self._built: dict[Builder[Any], Any] = {}
         self._building: list[Builder[Any]] = []
         self._sealed = False

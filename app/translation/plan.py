@@ -26,11 +26,11 @@ The rules (docs/translation.md writes them out for users):
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from app.bounded import CacheName, memoized
 from app.cluster.templates import ManagedTemplates
 from app.cluster.view import ClusterReader, Kind
 from app.config.policy import Translation
@@ -409,13 +409,13 @@ class ClaimNames:
         return name
 
 
-@functools.lru_cache(maxsize=4096)
+@memoized(CacheName.CLAIM_NAMES, 4096)
 def claim_base(prefix: str, tail: str, who: str) -> str:
     """<prefix>-<tail>-<who> as a DNS label; memoized (container names repeat across pods)."""
     return slug("-".join(p for p in (prefix, tail, who) if p), MAX_NAME) or "claim"
 
 
-@functools.lru_cache(maxsize=4096)
+@memoized(CacheName.CLAIM_NAMES, 4096)
 def claim_name(prefix: str, resource: str, container: str) -> str:
     """The name translation gives the claim of one container's legacy request, before
     numbering (<prefix>-<resource's last part>-<container>); memoized."""
@@ -618,7 +618,7 @@ def _whole_number(raw: object) -> int | None:
     return _whole_number_of(raw)
 
 
-@functools.lru_cache(maxsize=1024)
+@memoized(CacheName.WHOLE_NUMBERS, 1024)
 def _whole_number_text(raw: str) -> int | None:
     """Memoized: the same few counts ("1", "2", "8") arrive again and again."""
     return _whole_number_of(raw)

@@ -16,6 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from app.bounded import BoundedCache, CacheName
 from app.k8s.templates import MANAGED_BY, MANAGED_BY_LABEL, TEMPLATE_LABEL
 from app.translation.legacy import DeviceMapping
 
@@ -53,7 +54,9 @@ class TemplateBuilder:
     def __init__(self, name_prefix: str, hooks: tuple[TemplateHook, ...] = ()) -> None:
         self._prefix = name_prefix
         self._hooks = hooks
-        self._memo: dict[tuple[str, str, tuple[str, ...], int], ClaimTemplate] = {}
+        self._memo: BoundedCache[tuple[str, str, tuple[str, ...], int], ClaimTemplate] = (
+            BoundedCache(CacheName.TEMPLATE_SHAPES, _MEMO_LIMIT)
+        )
         self._own_name = re.compile(
             rf"^{re.escape(name_prefix)}-[a-z0-9-]+-[0-9]+-[0-9a-f]{{{HASH_CHARS}}}$"
         )
@@ -66,10 +69,8 @@ class TemplateBuilder:
         key = (namespace, mapping.device_class_name, mapping.selectors, count)
         found = self._memo.get(key)
         if found is None:
-            found = self._build(namespace, mapping, count)
-            if len(self._memo) >= _MEMO_LIMIT:  # shapes come from users: bound the memo
-                self._memo.clear()
-            self._memo[key] = found
+            # shapes come from users: the memo is bounded
+            found = self._memo.put(key, self._build(namespace, mapping, count))
         return found
 
     def _build(self, namespace: str, mapping: DeviceMapping, count: int) -> ClaimTemplate:

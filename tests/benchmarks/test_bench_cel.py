@@ -108,7 +108,7 @@ def test_satisfiability_1000_devices_cold(
     index.matching("gpu.nvidia.com", CLASS, selectors)
 
     def cold() -> int:
-        index._snapshot.memo.clear()
+        index._memo.clear()
         return index.matching("gpu.nvidia.com", CLASS, selectors).count
 
     rounds = 20 if engine.name == "cel-expr-python" else 2

@@ -27,6 +27,7 @@ from typing import Any, Final
 
 from cel_expr_python import cel
 
+from app.bounded import BoundedCache, CacheName
 from app.cel import syntax
 from app.cel.device import Device
 from app.cel.engine import Engine, Environment, Program
@@ -132,8 +133,10 @@ _CROSS_NUMERIC_RE: Final = re.compile(
 
 # -- value encoding ---------------------------------------------------------------------------
 
-_decoded: dict[str, Quantity | Semver] = {}
 _DECODED_LIMIT: Final = 65536
+_decoded: BoundedCache[str, Quantity | Semver] = BoundedCache(
+    CacheName.CEL_TAGGED_VALUES, _DECODED_LIMIT
+)
 
 
 def _encode(value: Any) -> Any:
@@ -166,10 +169,7 @@ def _decode_tagged(text: str) -> Quantity | Semver:
             result = parse_semver(body)
         except ValueError:
             raise ValueError(_NOT_A_STRING) from None
-    if len(_decoded) >= _DECODED_LIMIT:
-        _decoded.clear()
-    _decoded[text] = result
-    return result
+    return _decoded.put(text, result)
 
 
 def _scrub(text: str) -> str:
@@ -191,7 +191,9 @@ def _decode(value: Any) -> Any:
     return value
 
 
-_order_keys: dict[str, tuple[type, Any]] = {}
+_order_keys: BoundedCache[str, tuple[type, Any]] = BoundedCache(
+    CacheName.CEL_ORDER_KEYS, _DECODED_LIMIT
+)
 
 
 def _order_key(value: Any) -> tuple[type, Any]:
@@ -211,10 +213,7 @@ def _order_key(value: Any) -> tuple[type, Any]:
     else:
         pre = tuple((0, p, "") if isinstance(p, int) else (1, 0, p) for p in decoded.pre)
         key = (Semver, (decoded.major, decoded.minor, decoded.patch, 0 if pre else 1, pre))
-    if len(_order_keys) >= _DECODED_LIMIT:
-        _order_keys.clear()
-    _order_keys[value] = key
-    return key
+    return _order_keys.put(value, key)
 
 
 def _comparison(name: str) -> Callable[[Any, Any], Any]:
