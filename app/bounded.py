@@ -198,6 +198,12 @@ class BoundedCache(Generic[K, V]):
         """The value, without counting or refreshing it."""
         return self._data.get(key)
 
+    def reader(self) -> Callable[[K], V | None]:
+        """`peek` as the underlying dict's own `get`, for the hottest paths (a CEL comparison
+        per device): a hit there is neither counted nor refreshed, so the caller falls back to
+        `get` on a miss, which counts it."""
+        return self._data.get
+
     def put(self, key: K, value: V) -> V:
         """Store `value` (the most recently used), evict what goes over a bound; returns it.
 
