@@ -18,7 +18,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
 
-from app.cluster.view import ClusterReader, ClusterView, Key, Kind, Obj, object_key
+from app.cluster.view import ClusterReader, Key, Kind, Obj, object_key
 from app.errors import ObjectShapeError
 from app.k8s.claims import EMPTY, ClaimCount, count_claim_spec, template_claim_spec
 
@@ -119,11 +119,6 @@ def _share(claim: Obj, key: Key) -> _Share:
         logger.warning("claim not counted", extra={"claim": "/".join(key), "error": str(exc)})
         return _NOTHING
     return _Share(tuple(sorted(counted.devices.items())), tuple(sorted(counted.unbounded)))
-
-
-def claim_usage(view: ClusterView) -> ClaimUsage:
-    """The usage index of a view (the pipeline asks for it at startup, so it is subscribed then)."""
-    return view.derived(ClaimUsage)
 
 
 class SliceNodes:
