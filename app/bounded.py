@@ -127,9 +127,6 @@ def cache_stats() -> dict[CacheName, CacheStats]:
     return {name: CacheStats(name, *total) for name, total in totals.items()}
 
 
-_MISS: Final = object()
-
-
 class BoundedCache(Generic[K, V]):
     """An LRU map bounded by entries and, optionally, by the summed size of its values."""
 
@@ -187,15 +184,13 @@ class BoundedCache(Generic[K, V]):
     def get(self, key: K, default: object = None) -> object:
         """The value (now the most recently used), or `default`; counts a hit or a miss."""
         data = self._data
-        value = data.get(key, _MISS)
-        if value is _MISS:
+        try:
+            value = data[key]
+            data.move_to_end(key)
+        except KeyError:  # not there (or evicted by another thread between the two lines)
             self.misses += 1
             return default
         self.hits += 1
-        try:  # noqa: SIM105 - suppress() would cost a context manager on every hit
-            data.move_to_end(key)
-        except KeyError:  # evicted meanwhile by another thread: still a valid answer
-            pass
         return value
 
     def peek(self, key: K) -> V | None:
@@ -275,16 +270,14 @@ def memoized(name: CacheName, max_entries: int) -> Callable[[Callable[P, R]], Ca
         @wraps(function)
         def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
             key: Hashable = (args, tuple(kwargs.items())) if kwargs else args
-            value = data.get(key, _MISS)
-            if value is not _MISS:
-                cache.hits += 1
-                try:  # noqa: SIM105 - suppress() would cost a context manager on every hit
-                    data.move_to_end(key)
-                except KeyError:  # evicted meanwhile by another thread
-                    pass
-                return cast(R, value)
-            cache.misses += 1
-            return cache.put(key, function(*args, **kwargs))
+            try:
+                value = data[key]
+                data.move_to_end(key)
+            except KeyError:
+                cache.misses += 1
+                return cache.put(key, function(*args, **kwargs))
+            cache.hits += 1
+            return value
 
         wrapper.cache = cache  # type: ignore[attr-defined]
         return wrapper

@@ -109,18 +109,20 @@ def check(request: Request, ctx: Context) -> Result:
     spec = pod_spec(request.kind, request.object)
     if spec is None:
         return ALLOW
+    is_legacy = ctx.parts.get(legacy_matcher)
+    memo = ctx.parts.get(answers)
     if request.operation == "CREATE" and not (
         ctx.policy.dra_only.allow_device_class_extended_resources
     ):
         # the common case: a shape seen before costs a scan of the dicts and a lookup
-        shape = _raw_shape(spec, ctx.parts.get(legacy_matcher))
+        shape = _raw_shape(spec, is_legacy)
         if shape == ():
             return ALLOW
         if shape is not None:
-            known = ctx.parts.get(answers).get(_memo_key(request, ctx, spec, shape, frozenset()))
+            known = memo.get(_memo_key(request, ctx, spec, shape, frozenset()))
             if known is not None:
                 return known
-    found = legacy_requests(spec, ctx.parts.get(legacy_matcher))
+    found = legacy_requests(spec, is_legacy)
     if not found:
         return ALLOW
     if ctx.policy.dra_only.allow_device_class_extended_resources:
@@ -134,9 +136,8 @@ def check(request: Request, ctx: Context) -> Result:
     if request.operation == "UPDATE" and request.old_object is not None:
         old_spec = pod_spec(request.kind, request.old_object)
         if old_spec is not None:
-            existing = offence_keys(legacy_requests(old_spec, ctx.parts.get(legacy_matcher)))
+            existing = offence_keys(legacy_requests(old_spec, is_legacy))
     memo_key = _memo_key(request, ctx, spec, _shape(found), existing)
-    memo = ctx.parts.get(answers)
     known = memo.get(memo_key)
     if known is not None:
         return known
