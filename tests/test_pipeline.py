@@ -182,7 +182,7 @@ def test_each_check_reads_only_what_its_own_registration_declares(
 
 def test_a_check_reading_an_undeclared_part_fails_alone_as_an_internal_error() -> None:
     def sneaky(request: Request, ctx: Context) -> Result:
-        ctx.parts.get(quota.quota_rules)
+        ctx.parts[quota.quota_rules]
         return ALLOW
 
     reg = Registration(

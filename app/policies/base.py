@@ -72,7 +72,7 @@ class Context:
 
     `view` is read-only to a check (`ClusterReader`): the sources write it, and the derived
     indexes a check reads were subscribed at load by its registration. `parts` holds what the
-    registrations built from the policy at load (`ctx.parts.get(builder)`).
+    registrations built from the policy at load (`ctx.parts[builder]`).
     """
 
     view: ClusterReader

@@ -113,7 +113,7 @@ CLAIM_SPEC_POINTER = {"ResourceClaim": "/spec", "ResourceClaimTemplate": "/spec/
 
 
 def check(request: Request, ctx: Context) -> Result:
-    defaults = ctx.parts.get(claim_defaults)
+    defaults = ctx.parts[claim_defaults]
     if not defaults or request.operation != "CREATE" or request.object is None:
         return ALLOW
     planned = plan(request.kind, request.object, defaults, ctx.namespace_labels)

@@ -109,8 +109,8 @@ def check(request: Request, ctx: Context) -> Result:
     spec = pod_spec(request.kind, request.object)
     if spec is None:
         return ALLOW
-    is_legacy = ctx.parts.get(legacy_matcher)
-    memo = ctx.parts.get(answers)
+    is_legacy = ctx.parts[legacy_matcher]
+    memo = ctx.parts[answers]
     if request.operation == "CREATE" and not (
         ctx.policy.dra_only.allow_device_class_extended_resources
     ):
@@ -199,7 +199,7 @@ def _decide(
     if not new:
         return Result(warnings=warnings)
 
-    resolved = [(r, ctx.parts.get(mapping_resolver).resolve(r.resource, ctx.view)) for r in new]
+    resolved = [(r, ctx.parts[mapping_resolver].resolve(r.resource, ctx.view)) for r in new]
     return Result(
         violations=tuple(
             Violation(r.path, f"{_offence(r)} -> {_fix(mapping, r)}") for r, mapping in resolved

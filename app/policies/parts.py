@@ -4,7 +4,7 @@ A check's registration (`app/pipeline.py`) declares the builders of what it read
 its compiled admin rules, the CEL runtime, the translation rules, a memo of its answers. The
 pipeline calls them at startup, so a part that does not compile (an admin rule, a default
 selector) stops startup naming it, and nothing is built on the request path: there, a check
-reads a part with `ctx.parts.get(builder)`, a dict lookup, which raises when no registration
+reads a part with `ctx.parts[builder]`, a dict lookup, which raises when no registration
 declared it.
 
 A builder is a plain function `(parts) -> part` living next to the check that reads the part
@@ -20,7 +20,7 @@ what keeps the registration table and the policies free of import cycles (the fo
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, TypeVar, cast
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from app.bounded import DEFAULT_MAX_BYTES
 from app.config import Policy
@@ -31,25 +31,44 @@ Builder = Callable[["Parts"], T]
 """Builds one part from the policy (and other parts) at load."""
 
 
-class Parts:
-    """The parts built for one pipeline, by builder. Read-only once sealed."""
+class Parts(dict[Builder[Any], Any]):
+    """The parts built for one pipeline, by builder. Read-only once sealed.
 
-    __slots__ = ("_building", "_built", "_sealed", "cache_max_bytes", "policy")
+    A check reads one with `ctx.parts[builder]`: the dict's own lookup (a check may make several
+    per review), raising LookupError, naming the builder, when no registration declared it.
+    """
+
+    __slots__ = ("_building", "_sealed", "cache_max_bytes", "policy")
 
     def __init__(self, policy: Policy, *, cache_max_bytes: int = DEFAULT_MAX_BYTES) -> None:
+        super().__init__()
         self.policy = policy
         self.cache_max_bytes = cache_max_bytes
         """The byte budget of a cache a part holds whose values grow with the cluster."""
-        self._built: dict[Builder[Any], Any] = {}
         self._building: list[Builder[Any]] = []
         self._sealed = False
 
+    if TYPE_CHECKING:
+
+        def __getitem__(self, builder: Builder[T]) -> T: ...
+
+    def __missing__(self, builder: Builder[Any]) -> Any:
+        raise LookupError(
+            f"{_name(builder)} was not built at load: declare it in the registration "
+            "of the check that reads it"
+        )
+
+    def get(self, builder: Builder[T], default: Any = None) -> T:
+        """`parts[builder]` (a part is never looked up with a default)."""
+        return self[builder]
+
+    def __setitem__(self, builder: Builder[Any], part: Any) -> None:
+        raise TypeError("a part is made by its builder: parts.build(builder)")
+
     def build(self, builder: Builder[T]) -> T:
         """The part `builder` makes, built now unless it was already (at load only)."""
-        try:
-            return cast(T, self._built[builder])
-        except KeyError:
-            pass
+        if builder in self:
+            return self[builder]
         if self._sealed:
             raise RuntimeError(f"{_name(builder)}: parts are built at load, not on a request")
         if builder in self._building:
@@ -60,30 +79,16 @@ class Parts:
             part = builder(self)
         finally:
             self._building.pop()
-        self._built[builder] = part
+        dict.__setitem__(self, builder, part)
         return part
 
     def seal(self) -> None:
         """Nothing more is built: from now on `build` only returns what exists."""
         self._sealed = True
 
-    def get(self, builder: Builder[T]) -> T:
-        """The part `builder` made at load; raises LookupError when none did (the check's
-        registration does not declare it)."""
-        try:
-            return cast(T, self._built[builder])
-        except KeyError:
-            raise LookupError(
-                f"{_name(builder)} was not built at load: declare it in the registration "
-                "of the check that reads it"
-            ) from None
-
-    def __contains__(self, builder: object) -> bool:
-        return builder in self._built
-
     def built(self) -> tuple[Builder[Any], ...]:
         """The builders called so far, in the order they finished."""
-        return tuple(self._built)
+        return tuple(self)
 
 
 def _name(builder: Builder[Any]) -> str:

@@ -224,7 +224,7 @@ def check(request: Request, ctx: Context) -> Result:
     obj = request.object
     if obj is None or request.operation not in ("CREATE", "UPDATE"):
         return ALLOW
-    rules = ctx.parts.get(quota_rules)
+    rules = ctx.parts[quota_rules]
     quota = rules.for_namespace(request.namespace, ctx.namespace_labels, ctx.view)
     if request.kind in ("ResourceClaim", "ResourceClaimTemplate"):
         if not quota or request.operation != "CREATE":
@@ -402,7 +402,7 @@ def _check_workload(
         for limit in native.get(device_class, ()):
             in_use = max(limit.used, used)
             if in_use + more > limit.hard:
-                deny = ctx.parts.get(quota_rules).resource_quotas == "deny" and not warn_only
+                deny = ctx.parts[quota_rules].resource_quotas == "deny" and not warn_only
                 found.add(
                     spec.path,
                     f"{needs}; ResourceQuota {limit.quota} allows {limit.hard} "
@@ -598,7 +598,7 @@ def _check_translated_requests(
 
 def _native_limits(ctx: Context, namespace: str) -> Mapping[str, list[_NativeLimit]]:
     """DeviceClass -> device limits of the namespace's ResourceQuotas."""
-    if ctx.parts.get(quota_rules).resource_quotas == "ignore":
+    if ctx.parts[quota_rules].resource_quotas == "ignore":
         return {}
     quotas = ctx.view.in_namespace(Kind.RESOURCE_QUOTA, namespace)
     if not quotas:

@@ -92,11 +92,11 @@ def _compile(
 
 def check(request: Request, ctx: Context) -> Result:
     """Run every rule that applies to this request; collect denials and warnings."""
-    rules = ctx.parts.get(admin_rules)
+    rules = ctx.parts[admin_rules]
     applicable = [r for r in rules if r.applies(request, ctx.namespace_labels)]
     if not applicable:
         return ALLOW
-    engine = ctx.parts.get(cel_runtime).engine
+    engine = ctx.parts[cel_runtime].engine
     activation = engine.activation(ADMISSION, _variables(request, ctx))
     violations = []
     warnings = []

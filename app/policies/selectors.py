@@ -69,7 +69,7 @@ def _check(request: Request, ctx: Context, budget: Budget) -> Result:
     obj = request.object
     if obj is None:
         return ALLOW
-    runtime: CelRuntime = ctx.parts.get(cel_runtime)
+    runtime: CelRuntime = ctx.parts[cel_runtime]
     if request.kind == "DeviceClass":
         violations, not_checked = compile_check(runtime, device_class_selectors(obj), budget)
         if violations:

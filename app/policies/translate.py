@@ -55,9 +55,7 @@ def plan_for(
     spec: PodSpecRef, namespace: str, ctx: Context, *, replace_own: bool = False
 ) -> TranslationPlan:
     """The translation plan of a pod spec under the policy and cluster view of `ctx`."""
-    return plan(
-        spec, namespace, ctx.parts.get(translation_rules), ctx.view, replace_own=replace_own
-    )
+    return plan(spec, namespace, ctx.parts[translation_rules], ctx.view, replace_own=replace_own)
 
 
 def check_pod(request: Request, ctx: Context) -> Result:

@@ -364,7 +364,7 @@ def create_app(
     )
     if isinstance(stats := getattr(source, "stats", None), SourceStats):
         metrics.watch_source(stats)  # a live source's list/watch counters
-    cel = pipeline.parts.get(cel_runtime)
+    cel = pipeline.parts[cel_runtime]
     metrics.watch_cel(cel.cache, cel.index)
     webhook = _Webhook(settings, pipeline, source, metrics)
     metrics.watch_transport(webhook.stats)

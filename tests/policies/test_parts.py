@@ -35,7 +35,7 @@ def test_a_part_is_read_with_get_after_it_was_built() -> None:
     parts = Parts(POLICY)
     parts.build(answer)
     parts.seal()
-    assert parts.get(answer) == 42
+    assert parts[answer] == 42
     assert answer in parts
 
 
