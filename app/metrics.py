@@ -15,7 +15,8 @@ multiprocess mode) and `/metrics`, whichever worker serves it, merges the files 
   its gauge files when it stops;
 - the live source's list/watch counters are read from the process at scrape time, so with
   several workers a scrape shows those of the worker that served it (each worker watches the
-  cluster on its own).
+  cluster on its own); so are the bounded caches' (`dra_webhook_cache_*`, by cache name, see
+  `app/bounded.py`).
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.multiprocess import MultiProcessCollector, mark_process_dead
 from prometheus_client.registry import Collector
 
+from app.bounded import CacheName, cache_stats
 from app.cel.cache import CompileCache
 from app.cel.index import DeviceIndex
 from app.cluster.stats import SourceStats
@@ -191,6 +193,7 @@ class Metrics:
             multiprocess_mode="livemax",
         )
         self._collectors: list[Collector] = []
+        self._watch(_CacheCollector())
         # The labelled children of the per-review metrics, by their raw label values: `labels()`
         # validates and looks them up on every call (~1 µs each), on every review. The label
         # sets are closed, so these stay small.
@@ -232,19 +235,17 @@ class Metrics:
 
     def watch_source(self, stats: SourceStats) -> None:
         """Expose a live source's counters, read from `stats` at every scrape."""
-        collector = _SourceCollector(stats)
-        self._collectors.append(collector)
-        self.registry.register(collector)
+        self._watch(_SourceCollector(stats))
 
     def watch_cel(self, cache: CompileCache, index: DeviceIndex) -> None:
         """Expose the CEL compile cache and device-match memo counters, read at every scrape."""
-        collector = _CelCollector(cache, index)
-        self._collectors.append(collector)
-        self.registry.register(collector)
+        self._watch(_CelCollector(cache, index))
 
     def watch_transport(self, stats: TransportCounters) -> None:
         """Expose the connection count and load refusals, read from `stats` at every scrape."""
-        collector = _TransportCollector(stats)
+        self._watch(_TransportCollector(stats))
+
+    def _watch(self, collector: Collector) -> None:
         self._collectors.append(collector)
         self.registry.register(collector)
 
@@ -343,6 +344,37 @@ class _CelCollector(Collector):
         memo.add_metric(("hit",), self._index.memo_hits)
         memo.add_metric(("miss",), self._index.memo_misses)
         yield memo
+
+
+class _CacheCollector(Collector):
+    """Every bounded cache of this process (`app.bounded`), one family per counter, labelled
+    by cache name from the closed set `CacheName` (every name is reported, 0 when unused)."""
+
+    def collect(self) -> Iterator[Metric]:
+        stats = cache_stats()
+        families = (
+            (CounterMetricFamily, "hits", "Lookups answered from the cache.", "hits"),
+            (CounterMetricFamily, "misses", "Lookups the cache could not answer.", "misses"),
+            (
+                CounterMetricFamily,
+                "evictions",
+                "Entries dropped to stay within the entry or byte bound (least recently used).",
+                "evictions",
+            ),
+            (GaugeMetricFamily, "entries", "Entries held.", "entries"),
+            (
+                GaugeMetricFamily,
+                "bytes",
+                "Bytes held, for caches with a byte budget (DRA_WEBHOOK_CACHE_MAX_BYTES).",
+                "bytes",
+            ),
+        )
+        for family_type, suffix, text, field in families:
+            family = family_type(f"dra_webhook_cache_{suffix}", text, labels=("cache",))
+            for name in CacheName:
+                found = stats.get(name)
+                family.add_metric((name.value,), getattr(found, field) if found else 0)
+            yield family
 
 
 WATCH_EVENTS = frozenset({"ADDED", "MODIFIED", "DELETED", "BOOKMARK", "ERROR"})

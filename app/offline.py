@@ -23,9 +23,11 @@ from app.errors import ConfigError, ObjectShapeError
 from app.k8s.objects import pod_spec
 from app.pipeline import Decision, Endpoint, Pipeline
 from app.policies.base import Request
-from app.policies.compiled import Compiled
-from app.policies.exceptions import Clock, cover, system_clock
-from app.translation.legacy import legacy_requests
+from app.policies.exceptions import Clock, Exceptions, cover, policy_exceptions, system_clock
+from app.policies.parts import Parts
+from app.policies.translate import legacy_matcher, mapping_resolver, sharing_rules
+from app.translation.legacy import LegacyMatcher, MappingResolver, legacy_requests
+from app.translation.sharing import SharingRules
 
 Obj = dict[str, Any]
 
@@ -152,6 +154,16 @@ class NamespaceReport:
         return not self.invalid and all(o in self.excepted for o in self.legacy_objects)
 
 
+@dataclass(frozen=True, slots=True)
+class _Rules:
+    """What the report reads of the policy, built as the webhook builds it."""
+
+    legacy: LegacyMatcher
+    mappings: MappingResolver
+    sharing: SharingRules
+    exceptions: Exceptions
+
+
 def report(
     policy: Policy,
     view: ClusterView,
@@ -160,7 +172,13 @@ def report(
 ) -> list[NamespaceReport]:
     """Per namespace: which objects still ask for legacy extended resources; exceptions are
     judged at `clock`'s time."""
-    compiled = Compiled.build(policy, clock)
+    parts = Parts(policy, clock=clock)
+    rules = _Rules(
+        parts.build(legacy_matcher),
+        parts.build(mapping_resolver),
+        parts.build(sharing_rules),
+        parts.build(policy_exceptions),
+    )
     label = policy.namespace_modes.label
     found: dict[str, NamespaceReport] = {}
     owned_by_workload: set[tuple[str, str]] = set()
@@ -177,7 +195,7 @@ def report(
         if obj["kind"] == "Pod" and meta.get("ownerReferences"):
             pods.append((where, obj))  # counted through their workload when it is listed
             continue
-        _count(found[ns], where, obj, compiled, view)
+        _count(found[ns], where, obj, rules, view)
         owned_by_workload.add((ns, str(meta.get("name", ""))))
     for where, obj in pods:
         ns = obj["metadata"]["namespace"]
@@ -185,12 +203,16 @@ def report(
             str(o.get("name")) for o in obj["metadata"]["ownerReferences"] if isinstance(o, dict)
         }
         if not any((ns, owner) in owned_by_workload for owner in owners):
-            _count(found[ns], where, obj, compiled, view)
+            _count(found[ns], where, obj, rules, view)
     return sorted(found.values(), key=lambda r: r.namespace)
 
 
 def _count(
-    entry: NamespaceReport, where: str, obj: Obj, compiled: Compiled, view: ClusterView
+    entry: NamespaceReport,
+    where: str,
+    obj: Obj,
+    rules: _Rules,
+    view: ClusterView,
 ) -> None:
     kind = str(obj["kind"])
     name = f"{kind}/{obj.get('metadata', {}).get('name', '?')}"
@@ -199,7 +221,7 @@ def _count(
         if spec is None:
             return
         entry.objects += 1
-        legacy = legacy_requests(spec, compiled.legacy)
+        legacy = legacy_requests(spec, rules.legacy)
     except ObjectShapeError as exc:
         entry.invalid.append(f"{name}: {exc}")
         return
@@ -207,10 +229,11 @@ def _count(
         entry.legacy_objects.append(name)
         for item in legacy:
             entry.resources.add(item.resource)
-            if compiled.mappings.resolve(item.resource, view) is None:
+            shared = rules.sharing.fix(item) is not None
+            if not shared and rules.mappings.resolve(item.resource, view) is None:
                 entry.unmapped.add(item.resource)
-        if compiled.exceptions:
+        if rules.exceptions:
             labels = view.namespace_labels(entry.namespace) or {}
-            coverage = cover(compiled.exceptions.selecting(kind, obj, labels), legacy)
+            coverage = cover(rules.exceptions.selecting(kind, obj, labels), legacy)
             if not coverage.rest:
                 entry.excepted[name] = ", ".join(f"{a.name} {a.when()}" for a in coverage.used)

@@ -3,6 +3,12 @@
 Routing is a dict lookup on (endpoint, group, kind, operation) built once. Before any policy runs
 the pipeline resolves the namespace's mode from the cluster view and skips exempt namespaces: the
 webhook's own namespace and kube-system can never be blocked by it.
+
+Each registration also declares what its check reads besides the request: the parts it builds
+from the policy at load (`builds`, see `app/policies/parts.py`) and the derived indexes of the
+view (`indexes`). The pipeline builds the one and subscribes the other when it is made, so a
+policy that does not compile stops startup, and no check builds or subscribes anything on the
+request path.
 """
 
 from __future__ import annotations
@@ -11,10 +17,12 @@ import logging
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from enum import StrEnum
+from typing import Any
 
+from app.bounded import DEFAULT_MAX_BYTES, BoundedCache, CacheName
 from app.cluster.templates import ManagedTemplates
-from app.cluster.usage import SliceNodes, TemplateCounts, claim_usage
-from app.cluster.view import ClusterView, Kind
+from app.cluster.usage import ClaimUsage, SliceNodes, TemplateCounts
+from app.cluster.view import ClusterView, DerivedIndex, Kind
 from app.config import Policy
 from app.config.policy import StaleView as StaleViewPolicy
 from app.errors import ObjectShapeError, PolicyError
@@ -22,8 +30,11 @@ from app.k8s.objects import POD_SPEC_PATHS
 from app.k8s.patch import PatchOp
 from app.policies import defaults, dra_only, quota, rules, selectors, translate
 from app.policies.base import Context, Mode, Obj, Request, Result, Violation
-from app.policies.compiled import Compiled
-from app.policies.exceptions import Clock, system_clock
+from app.policies.cel_runtime import cel_runtime
+from app.policies.exceptions import Clock, policy_exceptions, system_clock
+from app.policies.parts import Builder, Parts
+from app.policies.quota_capacity import ClassPolicies
+from app.policies.quota_rules import quota_rules
 
 logger = logging.getLogger(__name__)
 
@@ -83,12 +94,19 @@ class Registration:
     reads: frozenset[Kind] = frozenset(Kind)
     """Kinds of the cluster view the check consults (Namespace always, for the mode): while one
     of them is stale the check answers per the policy's failure.staleView."""
+    builds: tuple[Builder[Any], ...] = ()
+    """What the check reads from `ctx.parts`, built from the policy at load."""
+    indexes: tuple[type[DerivedIndex], ...] = ()
+    """Derived indexes of the view the check reads (`ctx.view.index`), subscribed at load."""
 
 
 _TRANSLATE_READS = frozenset(
     {Kind.NAMESPACE, Kind.DEVICE_CLASS, Kind.RESOURCE_CLAIM, Kind.RESOURCE_CLAIM_TEMPLATE}
 )
 """Extended-resource mappings, and the claims and templates a pod already references."""
+_TRANSLATE_BUILDS = (translate.translation_rules, policy_exceptions)
+_TRANSLATE_INDEXES = (ManagedTemplates,)
+"""Templates already made for the namespace count against translation's cap."""
 
 REGISTRATIONS: tuple[Registration, ...] = (
     Registration(
@@ -98,6 +116,7 @@ REGISTRATIONS: tuple[Registration, ...] = (
         frozenset({"CREATE", "UPDATE"}),
         dra_only.check,
         reads=frozenset({Kind.NAMESPACE, Kind.DEVICE_CLASS}),
+        builds=(translate.translation_rules, policy_exceptions, dra_only.answers),
     ),
     Registration(
         "translate",
@@ -106,6 +125,8 @@ REGISTRATIONS: tuple[Registration, ...] = (
         frozenset({"CREATE"}),
         translate.check_pod,
         reads=_TRANSLATE_READS,
+        builds=_TRANSLATE_BUILDS,
+        indexes=_TRANSLATE_INDEXES,
     ),
     Registration(
         "translate-workloads",
@@ -114,6 +135,8 @@ REGISTRATIONS: tuple[Registration, ...] = (
         frozenset({"CREATE", "UPDATE"}),
         translate.check_workload,
         reads=_TRANSLATE_READS,
+        builds=_TRANSLATE_BUILDS,
+        indexes=_TRANSLATE_INDEXES,
     ),
     Registration(
         "translate-validate",
@@ -122,6 +145,8 @@ REGISTRATIONS: tuple[Registration, ...] = (
         frozenset({"CREATE", "UPDATE"}),
         translate.validate,
         reads=_TRANSLATE_READS,
+        builds=_TRANSLATE_BUILDS,
+        indexes=_TRANSLATE_INDEXES,
     ),
     Registration(
         "cel-selectors",
@@ -130,6 +155,7 @@ REGISTRATIONS: tuple[Registration, ...] = (
         frozenset({"CREATE", "UPDATE"}),
         selectors.check,
         reads=frozenset({Kind.DEVICE_CLASS, Kind.RESOURCE_SLICE}),
+        builds=(cel_runtime,),
     ),
     Registration(
         "claim-defaults",
@@ -138,6 +164,7 @@ REGISTRATIONS: tuple[Registration, ...] = (
         frozenset({"CREATE"}),
         defaults.check,
         reads=frozenset({Kind.NAMESPACE}),
+        builds=(defaults.claim_defaults,),
     ),
     Registration(
         "claim-quota",
@@ -145,6 +172,8 @@ REGISTRATIONS: tuple[Registration, ...] = (
         CLAIM_KINDS | POD_BEARING,
         frozenset({"CREATE", "UPDATE"}),
         quota.check,
+        builds=(quota_rules, cel_runtime, *_TRANSLATE_BUILDS),
+        indexes=(ClaimUsage, SliceNodes, TemplateCounts, ClassPolicies, *_TRANSLATE_INDEXES),
     ),
 )
 RULE_KINDS: frozenset[GroupKind] = POD_BEARING | CLAIM_KINDS | DEVICE_CLASS
@@ -159,7 +188,14 @@ def rule_registrations(policy: Policy) -> tuple[Registration, ...]:
     if not matched:
         return ()
     return (
-        Registration("cel-rules", Endpoint.VALIDATE, matched, frozenset(operations), rules.check),
+        Registration(
+            "cel-rules",
+            Endpoint.VALIDATE,
+            matched,
+            frozenset(operations),
+            rules.check,
+            builds=(cel_runtime, rules.admin_rules),
+        ),
     )
 
 
@@ -204,16 +240,22 @@ class Pipeline:
         view: ClusterView,
         own_namespace: str,
         registrations: Iterable[Registration] = REGISTRATIONS,
+        *,
+        cache_max_bytes: int = DEFAULT_MAX_BYTES,
         clock: Clock = system_clock,
     ) -> None:
+        """`clock`: what policy exceptions are judged by (tests inject one)."""
         self.policy = policy
         self.view = view
-        self.compiled = Compiled.build(policy, clock)
-        # Derived indexes are subscribed now, so replaying the view happens at startup.
-        claim_usage(view)
-        view.derived(SliceNodes)
-        view.derived(TemplateCounts)
-        view.derived(ManagedTemplates)
+        registrations = (*registrations, *rule_registrations(policy))
+        self.parts = Parts(policy, cache_max_bytes=cache_max_bytes, clock=clock)
+        for reg in registrations:
+            for builder in reg.builds:
+                self.parts.build(builder)  # raises PolicyError naming what does not compile
+        self.parts.seal()
+        for reg in registrations:
+            for index in reg.indexes:
+                view.derived(index)  # replayed the view now, at startup, then kept current
         self._exempt = frozenset(policy.exempt_namespaces) | {own_namespace, "kube-system"}
         modes = policy.namespace_modes
         self._label = modes.label
@@ -222,7 +264,6 @@ class Pipeline:
             modes.translate: Mode.TRANSLATE,
             modes.audit: Mode.AUDIT,
         }
-        registrations = (*registrations, *rule_registrations(policy))
         routes: dict[tuple[Endpoint, str, str, str], list[Registration]] = {}
         for reg in registrations:
             for group, kind in reg.kinds:
@@ -286,7 +327,7 @@ class Pipeline:
         ctx = Context(
             view=self.view,
             policy=self.policy,
-            compiled=self.compiled,
+            parts=self.parts,
             mode=self._modes.get(mode_value) if mode_value is not None else None,
             namespace_labels=labels,
         )
@@ -373,7 +414,9 @@ def _checked_stale_view(policy: Policy, registrations: Iterable[Registration]) -
     return stale_view
 
 
-_MERGED: dict[tuple[tuple[str, int], ...], tuple[tuple[Result, ...], Decision]] = {}
+_MERGED: BoundedCache[tuple[tuple[str, int], ...], tuple[tuple[Result, ...], Decision]] = (
+    BoundedCache(CacheName.MERGED_DECISIONS, 1024)
+)
 """Decision by the identity of the results merged: checks answer with shared Results (ALLOW,
 dra-only's memoized denials), so the same combination comes back for every pod of a shape. The
 Results are kept with the Decision, so their ids cannot be reused while the entry lives."""
@@ -394,9 +437,7 @@ def merge(results: list[tuple[str, Result]], failed: Iterable[str] = ()) -> Deci
         return known[1]
     decision = _merge(results, failed_checks)
     if not decision.patch and not decision.templates:  # those come fresh with every review
-        if len(_MERGED) >= 1024:
-            _MERGED.clear()
-        _MERGED[key] = (tuple(result for _, result in results), decision)
+        _MERGED.put(key, (tuple(result for _, result in results), decision))
     return decision
 
 
@@ -436,7 +477,7 @@ def _merge(results: list[tuple[str, Result]], failed_checks: tuple[str, ...]) ->
     )
 
 
-_DENIAL_TEXTS: dict[int, tuple[Result, str]] = {}
+_DENIAL_TEXTS: BoundedCache[int, tuple[Result, str]] = BoundedCache(CacheName.DENIAL_TEXTS, 1024)
 """Denial text by Result identity: checks memoize their denials (dra-only per request shape), so
 the same Result comes back for every pod of that shape. The Result is kept with its text, so its
 id cannot be reused while the entry lives."""
@@ -447,9 +488,7 @@ def _denial_text(result: Result) -> str:
     if known is not None and known[0] is result:
         return known[1]
     text = _build_denial_text(result)
-    if len(_DENIAL_TEXTS) >= 1024:
-        _DENIAL_TEXTS.clear()
-    _DENIAL_TEXTS[id(result)] = (result, text)
+    _DENIAL_TEXTS.put(id(result), (result, text))
     return text
 
 

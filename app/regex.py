@@ -12,10 +12,11 @@ The exception tree: :class:`RegexError` (a ValueError) for any pattern RE2 refus
 
 from __future__ import annotations
 
-import functools
 from typing import Any, Final
 
 import re2
+
+from app.bounded import CacheName, memoized
 
 __all__ = ["RegexError", "compile_re2", "glob_to_re2", "user_pattern"]
 
@@ -42,7 +43,7 @@ def compile_re2(pattern: str) -> Any:
         raise RegexError(f"{reason} (RE2 syntax: no backreferences or lookaround)") from None
 
 
-@functools.lru_cache(maxsize=_USER_PATTERNS_KEPT)
+@memoized(CacheName.REGEX_PATTERNS, _USER_PATTERNS_KEPT)
 def _cached(pattern: str) -> Any:
     return compile_re2(pattern)
 

@@ -9,21 +9,6 @@ from __future__ import annotations
 
 import grimp
 
-KNOWN: list[frozenset[str]] = [
-    # Policies read what Compiled builds through Context, and Compiled builds it from the
-    # policies' own modules (base.py imports compiled.py under TYPE_CHECKING; quota's rules
-    # live apart from its checks, so quota and translate are out of it). To be dissolved
-    # into registrations that declare what they build; until then it may not grow.
-    frozenset(
-        {
-            "app.policies.base",
-            "app.policies.compiled",
-            "app.policies.defaults",
-            "app.policies.rules",
-        }
-    ),
-]
-
 
 def _cycles() -> list[frozenset[str]]:
     """The strongly connected components of more than one module (Tarjan, iterative)."""
@@ -69,11 +54,6 @@ def _cycles() -> list[frozenset[str]]:
     return found
 
 
-def test_app_has_no_import_cycle_but_the_known_one() -> None:
-    cycles = _cycles()
-    unknown = [sorted(c) for c in cycles if c not in KNOWN]
-    assert not unknown, f"import cycles in app/: {unknown}"
-
-
-def test_the_known_cycle_is_still_there_so_the_list_stays_honest() -> None:
-    assert set(KNOWN) <= set(_cycles()), "a known cycle is gone: remove it from KNOWN"
+def test_app_has_no_import_cycle() -> None:
+    cycles = [sorted(c) for c in _cycles()]
+    assert not cycles, f"import cycles in app/: {cycles}"

@@ -3,17 +3,18 @@
 Like ``k8s.io/dynamic-resource-allocation/cel/cache.go``: a bounded LRU keyed by backend +
 environment + expression text, where concurrent requests for a key that is still compiling wait
 for that one compile instead of starting their own, and a failed compile is cached as well (a bad
-selector in a popular template costs one compile, not one per request). Counters are plain ints
-for whoever exports metrics; this module imports no metrics library.
+selector in a popular template costs one compile, not one per request). The LRU is the app's one
+bounded cache (`app.bounded`, named `cel-compile` in /metrics), under this cache's lock; this
+module imports no metrics library.
 """
 
 from __future__ import annotations
 
 import threading
-from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Final
 
+from app.bounded import BoundedCache, CacheName
 from app.cel.cost import MAX_SELECTOR_COST, MAX_SELECTOR_LENGTH, estimate
 from app.cel.engine import Engine, Environment, Program
 from app.cel.errors import CelCompileError
@@ -50,16 +51,27 @@ class CompileCache:
         if max_size < 1:
             raise ValueError("max_size must be at least 1")
         self._max_size = max_size
-        self._entries: OrderedDict[tuple[str, str, str], _Entry] = OrderedDict()
+        self._entries: BoundedCache[tuple[str, str, str], _Entry] = BoundedCache(
+            CacheName.CEL_COMPILE, max_size
+        )
         self._lock = threading.Lock()
-        self.hits = 0
-        self.misses = 0
-        self.evictions = 0
         self.compile_errors = 0
 
     @property
     def size(self) -> int:
         return len(self._entries)
+
+    @property
+    def hits(self) -> int:
+        return self._entries.hits
+
+    @property
+    def misses(self) -> int:
+        return self._entries.misses
+
+    @property
+    def evictions(self) -> int:
+        return self._entries.evictions
 
     def stats(self) -> CacheStats:
         with self._lock:
@@ -81,18 +93,9 @@ class CompileCache:
         key = (engine.name, environment.name, expression)
         with self._lock:
             entry = self._entries.get(key)
-            if entry is not None:
-                self._entries.move_to_end(key)
-                self.hits += 1
-                owner = False
-            else:
-                entry = _Entry()
-                self._entries[key] = entry
-                self.misses += 1
-                owner = True
-                while len(self._entries) > self._max_size:
-                    self._entries.popitem(last=False)
-                    self.evictions += 1
+            owner = entry is None
+            if entry is None:
+                entry = self._entries.put(key, _Entry())
         if owner:
             self._compile(entry, engine, expression, environment)
         elif not entry.done.is_set():
@@ -131,8 +134,8 @@ class CompileCache:
             # Not a verdict on the expression (e.g. an interrupt): let a later call retry.
             with self._lock:
                 key = (engine.name, environment.name, expression)
-                if self._entries.get(key) is entry:
-                    del self._entries[key]
+                if self._entries.peek(key) is entry:
+                    self._entries.pop(key)
             entry.error = CelCompileError(expression, "compilation was interrupted")
             raise
         finally:

@@ -28,9 +28,10 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Final
 
+from app.bounded import DEFAULT_MAX_BYTES, BoundedCache, CacheName
 from app.cel import syntax
 from app.cel.cache import CompileCache
 from app.cel.cost import Budget
@@ -43,6 +44,7 @@ __all__ = ["DeviceIndex", "Match", "class_selectors"]
 
 _MISSING: Final = object()
 _MEMO_LIMIT: Final = 8192
+"""Class + selector sets remembered per slice generation; also bounded by bytes (`max_bytes`)."""
 VIEWS_KEPT: Final = 4096
 """Expressions whose device paths are remembered (selectors come from users: bounded)."""
 KEYS_KEPT_PER_DEVICE: Final = 64
@@ -92,7 +94,12 @@ class _Indexed:
 class _Snapshot:
     generation: int
     devices: tuple[_Indexed, ...]
-    memo: dict[tuple[Any, ...], Match] = field(default_factory=dict)
+
+
+def _match_bytes(match: Match) -> int:
+    """About what a memoized Match holds on its own: the tuple of device references (the
+    devices themselves belong to the snapshot), the object and its key."""
+    return 200 + 8 * len(match.devices) + len(match.first_error or "")
 
 
 def _typed(value: Any) -> Any:
@@ -139,15 +146,32 @@ def _view_of(expression: str) -> tuple[tuple[str, ...], ...] | None:
 class DeviceIndex:
     """Device activations per slice version and a per-generation memo of selector matches."""
 
-    def __init__(self, engine: Engine, cache: CompileCache | None = None) -> None:
+    def __init__(
+        self,
+        engine: Engine,
+        cache: CompileCache | None = None,
+        max_bytes: int = DEFAULT_MAX_BYTES,
+    ) -> None:
         self.engine = engine
         self.cache = cache if cache is not None else CompileCache()
         self._lock = threading.Lock()
         self._snapshot = _Snapshot(generation=-1, devices=())
         self._slices: dict[str, tuple[Any, tuple[_Indexed, ...]]] = {}
-        self._views: dict[str, tuple[tuple[str, ...], ...] | None] = {}
-        self.memo_hits = 0
-        self.memo_misses = 0
+        self._views: BoundedCache[str, tuple[tuple[str, ...], ...] | None] = BoundedCache(
+            CacheName.CEL_DEVICE_PATHS, VIEWS_KEPT
+        )
+        # Keyed by generation too: a lookup racing a sync cannot answer from the old slices.
+        self._memo: BoundedCache[tuple[Any, ...], Match] = BoundedCache(
+            CacheName.CEL_DEVICE_MATCH, _MEMO_LIMIT, max_bytes=max_bytes, size=_match_bytes
+        )
+
+    @property
+    def memo_hits(self) -> int:
+        return self._memo.hits
+
+    @property
+    def memo_misses(self) -> int:
+        return self._memo.misses
 
     @property
     def generation(self) -> int:
@@ -188,6 +212,7 @@ class DeviceIndex:
             self._slices = slices
             devices = tuple(d for _, entries in slices.values() for d in entries)
             self._snapshot = _Snapshot(generation=generation, devices=devices)
+            self._memo.clear()
 
     def matching(
         self,
@@ -202,12 +227,10 @@ class DeviceIndex:
         :class:`~app.cel.cost.BudgetExceededError` once spent.
         """
         snapshot = self._snapshot
-        key = (class_name, tuple(class_expressions), tuple(selectors))
-        found = snapshot.memo.get(key)
+        key = (snapshot.generation, class_name, tuple(class_expressions), tuple(selectors))
+        found = self._memo.get(key)
         if found is not None:
-            self.memo_hits += 1
             return found
-        self.memo_misses += 1
         if selectors:
             base = self.matching(class_name, class_expressions, budget=budget)
             chosen = {id(d) for d in base.devices}
@@ -220,25 +243,17 @@ class DeviceIndex:
                 result = Match(
                     result.devices, len(snapshot.devices), result.errors, result.first_error
                 )
-        if len(snapshot.memo) >= _MEMO_LIMIT:
-            snapshot.memo.clear()
-        snapshot.memo[key] = result
-        return result
+        return self._memo.put(key, result)
 
     def programs(self, expressions: Sequence[str]) -> list[Program]:
         """Compile (through the cache) every expression; raises ``CelCompileError``."""
         return [self.cache.get(self.engine, e, SELECTOR) for e in expressions]
 
     def _view(self, expression: str) -> tuple[tuple[str, ...], ...] | None:
-        try:
-            return self._views[expression]
-        except KeyError:
-            pass
-        view = _view_of(expression)
-        if len(self._views) >= VIEWS_KEPT:
-            self._views.clear()  # rare: refilled from the selectors in use
-        self._views[expression] = view
-        return view
+        found = self._views.get(expression, _MISSING)
+        if found is not _MISSING:
+            return found  # type: ignore[return-value]
+        return self._views.put(expression, _view_of(expression))
 
     def _evaluate(
         self,

@@ -13,6 +13,8 @@ import functools
 from dataclasses import dataclass, field
 from typing import Final
 
+from app.bounded import CacheName, memoized
+
 __all__ = ["Semver", "SemverError", "parse_semver"]
 
 _NUMBERS: Final = frozenset("0123456789")
@@ -83,7 +85,7 @@ class Semver:
         return f"Semver({str(self)!r})"
 
 
-@functools.lru_cache(maxsize=2048)
+@memoized(CacheName.SEMVERS, 2048)
 def parse_semver(text: str, normalize: bool = False) -> Semver:
     """Parse ``text``; raise :class:`SemverError` with blang/semver's message on failure."""
     if normalize:

@@ -17,7 +17,8 @@ def build_source(settings: Settings, view: ClusterView) -> ClusterSource:
     """
     if settings.cluster_source is SourceKind.STATIC:
         return StaticSource(view, settings.cluster_file)
-    from app.cluster.live import LiveSource, check_config  # kubernetes.aio: only when used
+    from app.cluster.api import check_config  # kubernetes.aio: only when used
+    from app.cluster.live import LiveSource
 
     check_config(settings)
     return LiveSource(view, settings)

@@ -1,5 +1,8 @@
 """The live source: the cluster view kept current by list+watch on the API server.
 
+Here: `LiveSource`, the view's writer and the webhook's one API client; `app/cluster/watch.py`
+lists and watches one kind, `app/cluster/api.py` makes the calls and reads the answers.
+
 One task per kind. Each lists (in pages of `list_page_size`), hands the result to `view.replace`,
 then watches from the list's resourceVersion with bookmarks, applying every event to the view:
 
@@ -34,147 +37,39 @@ collection (app.cluster.template_gc): a touch marks a template an admission reli
 is conditioned on the uid and resourceVersion judged unused.
 """
 
-from __future__ import annotations
-
 import asyncio
 import logging
 import random
 import time
-from collections.abc import Awaitable, Callable
-from typing import Any, TypeGuard
+from typing import Any
 from urllib.parse import quote
 
 import aiohttp
 import orjson
-from kubernetes.aio import client as k8s
-from kubernetes.aio import config as k8s_config
 
-from app.cluster.backoff import Backoff
+from app.cluster.api import (
+    MERGE_PATCH,
+    RESOURCE_API,
+    Api,
+    Connect,
+    api_path,
+    connect,
+    describe,
+    is_namespace,
+    object_or,
+    status_text,
+)
 from app.cluster.ratelimit import ExpiringSet, TokenBucket
-from app.cluster.slim import slim
-from app.cluster.stats import KindStats, SourceStats
+from app.cluster.stats import SourceStats
 from app.cluster.template_gc import TemplateCollector
-from app.cluster.view import ClusterView, Kind, Obj, object_key
-from app.config.settings import ClusterSource as SourceKind
+from app.cluster.view import ClusterView, Kind, Obj
+from app.cluster.watch import KindWatcher
 from app.config.settings import Settings
-from app.errors import ConfigError, TemplateConflictError, TemplateCreateError
+from app.errors import TemplateConflictError, TemplateCreateError
 from app.k8s.names import is_dns_label, is_dns_subdomain
 from app.k8s.templates import LAST_USED_LABEL, template_mismatch
 
 logger = logging.getLogger(__name__)
-
-Connect = Callable[[], Awaitable[k8s.ApiClient]]
-
-RESOURCE_API = "/apis/resource.k8s.io/v1"
-COLLECTIONS: dict[Kind, str] = {
-    Kind.NAMESPACE: "/api/v1/namespaces",
-    Kind.DEVICE_CLASS: f"{RESOURCE_API}/deviceclasses",
-    Kind.RESOURCE_SLICE: f"{RESOURCE_API}/resourceslices",
-    Kind.RESOURCE_CLAIM: f"{RESOURCE_API}/resourceclaims",
-    Kind.RESOURCE_CLAIM_TEMPLATE: f"{RESOURCE_API}/resourceclaimtemplates",
-    Kind.RESOURCE_QUOTA: "/api/v1/resourcequotas",
-}
-"""Where each kind is listed and watched, across all namespaces (see docs/rbac.md)."""
-MERGE_PATCH = "application/merge-patch+json"
-SHORT_WATCH_SECONDS = 1.0
-"""A watch that ends cleanly sooner than this without any event counts as a failure (backoff),
-so an API server that accepts and at once closes watches is not hammered."""
-MAX_LIST_RESTARTS = 3
-"""A paged list whose continue token expires (410) starts over, at most this many times."""
-
-
-def api_path(*segments: str) -> str:
-    """An API path from its segments, each percent-quoted (a '/' or '..' in a name stays data)."""
-    return "/" + "/".join(quote(segment, safe="") for segment in segments)
-
-
-class Api:
-    """The requests the source makes, through a kubernetes.aio ApiClient, answered raw."""
-
-    def __init__(self, client: k8s.ApiClient) -> None:
-        self.client = client
-
-    async def open(
-        self,
-        method: str,
-        path: str,
-        *,
-        query: list[tuple[str, str]] | None = None,
-        body: Obj | None = None,
-        timeout: float,
-        content_type: str = "application/json",
-    ) -> aiohttp.ClientResponse:
-        """Send one request; the response with its body not read yet (the caller releases it)."""
-        params = await self.client.param_serialize(
-            method=method,
-            resource_path=path,
-            query_params=query or None,
-            header_params={"Accept": "application/json", "Content-Type": content_type},
-            body=body,
-            auth_settings=["BearerToken"],
-        )
-        rest = await self.client.call_api(*params, _request_timeout=timeout)
-        response: aiohttp.ClientResponse = rest.response
-        return response
-
-    async def request(
-        self,
-        method: str,
-        path: str,
-        *,
-        body: Obj | None = None,
-        timeout: float,
-        content_type: str = "application/json",
-    ) -> tuple[int, bytes]:
-        """Send one request; its status and whole body."""
-        response = await self.open(
-            method, path, body=body, timeout=timeout, content_type=content_type
-        )
-        try:
-            return response.status, await response.read()
-        finally:
-            response.release()
-
-    async def close(self) -> None:
-        await self.client.close()  # type: ignore[no-untyped-call]
-
-
-def check_config(settings: Settings) -> None:
-    """Fail early, with a plain message, when the cluster credentials cannot be read."""
-    try:
-        if settings.cluster_source is SourceKind.IN_CLUSTER:
-            k8s_config.load_incluster_config(client_configuration=k8s.Configuration())  # type: ignore[no-untyped-call]
-        else:
-            if settings.kubeconfig is None:
-                raise ConfigError("the kubeconfig cluster source needs a kubeconfig file")
-            k8s_config.list_kube_config_contexts(str(settings.kubeconfig))  # type: ignore[no-untyped-call]
-    except ConfigError:
-        raise
-    except Exception as exc:  # the loaders raise ConfigException, OSError, YAMLError...
-        raise ConfigError(f"{_credentials(settings)}: {exc}") from exc
-
-
-async def connect(settings: Settings) -> k8s.ApiClient:
-    """An API client for the settings' kubeconfig or in-cluster service account."""
-    configuration = k8s.Configuration()
-    try:
-        if settings.cluster_source is SourceKind.IN_CLUSTER:
-            k8s_config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
-        else:
-            await k8s_config.load_kube_config(  # type: ignore[no-untyped-call]
-                config_file=str(settings.kubeconfig),
-                client_configuration=configuration,
-                persist_config=False,
-            )
-    except Exception as exc:
-        raise ConfigError(f"{_credentials(settings)}: {exc}") from exc
-    return k8s.ApiClient(configuration)
-
-
-def _credentials(settings: Settings) -> str:
-    if settings.cluster_source is SourceKind.IN_CLUSTER:
-        return "in-cluster service account"
-    return f"kubeconfig {settings.kubeconfig}"
 
 
 class LiveSource:
@@ -194,7 +89,7 @@ class LiveSource:
         self._connect: Connect = connector or (lambda: connect(settings))
         self._rng = rng if rng is not None else random.Random()
         self._api: Api | None = None
-        self._watchers: list[_KindWatcher] = []
+        self._watchers: list[KindWatcher] = []
         self._tasks: list[asyncio.Task[None]] = []
         now = time.monotonic()
         self._lookups = TokenBucket(
@@ -221,7 +116,7 @@ class LiveSource:
             return
         self._api = Api(await self._connect())
         for kind in Kind:
-            watcher = _KindWatcher(
+            watcher = KindWatcher(
                 kind,
                 self._api,
                 view=self.view,
@@ -276,7 +171,7 @@ class LiveSource:
         try:
             status, body = await self._request("GET", api_path("api", "v1", "namespaces", name))
         except (TemplateCreateError, TimeoutError, aiohttp.ClientError, OSError) as exc:
-            logger.warning("namespace lookup failed", extra={"ns": name, "error": _describe(exc)})
+            logger.warning("namespace lookup failed", extra={"ns": name, "error": describe(exc)})
             return None
         if status != 200:
             if status == 404:
@@ -288,7 +183,7 @@ class LiveSource:
             found = orjson.loads(body)
         except orjson.JSONDecodeError:
             return None
-        if not _is_namespace(found, name):
+        if not is_namespace(found, name):
             logger.warning("namespace lookup answered with another object", extra={"ns": name})
             return None
         if self.view.namespace_labels(name) is None:
@@ -318,7 +213,7 @@ class LiveSource:
         try:
             status, body = await self._request("POST", collection, template)
             if status in (200, 201, 202):
-                created = _object_or(body, template)
+                created = object_or(body, template)
                 self.stats.templates_created += 1
             elif status == 409:
                 created = await self._existing_template(
@@ -334,7 +229,7 @@ class LiveSource:
                     )
                 self.stats.templates_existing += 1
             else:
-                raise TemplateCreateError(_status_text(status, body))
+                raise TemplateCreateError(status_text(status, body))
         except TemplateCreateError:
             self.stats.template_errors += 1
             raise
@@ -344,7 +239,7 @@ class LiveSource:
             raise TemplateCreateError(f"the API server did not answer within {timeout}s") from exc
         except (aiohttp.ClientError, OSError) as exc:
             self.stats.template_errors += 1
-            raise TemplateCreateError(f"API server unreachable: {_describe(exc)}") from exc
+            raise TemplateCreateError(f"API server unreachable: {describe(exc)}") from exc
         if self.view.get(Kind.RESOURCE_CLAIM_TEMPLATE, name, namespace) is None:
             self.view.apply(Kind.RESOURCE_CLAIM_TEMPLATE, created)
 
@@ -363,16 +258,16 @@ class LiveSource:
             timeout = self._settings.api_timeout_seconds
             raise TemplateCreateError(f"the API server did not answer within {timeout}s") from exc
         except (aiohttp.ClientError, OSError) as exc:
-            raise TemplateCreateError(f"API server unreachable: {_describe(exc)}") from exc
+            raise TemplateCreateError(f"API server unreachable: {describe(exc)}") from exc
         if status == 404:
             found = self.view.get(Kind.RESOURCE_CLAIM_TEMPLATE, name, namespace)
             if found is not None:
                 self.view.remove(Kind.RESOURCE_CLAIM_TEMPLATE, found)
             return False
         if status != 200:
-            raise TemplateCreateError(_status_text(status, body))
+            raise TemplateCreateError(status_text(status, body))
         self.stats.templates_touched += 1
-        touched = _object_or(body, {})
+        touched = object_or(body, {})
         if touched:
             self.view.apply(Kind.RESOURCE_CLAIM_TEMPLATE, touched)
         return True
@@ -399,7 +294,7 @@ class LiveSource:
         except (TemplateCreateError, TimeoutError, aiohttp.ClientError, OSError) as exc:
             logger.warning(
                 "template delete failed",
-                extra={"ns": namespace, "template": name, "error": _describe(exc)},
+                extra={"ns": namespace, "template": name, "error": describe(exc)},
             )
             return "error"
         if status in (200, 202):
@@ -410,7 +305,7 @@ class LiveSource:
             return "changed"
         logger.warning(
             "template delete failed",
-            extra={"ns": namespace, "template": name, "error": _status_text(status, body)},
+            extra={"ns": namespace, "template": name, "error": status_text(status, body)},
         )
         return "error"
 
@@ -427,7 +322,7 @@ class LiveSource:
                 return stored
         raise TemplateCreateError(
             f"ResourceClaimTemplate {name} already exists but could not be read back to check "
-            f"that it is ours: {_status_text(status, body)}"
+            f"that it is ours: {status_text(status, body)}"
         )
 
     async def _request(
@@ -446,314 +341,3 @@ class LiveSource:
             timeout=self._settings.api_timeout_seconds,
             content_type=content_type,
         )
-
-
-class _GoneError(Exception):
-    """410: the resourceVersion (or continue token) is too old; only a fresh list helps."""
-
-
-class _StatusError(Exception):
-    """The API server answered a list or watch with an error status."""
-
-
-class _KindWatcher:
-    """List, then watch, one kind, for as long as the task runs."""
-
-    def __init__(
-        self,
-        kind: Kind,
-        api: Api,
-        *,
-        view: ClusterView,
-        stats: KindStats,
-        settings: Settings,
-        rng: random.Random,
-    ) -> None:
-        self.kind = kind
-        self._api = api
-        self._path = COLLECTIONS[kind]
-        self._view = view
-        self._stats = stats
-        self._settings = settings
-        self._rng = rng
-        self._backoff = Backoff(
-            settings.backoff_initial_seconds,
-            max(settings.backoff_max_seconds, settings.backoff_initial_seconds),
-            rng,
-        )
-        self._out_of_sync = False
-        self._stale_timer: asyncio.TimerHandle | None = None
-        self._version: str | None = None
-        """Where the watch resumes: the last list's or event's resourceVersion; None: list."""
-
-    async def run(self) -> None:
-        while True:
-            try:
-                if self._version is None:
-                    self._version = await self._list()
-                await self._watch(self._version)
-            except _GoneError as exc:
-                self._lost(str(exc))
-                self._stats.relists += 1
-                logger.info(
-                    "cluster %s: %s; relisting",
-                    self.kind.value,
-                    exc,
-                    extra={"kind": self.kind.value},
-                )
-                self._version = None
-                delay = self._backoff.next_delay()
-                if self._backoff.failures > 1:  # gone again before any progress: slow down
-                    await asyncio.sleep(delay)
-            except Exception as exc:  # never let the task die: keep retrying with backoff
-                self._lost(_describe(exc))
-                delay = self._backoff.next_delay()
-                logger.warning(
-                    "cluster %s: %s; retrying in %.2fs",
-                    self.kind.value,
-                    _describe(exc),
-                    delay,
-                    extra={"kind": self.kind.value, "failures": self._backoff.failures},
-                )
-                await asyncio.sleep(delay)
-
-    def close(self) -> None:
-        if self._stale_timer is not None:
-            self._stale_timer.cancel()
-            self._stale_timer = None
-
-    # -- list ------------------------------------------------------------------------------
-
-    async def _list(self) -> str:
-        """List every object in pages; replace the view's objects; the list's resourceVersion."""
-        items: list[Obj] = []
-        token: str | None = None
-        restarts = 0
-        while True:
-            query = [("limit", str(self._settings.list_page_size))]
-            if token is not None:
-                query.append(("continue", token))
-            response = await self._api.open(
-                "GET", self._path, query=query, timeout=self._settings.list_timeout_seconds
-            )
-            try:
-                page = await _read_json(response)
-            except _GoneError:
-                if token is None or restarts >= MAX_LIST_RESTARTS:
-                    raise
-                restarts += 1  # the continue token expired: a consistent list starts over
-                items.clear()
-                token = None
-                continue
-            items.extend(self._usable(page.get("items")))
-            meta = page.get("metadata")
-            meta = meta if isinstance(meta, dict) else {}
-            token = meta.get("continue") or None
-            if token is None:
-                version = meta.get("resourceVersion")
-                if not isinstance(version, str) or not version:
-                    raise ValueError("list response has no metadata.resourceVersion")
-                break
-        self._view.replace(self.kind, items)
-        self._stats.lists += 1
-        self._stats.listed = True
-        logger.info(
-            "cluster %s listed",
-            self.kind.value,
-            extra={"kind": self.kind.value, "objects": len(items), "resource_version": version},
-        )
-        self._in_sync()
-        return version
-
-    def _usable(self, items: Any) -> list[Obj]:
-        """The slimmed items of one page, without those the view cannot key (counted)."""
-        kept: list[Obj] = []
-        for raw in items if isinstance(items, list) else ():
-            obj = slim(self.kind, raw) if isinstance(raw, dict) else None
-            try:
-                if obj is None:
-                    raise ValueError("item is not an object")
-                object_key(obj)
-            except ValueError as exc:
-                self._stats.errors += 1
-                logger.warning("cluster %s: skipped an item: %s", self.kind.value, exc)
-                continue
-            kept.append(obj)
-        return kept
-
-    # -- watch -----------------------------------------------------------------------------
-
-    async def _watch(self, version: str) -> None:
-        """Watch from `version` until the stream ends, moving `_version` on with each event."""
-        loop = asyncio.get_running_loop()
-        timeout = self._settings.watch_timeout_seconds * self._rng.uniform(1.0, 2.0)
-        started = loop.time()
-        query = [
-            ("watch", "true"),
-            ("resourceVersion", version),
-            ("allowWatchBookmarks", "true"),
-            ("timeoutSeconds", str(max(1, round(timeout)))),
-        ]
-        response = await self._api.open(
-            "GET",
-            self._path,
-            query=query,
-            timeout=timeout + self._settings.api_timeout_seconds,
-        )
-        progressed = False
-        confirm: asyncio.TimerHandle | None = None
-        try:
-            if response.status != 200:
-                raise _error_for(response.status, await response.read())
-            # In sync once the stream proves itself: an event, or a second without failing.
-            # Not at the 200 itself: a server that accepts watches and breaks them at once would
-            # otherwise keep resetting the stale clock.
-            confirm = loop.call_later(SHORT_WATCH_SECONDS, self._in_sync)
-            while line := await self._next_line(response):
-                if line.strip():
-                    self._handle(orjson.loads(line))
-                    if not progressed:
-                        progressed = True
-                        self._backoff.reset()
-                        self._in_sync()
-        finally:
-            if confirm is not None:
-                confirm.cancel()
-            response.close()
-        if not progressed and loop.time() - started < SHORT_WATCH_SECONDS:
-            await asyncio.sleep(self._backoff.next_delay())
-
-    async def _next_line(self, response: aiohttp.ClientResponse) -> bytes:
-        """The next event line; b"" at the end of the stream, or when it has been silent for
-        `watch_idle_seconds` (kube-apiserver sends a bookmark about every minute, so silence
-        means a dropped connection no FIN ever announced: reopen from the last resourceVersion).
-        """
-        idle = asyncio.timeout(self._settings.watch_idle_seconds)
-        try:
-            async with idle:
-                return await response.content.readline()
-        except TimeoutError:
-            if not idle.expired():
-                raise  # aiohttp's own request timeout
-            self._stats.idle_reconnects += 1
-            logger.info(
-                "cluster %s: watch silent for %ss, reopening it",
-                self.kind.value,
-                self._settings.watch_idle_seconds,
-                extra={"kind": self.kind.value},
-            )
-            return b""
-
-    def _handle(self, event: Any) -> None:
-        """Apply one watch event to the view and remember its resourceVersion."""
-        if not isinstance(event, dict) or not isinstance(event.get("object"), dict):
-            raise ValueError("watch event without an object")
-        kind_of_event, obj = event.get("type"), event["object"]
-        self._stats.events[str(kind_of_event)] += 1
-        if kind_of_event == "ERROR":
-            raise _error_for(int(obj.get("code") or 500), orjson.dumps(obj))
-        meta = obj.get("metadata")
-        seen = meta.get("resourceVersion") if isinstance(meta, dict) else None
-        try:
-            if kind_of_event in ("ADDED", "MODIFIED"):
-                self._view.apply(self.kind, obj)
-            elif kind_of_event == "DELETED":
-                self._view.remove(self.kind, obj)
-            elif kind_of_event != "BOOKMARK":
-                logger.info("cluster %s: ignored %s event", self.kind.value, kind_of_event)
-        except ValueError as exc:
-            self._stats.errors += 1
-            logger.warning(
-                "cluster %s: skipped a %s event: %s", self.kind.value, kind_of_event, exc
-            )
-        if isinstance(seen, str) and seen:
-            self._version = seen
-
-    # -- sync state ------------------------------------------------------------------------
-
-    def _in_sync(self) -> None:
-        self._stats.in_sync = True
-        self._out_of_sync = False
-        self.close()
-        if self.kind in self._view.stale_kinds:
-            self._view.mark_fresh(self.kind)
-            logger.info("cluster %s in sync", self.kind.value, extra={"kind": self.kind.value})
-
-    def _lost(self, error: str) -> None:
-        self._stats.in_sync = False
-        self._stats.errors += 1
-        self._stats.last_error = error
-        if self._out_of_sync:
-            return
-        self._out_of_sync = True
-        if self.kind not in self._view.stale_kinds:
-            self._stale_timer = asyncio.get_running_loop().call_later(
-                self._settings.stale_after_seconds, self._go_stale
-            )
-
-    def _go_stale(self) -> None:
-        self._stale_timer = None
-        self._view.mark_stale(self.kind)
-        logger.warning(
-            "cluster %s out of sync for over %ss: stale (%s)",
-            self.kind.value,
-            self._settings.stale_after_seconds,
-            self._stats.last_error,
-            extra={"kind": self.kind.value},
-        )
-
-
-async def _read_json(response: aiohttp.ClientResponse) -> Obj:
-    try:
-        data = await response.read()
-    finally:
-        response.release()
-    if response.status != 200:
-        raise _error_for(response.status, data)
-    body = orjson.loads(data)
-    if not isinstance(body, dict):
-        raise ValueError("list response is not an object")
-    return body
-
-
-def _is_namespace(found: Any, name: str) -> TypeGuard[Obj]:
-    """Whether an answer to GET /api/v1/namespaces/<name> is that Namespace."""
-    if not isinstance(found, dict) or found.get("kind") != "Namespace":
-        return False
-    if found.get("apiVersion") != "v1":
-        return False
-    meta = found.get("metadata")
-    return isinstance(meta, dict) and meta.get("name") == name
-
-
-def _error_for(status: int, body: bytes) -> Exception:
-    text = _status_text(status, body)
-    return _GoneError(text) if status == 410 else _StatusError(text)
-
-
-def _status_text(status: int, body: bytes) -> str:
-    """`<code> <reason>: <message>` from a Status body, or the start of whatever came back."""
-    try:
-        parsed = orjson.loads(body)
-    except orjson.JSONDecodeError:
-        parsed = None
-    if isinstance(parsed, dict) and parsed.get("kind") == "Status":
-        reason = parsed.get("reason") or ""
-        return f"{status} {reason}: {parsed.get('message') or ''}".replace(" :", ":")
-    return f"HTTP {status}: {body[:200].decode('utf-8', 'replace')}"
-
-
-def _object_or(body: bytes, fallback: Obj) -> Obj:
-    """The object in a response body, or `fallback` when the body is not one."""
-    try:
-        found = orjson.loads(body)
-    except orjson.JSONDecodeError:
-        return fallback
-    return (
-        found if isinstance(found, dict) and isinstance(found.get("metadata"), dict) else fallback
-    )
-
-
-def _describe(exc: BaseException) -> str:
-    text = str(exc)
-    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__

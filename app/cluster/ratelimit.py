@@ -7,7 +7,7 @@ that traffic bounded. Clocks are passed in, so tests need no sleeping.
 
 from __future__ import annotations
 
-from collections import OrderedDict
+from app.bounded import BoundedCache, CacheName
 
 
 class TokenBucket:
@@ -39,25 +39,22 @@ class ExpiringSet:
             raise ValueError("size must be at least 1")
         self.ttl = ttl
         self.size = size
-        self._until: OrderedDict[str, float] = OrderedDict()
+        self._until: BoundedCache[str, float] = BoundedCache(CacheName.NAMESPACE_LOOKUPS, size)
 
     def __len__(self) -> int:
         return len(self._until)
 
     def add(self, key: str, now: float) -> None:
-        self._until[key] = now + self.ttl
-        self._until.move_to_end(key)
-        while len(self._until) > self.size:
-            self._until.popitem(last=False)
+        self._until.put(key, now + self.ttl)
 
     def discard(self, key: str) -> None:
-        self._until.pop(key, None)
+        self._until.pop(key)
 
     def contains(self, key: str, now: float) -> bool:
         until = self._until.get(key)
         if until is None:
             return False
         if until <= now:
-            del self._until[key]
+            self._until.pop(key)
             return False
         return True

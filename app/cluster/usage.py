@@ -18,7 +18,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
 
-from app.cluster.view import ClusterView, Key, Kind, Obj, object_key
+from app.cluster.view import ClusterReader, Key, Kind, Obj, object_key
 from app.errors import ObjectShapeError
 from app.k8s.claims import EMPTY, ClaimCount, count_claim_spec, template_claim_spec
 
@@ -121,11 +121,6 @@ def _share(claim: Obj, key: Key) -> _Share:
     return _Share(tuple(sorted(counted.devices.items())), tuple(sorted(counted.unbounded)))
 
 
-def claim_usage(view: ClusterView) -> ClaimUsage:
-    """The usage index of a view (the pipeline asks for it at startup, so it is subscribed then)."""
-    return view.derived(ClaimUsage)
-
-
 class SliceNodes:
     """Nodes that publish devices (a ResourceSlice with `spec.nodeName`), counted incrementally.
 
@@ -172,7 +167,7 @@ class TemplateCounts:
         if kind is Kind.RESOURCE_CLAIM_TEMPLATE:
             self._counts.pop(object_key(new if new is not None else old), None)  # type: ignore[arg-type]
 
-    def get(self, view: ClusterView, name: str, namespace: str) -> ClaimCount | None:
+    def get(self, view: ClusterReader, name: str, namespace: str) -> ClaimCount | None:
         """The count of a template in the view, or None when the view does not hold it."""
         key = (namespace, name)
         found = self._counts.get(key)

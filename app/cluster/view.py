@@ -5,8 +5,13 @@ writer methods (`apply`, `remove`, `replace`), which the sources call. Nothing h
 The view lives on the event loop thread; sources and admissions take turns on that one thread,
 so no locking is needed.
 
-Derived indexes (claim totals per namespace, CEL device values) subscribe with `subscribe()` and
+Derived indexes (claim totals per namespace, templates in use) are subscribed once, at load,
+with `derived()` (the pipeline does it for the indexes its checks' registrations declare) and
 are told of every change, so they are updated incrementally rather than rebuilt per request.
+
+Policies see the view through `ClusterReader`, the read-only protocol of what they read: they
+cannot write objects, subscribe listeners or create a derived index on the request path
+(`index()` only returns one subscribed at load).
 """
 
 from __future__ import annotations
@@ -53,6 +58,35 @@ class DerivedIndex(Protocol):
 
 
 D = TypeVar("D", bound=DerivedIndex)
+
+
+class ClusterReader(Protocol):
+    """What a policy reads from the cluster view (`ClusterView` is the one implementation)."""
+
+    @property
+    def stale_kinds(self) -> frozenset[Kind]: ...
+
+    def synced_kinds(self) -> frozenset[Kind]: ...
+
+    def generation(self, kind: Kind) -> int: ...
+
+    def get(self, kind: Kind, name: str, namespace: str = "") -> Obj | None: ...
+
+    def objects(self, kind: Kind) -> Mapping[Key, Obj]: ...
+
+    def in_namespace(self, kind: Kind, namespace: str) -> Mapping[str, Obj]: ...
+
+    def namespace_labels(self, name: str) -> Mapping[str, str] | None: ...
+
+    def device_class(self, name: str) -> Obj | None: ...
+
+    def device_classes(self) -> Mapping[str, Obj]: ...
+
+    def device_class_for_extended_resource(self, resource: str) -> str | None: ...
+
+    def resource_slices(self) -> Mapping[str, Obj]: ...
+
+    def index(self, index_type: type[D]) -> D: ...
 
 
 def object_key(obj: Obj) -> Key:
@@ -140,18 +174,30 @@ class ClusterView:
         """ResourceSlices by name."""
         return MappingProxyType(self._by_name[Kind.RESOURCE_SLICE])
 
+    def index(self, index_type: type[D]) -> D:
+        """The derived index of `index_type` subscribed at load; raises LookupError when none
+        was (the reading check's registration must declare it, see `app/pipeline.py`)."""
+        found = self._derived.get(index_type)
+        if found is None:
+            raise LookupError(
+                f"derived index {index_type.__name__} is not subscribed: declare it in the "
+                "registration of the check that reads it"
+            )
+        return cast(D, found)
+
+    # -- writes (sources, and the pipeline at load) ----------------------------------------
+
     def derived(self, index_type: type[D]) -> D:
         """The view's one instance of a derived index: built (no-argument constructor) and
         subscribed on first use, so it is replayed the current objects once and then kept
-        current by events. Call it at startup to keep that replay off the request path."""
+        current by events. Called at load (the pipeline, for its registrations' indexes; the
+        template collector), which keeps that replay off the request path."""
         found = self._derived.get(index_type)
         if found is None:
             found = index_type()
             self.subscribe(found.on_change)
             self._derived[index_type] = found
         return cast(D, found)
-
-    # -- writes (sources only) -------------------------------------------------------------
 
     def subscribe(self, listener: Listener) -> None:
         """Be told of every change; the listener is first replayed the current objects."""

@@ -8,6 +8,8 @@ from pathlib import Path
 from pydantic import Field, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from app.bounded import DEFAULT_MAX_BYTES
+
 
 class ClusterSource(StrEnum):
     """Where the cluster view comes from."""
@@ -109,6 +111,11 @@ class Settings(BaseSettings):
     watch still brings it as soon as it is created)."""
     namespace_not_found_entries: int = Field(default=4096, ge=1)
     """How many such answers are remembered (least recently asked forgotten first)."""
+    cache_max_bytes: int = Field(default=DEFAULT_MAX_BYTES, ge=1024 * 1024)
+    """Byte budget of each cache whose values grow with the cluster (today the CEL
+    device-match memo: a tuple of devices per class + selector set and slice generation), least
+    recently used evicted first. 128 MiB by default keeps a 64k-device cluster under 600 MiB
+    RSS with the view; every cache's entries and bytes are in /metrics (dra_webhook_cache_*)."""
 
     @model_validator(mode="after")
     def _budget_holds_one_review(self) -> Settings:

@@ -31,6 +31,8 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Final, Literal
 
+from app.bounded import CacheName, memoized
+
 __all__ = [
     "BINARY_SI",
     "DECIMAL_EXPONENT",
@@ -206,7 +208,7 @@ def parse_quantity(text: str | int | float) -> Quantity:
     return _parse_cached(text)
 
 
-@functools.lru_cache(maxsize=4096)
+@memoized(CacheName.QUANTITIES, 4096)
 def _parse_cached(text: str) -> Quantity:
     return _parse(text)
 

@@ -19,7 +19,6 @@ from app.cluster.view import ClusterView
 from app.config import load_policy
 from app.migrate.objects import Rules
 from app.migrate.run import Options, migrate, report
-from app.policies.compiled import Compiled
 
 __all__ = ["Options", "Rules", "main", "migrate", "report"]
 
@@ -34,5 +33,5 @@ def main(
     """Run `migrate` with the policy file and the static cluster file the server reads."""
     view = ClusterView()
     StaticSource(view, cluster_file).load()
-    rules = Rules.build(Compiled.build(load_policy(config)), view)
+    rules = Rules.build(load_policy(config), view)
     return report(migrate(options, rules), options, stdout, stderr)

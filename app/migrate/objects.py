@@ -12,10 +12,13 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from app.cluster.templates import ManagedTemplates
 from app.cluster.view import ClusterView
+from app.config import Policy
 from app.errors import ObjectShapeError
 from app.k8s.objects import POD_SPEC_PATHS, pod_spec
-from app.policies.compiled import Compiled
+from app.policies.parts import Parts
+from app.policies.translate import translation_rules
 from app.translation import TranslationRules, plan
 from app.translation.manifest import write
 
@@ -30,9 +33,11 @@ class Rules:
     view: ClusterView
 
     @classmethod
-    def build(cls, compiled: Compiled, view: ClusterView) -> Rules:
-        readable = compiled.translation.templates.readable()
-        return cls(replace(compiled.translation, templates=readable), view)
+    def build(cls, policy: Policy, view: ClusterView) -> Rules:
+        """The webhook's translation rules for `policy`, built as its pipeline builds them."""
+        translation = Parts(policy).build(translation_rules)
+        view.derived(ManagedTemplates)  # what plan() reads of templates the cluster file holds
+        return cls(replace(translation, templates=translation.templates.readable()), view)
 
 
 @dataclass(slots=True)

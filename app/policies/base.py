@@ -10,15 +10,13 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from app.cluster.view import ClusterView
+from app.cluster.view import ClusterReader
 from app.config import Policy
 from app.k8s.claims import ClaimSpec, parse_claim_spec, template_claim_spec
 from app.k8s.patch import PatchOp
-
-if TYPE_CHECKING:
-    from app.policies.compiled import Compiled
+from app.policies.parts import Parts
 
 Obj = dict[str, Any]
 
@@ -70,11 +68,16 @@ class Request:
 
 @dataclass(frozen=True, slots=True)
 class Context:
-    """What a policy may consult besides the request: all in memory, built before it runs."""
+    """What a policy may consult besides the request: all in memory, built before it runs.
 
-    view: ClusterView
+    `view` is read-only to a check (`ClusterReader`): the sources write it, and the derived
+    indexes a check reads were subscribed at load by its registration. `parts` holds what the
+    registrations built from the policy at load (`ctx.parts[builder]`).
+    """
+
+    view: ClusterReader
     policy: Policy
-    compiled: Compiled
+    parts: Parts
     mode: Mode | None
     namespace_labels: Mapping[str, str]
 

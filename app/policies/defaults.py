@@ -22,7 +22,7 @@ templates built by translation (`apply_to_template`) and files checked offline.
 from __future__ import annotations
 
 import copy
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -32,10 +32,13 @@ from app.cel.errors import CelCompileError, does_not_compile
 from app.config.policy import Defaults
 from app.errors import PolicyError
 from app.k8s import patch
+from app.k8s.claims import Alternative, Branch, ClaimSpec, parse_claim_spec
 from app.k8s.labels import Selector
 from app.k8s.objects import object_name
 from app.k8s.patch import PatchOp
 from app.policies.base import ALLOW, Context, Obj, Request, Result
+from app.policies.cel_runtime import cel_runtime
+from app.policies.parts import Parts
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,6 +94,13 @@ def compile_selectors(defaults: Defaults, engine: Engine, cache: CompileCache) -
                 ) from None
 
 
+def claim_defaults(parts: Parts) -> ClaimDefaults:
+    """Builder: the `defaults` section, its selectors compiled into the shared CEL cache."""
+    runtime = parts.build(cel_runtime)
+    compile_selectors(parts.policy.defaults, runtime.engine, runtime.cache)
+    return ClaimDefaults(parts.policy.defaults)
+
+
 @dataclass
 class Planned:
     """The patch that applies the defaults to one object, and what it adds in words."""
@@ -103,7 +113,7 @@ CLAIM_SPEC_POINTER = {"ResourceClaim": "/spec", "ResourceClaimTemplate": "/spec/
 
 
 def check(request: Request, ctx: Context) -> Result:
-    defaults = ctx.compiled.defaults
+    defaults = ctx.parts[claim_defaults]
     if not defaults or request.operation != "CREATE" or request.object is None:
         return ALLOW
     planned = plan(request.kind, request.object, defaults, ctx.namespace_labels)
@@ -118,7 +128,12 @@ def check(request: Request, ctx: Context) -> Result:
 
 
 def plan(kind: str, obj: Obj, defaults: ClaimDefaults, labels: Mapping[str, str]) -> Planned:
-    """The JSONPatch adding the defaults to a ResourceClaim or ResourceClaimTemplate (pure)."""
+    """The JSONPatch adding the defaults to a ResourceClaim or ResourceClaimTemplate (pure).
+
+    The claim is read by the claim model (`app.k8s.claims`): which member of a request holds
+    its alternatives, each alternative's class and selectors, the user's opaque config. What a
+    patch needs beyond those values is how the document is written (whether a member is there,
+    to `add` it or append to it), read from the dict each model value was read from."""
     planned = Planned()
     base = CLAIM_SPEC_POINTER.get(kind)
     if base is None or not defaults:
@@ -131,46 +146,62 @@ def plan(kind: str, obj: Obj, defaults: ClaimDefaults, labels: Mapping[str, str]
     devices = spec.get("devices")
     if not isinstance(devices, dict) or not isinstance(devices.get("requests"), list):
         return planned
+    claim = parse_claim_spec(spec, base.strip("/").replace("/", "."))
     default_class = defaults.default_class(labels)
     needs: list[tuple[str, Obj, str]] = []
     """(driver, parameters, config target) of class config the requests should get."""
 
-    for index, request in enumerate(devices["requests"]):
-        if not isinstance(request, dict):
+    for index, (request, raw) in enumerate(zip(claim.requests, devices["requests"], strict=True)):
+        if not isinstance(raw, dict):
             continue
-        raw_name = request.get("name")
+        raw_name = raw.get("name")
         name = raw_name if isinstance(raw_name, str) else str(index)
         pointer = f"{base}/devices/requests/{index}"
-        exactly = request.get("exactly")
-        alternatives = request.get("firstAvailable")
-        if exactly is None and alternatives is None and "deviceClassName" not in request:
+        exactly, first = _written(request.exactly), _written(request.first_available)
+        if exactly is None and first is None and not request.has_device_class:
             if default_class is None:
                 continue
-            filled = _fill({"deviceClassName": default_class}, defaults, needs, name)
+            body: Obj = {"deviceClassName": default_class}
+            filled = _fill(None, body, defaults, needs, name)
             value: Obj = {"deviceClassName": default_class}
             value.update((key, v) for key, v, _ in filled.changes)
             planned.patch.append(patch.add(f"{pointer}/exactly", value))
             added = [f"deviceClassName {default_class} (namespace default)", *filled.added]
             planned.added.append(f"to request {name}: {', '.join(added)}")
-        elif isinstance(exactly, dict):
-            filled = _fill(exactly, defaults, needs, name, default_class)
+        elif exactly is not None and exactly.alternatives:  # `exactly` is an object
+            filled = _fill(
+                exactly.alternatives[0],
+                raw["exactly"],
+                defaults,
+                needs,
+                name,
+                default_class=default_class,
+            )
             _patch(filled, f"{pointer}/exactly", planned)
             if filled.added:
                 planned.added.append(f"to request {name}: {', '.join(filled.added)}")
-        elif isinstance(alternatives, list):
-            for sub_index, sub in enumerate(alternatives):
+        elif first is not None and not first.errors:  # `firstAvailable` is a list
+            subs = zip(first.alternatives, raw["firstAvailable"], strict=True)
+            for sub_index, (alternative, sub) in enumerate(subs):
                 if not isinstance(sub, dict):
                     continue
                 raw_sub = sub.get("name")
                 sub_name = raw_sub if isinstance(raw_sub, str) else str(sub_index)
                 target = f"{name}/{sub_name}"
-                filled = _fill(sub, defaults, needs, target, default_class)
+                filled = _fill(
+                    alternative, sub, defaults, needs, target, default_class=default_class
+                )
                 _patch(filled, f"{pointer}/firstAvailable/{sub_index}", planned)
                 if filled.added:
                     planned.added.append(f"to request {target}: {', '.join(filled.added)}")
 
-    _plan_config(devices, f"{base}/devices", needs, planned)
+    _plan_config(devices, claim, f"{base}/devices", needs, planned)
     return planned
+
+
+def _written(branch: Branch | None) -> Branch | None:
+    """The member of a request, when it is written with a value (not absent, not null)."""
+    return branch if branch is not None and branch.written else None
 
 
 @dataclass(slots=True)
@@ -183,28 +214,38 @@ class _Filled:
 
 
 def _fill(
-    request: Obj,
+    alternative: Alternative | None,
+    body: Obj,
     defaults: ClaimDefaults,
     needs: list[tuple[str, Obj, str]],
     target: str,
+    *,
     default_class: str | None = None,
 ) -> _Filled:
-    """The defaults one exact request or subrequest lacks (it is not changed)."""
+    """The defaults one exact request or subrequest lacks (it is not changed). `alternative` is
+    the model's reading of `body` (None for an `exactly` the namespace default makes)."""
     filled = _Filled()
     changes, added = filled.changes, filled.added
-    device_class = request.get("deviceClassName")
+    if alternative is None:
+        device_class: str = body["deviceClassName"]
+    elif _has_error(alternative, "deviceClassName"):
+        if alternative.device_class:
+            return filled  # written, not a string: no class, no defaults
+        device_class = ""  # written, empty and not a string: as absent
+    else:
+        device_class = alternative.device_class  # "" when absent
     if not device_class and default_class is not None:
         changes.append(("deviceClassName", default_class, False))
         added.append(f"deviceClassName {default_class} (namespace default)")
         device_class = default_class
-    class_defaults = defaults.classes.get(device_class) if isinstance(device_class, str) else None
+    class_defaults = defaults.classes.get(device_class) if device_class else None
     if class_defaults is None:
         return filled
 
     if class_defaults.selectors:
-        existing = request.get("selectors")
+        existing = body.get("selectors")
         if existing is None or isinstance(existing, list):
-            have = {_expression(s) for s in existing or ()}
+            have = {e for _, e in alternative.selectors} if alternative is not None else set()
             new = [e for e in class_defaults.selectors if e not in have]
             if new:
                 values = [{"cel": {"expression": e}} for e in new]
@@ -213,18 +254,23 @@ def _fill(
                 else:
                     changes.extend(("selectors", v, True) for v in values)
                 added.append(f"{len(new)} selector{'s' if len(new) > 1 else ''} of {device_class}")
-    if class_defaults.tolerations and request.get("tolerations") is None:
+    if class_defaults.tolerations and body.get("tolerations") is None:
         changes.append(("tolerations", [dict(t) for t in class_defaults.tolerations], False))
         added.append(f"tolerations of {device_class}")
     if (
         class_defaults.count is not None
-        and request.get("allocationMode") is None
-        and request.get("count") is None
+        and body.get("allocationMode") is None
+        and body.get("count") is None
     ):
         changes.append(("count", class_defaults.count, False))
         added.append(f"count {class_defaults.count}")
     needs.extend((driver, parameters, target) for driver, parameters in class_defaults.config)
     return filled
+
+
+def _has_error(alternative: Alternative, member: str) -> bool:
+    where = f"{alternative.path}.{member}"
+    return any(error.path == where for error in alternative.errors)
 
 
 def _patch(filled: _Filled, pointer: str, planned: Planned) -> None:
@@ -233,17 +279,12 @@ def _patch(filled: _Filled, pointer: str, planned: Planned) -> None:
         planned.patch.append(patch.add(f"{where}/-" if append else where, value))
 
 
-def _expression(selector: Any) -> str | None:
-    if isinstance(selector, dict):
-        cel = selector.get("cel")
-        if isinstance(cel, dict) and isinstance(cel.get("expression"), str):
-            expression: str = cel["expression"]
-            return expression
-    return None
-
-
 def _plan_config(
-    devices: Obj, pointer: str, needs: list[tuple[str, Obj, str]], planned: Planned
+    devices: Obj,
+    claim: ClaimSpec,
+    pointer: str,
+    needs: list[tuple[str, Obj, str]],
+    planned: Planned,
 ) -> None:
     """Opaque config for the drivers whose requests have none from the user."""
     if not needs:
@@ -251,7 +292,7 @@ def _plan_config(
     existing = devices.get("config")
     if existing is not None and not isinstance(existing, list):
         return
-    user = list(_user_opaque(existing or []))
+    user = [(c.driver, c.requests) for c in claim.config if c.driver is not None]
     grouped: dict[tuple[str, int], tuple[Obj, list[str]]] = {}
     for driver, parameters, target in needs:
         if any(driver == d and _applies(targets, target) for d, targets in user):
@@ -276,21 +317,6 @@ def _plan_config(
             f"config for driver {entry['opaque']['driver']} "
             f"(requests {', '.join(entry['requests'])})"
         )
-
-
-def _user_opaque(config: list[Any]) -> Iterator[tuple[str, tuple[str, ...]]]:
-    """(driver, requests it applies to; () = all) of each opaque config the user wrote."""
-    for entry in config:
-        if not isinstance(entry, dict):
-            continue
-        opaque = entry.get("opaque")
-        if not isinstance(opaque, dict) or not isinstance(opaque.get("driver"), str):
-            continue
-        requests = entry.get("requests")
-        targets: tuple[str, ...] = ()
-        if isinstance(requests, list):
-            targets = tuple(r for r in requests if isinstance(r, str))
-        yield opaque["driver"], targets
 
 
 def _applies(targets: tuple[str, ...], target: str) -> bool:

@@ -9,7 +9,7 @@ still be relabelled or finalized, and is warned about instead.
 
 A denial's text (the offences, the fix, the resourceClaims snippet) depends only on the shape of
 the offending requests, the namespace and the DeviceClasses: pods of one Deployment, or one
-user retrying, repeat it. It is built once per shape and reused (`ShapeMemo`); the scan for
+user retrying, repeat it. It is built once per shape and reused (`answers`); the scan for
 legacy requests still runs on every review, since the memo is keyed by what it finds (on
 CREATE straight over the dicts, `_raw_shape`, so a known shape builds no objects).
 """
@@ -19,10 +19,13 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Hashable
 
+from app.bounded import BoundedCache, CacheName
 from app.cluster.view import Kind
 from app.k8s.objects import CONTAINER_FIELDS, PodSpecRef, pod_spec
 from app.policies.base import ALLOW, Context, Mode, Request, Result, Violation
-from app.policies.exceptions import Applied, cover
+from app.policies.exceptions import Applied, cover, policy_exceptions
+from app.policies.parts import Parts
+from app.policies.translate import legacy_matcher, mapping_resolver, translation_rules
 from app.translation.legacy import (
     DeviceMapping,
     LegacyMatcher,
@@ -31,6 +34,15 @@ from app.translation.legacy import (
     offence_keys,
 )
 from app.translation.plan import ClaimNames, claim_name, plan, tail
+
+ANSWERS_KEPT = 4096
+"""Distinct shapes remembered; shapes come from users, so the memo is bounded (LRU)."""
+
+
+def answers(parts: Parts) -> BoundedCache[Hashable, Result]:
+    """Builder: dra-only's answers by request shape, one memo per pipeline (the policy it was
+    built from is part of every answer)."""
+    return BoundedCache(CacheName.DRA_ONLY_ANSWERS, ANSWERS_KEPT)
 
 
 def _shape(found: list[LegacyRequest]) -> tuple[Hashable, ...]:
@@ -99,20 +111,21 @@ def check(request: Request, ctx: Context) -> Result:
     spec = pod_spec(request.kind, request.object)
     if spec is None:
         return ALLOW
-    exceptions = ctx.compiled.exceptions
+    exceptions = ctx.parts[policy_exceptions]
     if exceptions:
         selecting = exceptions.selecting(request.kind, request.object, ctx.namespace_labels)
         if selecting:
             return _excepted(request, ctx, spec, selecting)
+    is_legacy = ctx.parts[legacy_matcher]
     if request.operation == "CREATE" and not (
         ctx.policy.dra_only.allow_device_class_extended_resources
     ):
         # the common case: a shape seen before costs a scan of the dicts and a lookup
-        shape = _raw_shape(spec, ctx.compiled.legacy)
+        shape = _raw_shape(spec, is_legacy)
         if shape == ():
             return ALLOW
         if shape is not None:
-            known = ctx.compiled.dra_only.get(_memo_key(request, ctx, spec, shape, frozenset()))
+            known = ctx.parts[answers].get(_memo_key(request, ctx, spec, shape, frozenset()))
             if known is not None:
                 return known
     found = _found(spec, ctx)
@@ -123,7 +136,7 @@ def check(request: Request, ctx: Context) -> Result:
 
 def _found(spec: PodSpecRef, ctx: Context) -> list[LegacyRequest]:
     """The legacy requests of a pod spec the rule is about."""
-    found = legacy_requests(spec, ctx.compiled.legacy)
+    found = legacy_requests(spec, ctx.parts[legacy_matcher])
     if found and ctx.policy.dra_only.allow_device_class_extended_resources:
         found = [
             r for r in found if ctx.view.device_class_for_extended_resource(r.resource) is None
@@ -137,9 +150,9 @@ def _judge(request: Request, ctx: Context, spec: PodSpecRef, found: list[LegacyR
     if request.operation == "UPDATE" and request.old_object is not None:
         old_spec = pod_spec(request.kind, request.old_object)
         if old_spec is not None:
-            existing = offence_keys(legacy_requests(old_spec, ctx.compiled.legacy))
+            existing = offence_keys(legacy_requests(old_spec, ctx.parts[legacy_matcher]))
     memo_key = _memo_key(request, ctx, spec, _shape(found), existing)
-    memo = ctx.compiled.dra_only
+    memo = ctx.parts[answers]
     known = memo.get(memo_key)
     if known is not None:
         return known
@@ -188,7 +201,7 @@ def _memo_key(
     existing: frozenset[tuple[str, str, str]],
 ) -> Hashable:
     """Everything a dra-only answer depends on besides the policy (one memo per Pipeline)."""
-    unlisted = ctx.compiled.translation.unlisted_counts
+    unlisted = ctx.parts[translation_rules].unlisted_counts
     return (
         ctx.mode,
         request.namespace,
@@ -242,11 +255,11 @@ def _decide(
     if not new:
         return Result(warnings=warnings)
 
-    sharing = ctx.compiled.translation.sharing
+    sharing = ctx.parts[translation_rules].sharing
+    mappings = ctx.parts[mapping_resolver]
     shared = {id(r): text for r in new if (text := sharing.fix(r)) is not None}
     resolved = [
-        (r, None if id(r) in shared else ctx.compiled.mappings.resolve(r.resource, ctx.view))
-        for r in new
+        (r, None if id(r) in shared else mappings.resolve(r.resource, ctx.view)) for r in new
     ]
     details = _snippet(spec, resolved, ctx.policy.translation.claim_name_prefix)
     if shared:
@@ -315,7 +328,7 @@ def _snippet(
 def share_snippet(spec: PodSpecRef, namespace: str, ctx: Context) -> str:
     """For a pod with GPU-sharing names: the claims translation would make, from its plan (the
     capacity requests are the point of the fix, and only the plan knows them)."""
-    planned = plan(spec, namespace, ctx.compiled.translation, ctx.view)
+    planned = plan(spec, namespace, ctx.parts[translation_rules], ctx.view)
     lines = [f"Remove the resources above and add to {spec.path}:", "  resourceClaims:"]
     for claim in planned.claims:
         if claim.template is None:

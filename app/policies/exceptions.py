@@ -24,6 +24,7 @@ from typing import Any
 from app.config.exceptions import PolicyException
 from app.k8s.labels import Selector
 from app.k8s.objects import POD_SPEC_PATHS
+from app.policies.parts import Parts
 from app.translation.legacy import LegacyRequest
 
 Clock = Callable[[], dt.datetime]
@@ -210,3 +211,8 @@ def pod_labels(kind: str, obj: Mapping[str, Any]) -> Mapping[str, str]:
     if not isinstance(node, dict):
         return {}
     return {k: v for k, v in node.items() if isinstance(k, str) and isinstance(v, str)}
+
+
+def policy_exceptions(parts: Parts) -> Exceptions:
+    """Builder: the policy's exceptions, judged by the pipeline's clock."""
+    return Exceptions(parts.policy.exceptions, parts.clock)

@@ -29,7 +29,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from app.cluster.usage import ClaimUsage, TemplateCounts, claim_usage
+from app.cluster.usage import ClaimUsage, TemplateCounts
 from app.cluster.view import Kind
 from app.errors import ObjectShapeError
 from app.k8s.claims import count_claim
@@ -47,6 +47,7 @@ from app.policies.quota_rules import (
     Entry,
     NamespaceQuota,
     QuotaRules,
+    quota_rules,
 )
 from app.translation import TranslationPlan
 
@@ -63,12 +64,12 @@ def check(request: Request, ctx: Context) -> Result:
     obj = request.object
     if obj is None or request.operation not in ("CREATE", "UPDATE"):
         return ALLOW
-    rules = ctx.compiled.quotas
+    rules = ctx.parts[quota_rules]
     quota = rules.for_namespace(request.namespace, ctx.namespace_labels, ctx.view)
     if request.kind in ("ResourceClaim", "ResourceClaimTemplate"):
         if not quota or request.operation != "CREATE":
             return ALLOW
-        found = _check_claim(request, obj, quota, claim_usage(ctx.view))
+        found = _check_claim(request, obj, quota, ctx.view.index(ClaimUsage))
         if quota.capacity:
             quota_shares.check_claim(request, obj, ctx, quota, found)
         return found.result(_what(request, obj), request.namespace)
@@ -207,7 +208,7 @@ def _check_workload(
     before, claims_before = _before(request, ctx)
 
     namespace = request.namespace
-    usage = claim_usage(ctx.view)
+    usage = ctx.view.index(ClaimUsage)
     name = object_name(obj) or request.name
     found = Findings()
     warn_only = request.kind == "DaemonSet"
@@ -239,7 +240,7 @@ def _check_workload(
         for limit in native.get(device_class, ()):
             in_use = max(limit.used, used)
             if in_use + more > limit.hard:
-                deny = ctx.compiled.quotas.resource_quotas == "deny" and not warn_only
+                deny = ctx.parts[quota_rules].resource_quotas == "deny" and not warn_only
                 found.add(
                     spec.path,
                     f"{needs}; ResourceQuota {limit.quota} allows {limit.hard} "
@@ -363,7 +364,7 @@ def _pod_demand(
     devices: dict[str, int] = {}
     unbounded: set[str] = set()
     claims = 0
-    templates = ctx.view.derived(TemplateCounts)
+    templates = ctx.view.index(TemplateCounts)
     for index, entry in enumerate(list_field(spec.spec, "resourceClaims", spec.path)):
         path = f"{spec.path}.resourceClaims[{index}]"
         if not isinstance(entry, dict):
@@ -412,7 +413,7 @@ def _check_translated_requests(
 
 def _native_limits(ctx: Context, namespace: str) -> Mapping[str, list[_NativeLimit]]:
     """DeviceClass -> device limits of the namespace's ResourceQuotas."""
-    if ctx.compiled.quotas.resource_quotas == "ignore":
+    if ctx.parts[quota_rules].resource_quotas == "ignore":
         return {}
     quotas = ctx.view.in_namespace(Kind.RESOURCE_QUOTA, namespace)
     if not quotas:

@@ -23,8 +23,9 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
 
+from app.bounded import BoundedCache, CacheName
 from app.cel.index import DeviceIndex, class_selectors
-from app.cluster.view import ClusterView, Kind, Obj
+from app.cluster.view import ClusterReader, Kind, Obj
 from app.errors import ObjectShapeError
 from app.k8s.capacity import Ask, capacity_asks
 from app.k8s.claims import parse_claim_spec, template_claim_spec
@@ -78,27 +79,27 @@ class ClassPolicies:
     index of the view, forgotten whenever a DeviceClass or ResourceSlice changes."""
 
     def __init__(self) -> None:
-        self._memo: dict[tuple[str, str], Policy | None] = {}
+        # values are wrapped in a 1-tuple: None (the devices disagree) is an answer too
+        self._memo: BoundedCache[tuple[str, str], tuple[Policy | None]] = BoundedCache(
+            CacheName.CAPACITY_POLICIES, _MEMO_LIMIT
+        )
 
     def on_change(self, kind: Kind, old: Obj | None, new: Obj | None) -> None:
         if kind in (Kind.DEVICE_CLASS, Kind.RESOURCE_SLICE):
             self._memo.clear()
 
     def policy(
-        self, view: ClusterView, index: DeviceIndex, device_class: str, capacity: str
+        self, view: ClusterReader, index: DeviceIndex, device_class: str, capacity: str
     ) -> Policy | None:
         key = (device_class, capacity)
-        if key in self._memo:
-            return self._memo[key]
-        found = _agreed(view, index, device_class, capacity)
-        if len(self._memo) >= _MEMO_LIMIT:
-            self._memo.clear()
-        self._memo[key] = found
-        return found
+        found = self._memo.get(key)
+        if found is None:
+            found = self._memo.put(key, (_agreed(view, index, device_class, capacity),))
+        return found[0]
 
 
 def _agreed(
-    view: ClusterView, index: DeviceIndex, device_class: str, capacity: str
+    view: ClusterReader, index: DeviceIndex, device_class: str, capacity: str
 ) -> Policy | None:
     raw_class = view.device_class(device_class)
     if raw_class is None:
@@ -159,10 +160,10 @@ class Counted:
 class Counter:
     """Rounds and sums asks for one review (a few classes, memoized per review)."""
 
-    def __init__(self, view: ClusterView, index: DeviceIndex) -> None:
+    def __init__(self, view: ClusterReader, index: DeviceIndex) -> None:
         self._view = view
         self._index = index
-        self._policies = view.derived(ClassPolicies)
+        self._policies = view.index(ClassPolicies)
 
     def rounded(self, ask: Ask) -> Quantity:
         policy = self._policies.policy(self._view, self._index, ask.device_class, ask.capacity)
@@ -191,7 +192,7 @@ def claim_asks(obj: Obj, kind: str) -> tuple[Ask, ...]:
     return capacity_asks(parse_claim_spec(spec, path))
 
 
-def namespace_asks(view: ClusterView, namespace: str) -> list[Ask]:
+def namespace_asks(view: ClusterReader, namespace: str) -> list[Ask]:
     """The asks of the namespace's ResourceClaims that are not being deleted (malformed ones,
     only possible in a hand-written cluster file, count as nothing)."""
     found: list[Ask] = []
@@ -206,7 +207,7 @@ def namespace_asks(view: ClusterView, namespace: str) -> list[Ask]:
     return found
 
 
-def template_asks(view: ClusterView, name: str, namespace: str) -> tuple[Ask, ...]:
+def template_asks(view: ClusterReader, name: str, namespace: str) -> tuple[Ask, ...]:
     template = view.get(Kind.RESOURCE_CLAIM_TEMPLATE, name, namespace)
     if template is None:
         return ()

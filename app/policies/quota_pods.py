@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from app.cluster.usage import SliceNodes
-from app.cluster.view import ClusterView
+from app.cluster.view import ClusterReader
 from app.errors import ObjectShapeError
 from app.k8s.objects import PodSpecRef
 from app.policies import translate
@@ -27,12 +27,12 @@ _REPLICAS: Mapping[str, tuple[tuple[str, ...], str]] = {
 _SINGULAR = {"replicas": "replica", "parallel pods": "parallel pod"}
 
 
-def pods_of(kind: str, obj: Obj, view: ClusterView) -> tuple[int, str]:
+def pods_of(kind: str, obj: Obj, view: ClusterReader) -> tuple[int, str]:
     """How many pods of the object run at once, and what to call them ("8 replicas")."""
     if kind == "Pod":
         return 1, "pod"
     if kind == "DaemonSet":
-        nodes = max(view.derived(SliceNodes).count, 1)
+        nodes = max(view.index(SliceNodes).count, 1)
         return nodes, "node with devices" if nodes == 1 else "nodes with devices"
     where, unit = _REPLICAS[kind]
     node: Any = obj

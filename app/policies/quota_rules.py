@@ -6,10 +6,12 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
-from app.cluster.view import ClusterView, Kind
+from app.bounded import BoundedCache, CacheName
+from app.cluster.view import ClusterReader, Kind
 from app.config.policy import ANY_CLASS, Quota
 from app.k8s.labels import Selector
 from app.k8s.quantity import Quantity, parse_quantity
+from app.policies.parts import Parts
 
 PER_REQUEST = "per_request"
 PER_CLAIM = "per_claim"
@@ -86,7 +88,9 @@ class NamespaceQuota:
 
     def __init__(self, entries: tuple[Entry, ...]) -> None:
         self.entries = entries
-        self._memo: dict[tuple[str, str], tuple[tuple[int, Entry], ...]] = {}
+        self._memo: BoundedCache[tuple[str, str], tuple[tuple[int, Entry], ...]] = BoundedCache(
+            CacheName.QUOTA_LIMITS, _MEMO_LIMIT
+        )
 
     def __bool__(self) -> bool:
         return bool(self.entries)
@@ -106,9 +110,7 @@ class NamespaceQuota:
                 value = entry.limit(scope, device_class)
                 if value is not None:
                     pairs.append((value, entry))
-            found = tuple(sorted(pairs, key=lambda pair: pair[0]))
-            if len(self._memo) < _MEMO_LIMIT:
-                self._memo[key] = found
+            found = self._memo.put(key, tuple(sorted(pairs, key=lambda pair: pair[0])))
         return found
 
     def breach(
@@ -198,10 +200,12 @@ class QuotaRules:
     def __init__(self, quotas: Iterable[Quota], resource_quotas: str = "deny") -> None:
         self.entries = tuple(Entry.build(q) for q in quotas)
         self.resource_quotas = resource_quotas
-        self._memo: dict[str, tuple[int, NamespaceQuota]] = {}
+        self._memo: BoundedCache[str, tuple[int, NamespaceQuota]] = BoundedCache(
+            CacheName.QUOTA_NAMESPACES, _MEMO_LIMIT
+        )
 
     def for_namespace(
-        self, namespace: str, labels: Mapping[str, str], view: ClusterView
+        self, namespace: str, labels: Mapping[str, str], view: ClusterReader
     ) -> NamespaceQuota:
         if not self.entries:
             return _NO_QUOTA
@@ -211,7 +215,10 @@ class QuotaRules:
             return memo[1]
         matching = tuple(e for e in self.entries if e.selector.matches(labels))
         found = NamespaceQuota(matching) if matching else _NO_QUOTA
-        if len(self._memo) >= _MEMO_LIMIT:
-            self._memo.clear()
-        self._memo[namespace] = (generation, found)
+        self._memo.put(namespace, (generation, found))
         return found
+
+
+def quota_rules(parts: Parts) -> QuotaRules:
+    """Builder: the policy's `quotas` and `resourceQuotas` settings."""
+    return QuotaRules(parts.policy.quotas, parts.policy.resource_quotas)

@@ -15,6 +15,7 @@ from app.k8s.objects import PodSpecRef, list_field, object_name, pod_spec
 from app.k8s.quantity import Quantity, parse_quantity
 from app.policies import quota_capacity as capacity
 from app.policies.base import Context, Obj, Request
+from app.policies.cel_runtime import cel_runtime
 from app.policies.quota_findings import Findings
 from app.policies.quota_pods import pods_of, translation
 from app.policies.quota_rules import (
@@ -37,7 +38,7 @@ def check_claim(
     asks = capacity.claim_asks(obj, request.kind)
     if not asks:
         return
-    counter = capacity.Counter(ctx.view, ctx.compiled.cel.index)
+    counter = capacity.Counter(ctx.view, ctx.parts[cel_runtime].index)
     counted = counter.count(asks)
     label = what(request, obj)
     path = f"{asks[0].path.split('.devices.', 1)[0]}.devices.requests"
@@ -127,7 +128,7 @@ def check_pod(
     obj = request.object
     assert obj is not None
     namespace = request.namespace
-    counter = capacity.Counter(ctx.view, ctx.compiled.cel.index)
+    counter = capacity.Counter(ctx.view, ctx.parts[cel_runtime].index)
     wants = translated.wants if translated is not None else []
     by_claim = {translated.claim_for.get(_key(w)): w for w in wants} if translated else {}
     for claim in translated.claims if translated is not None else ():

@@ -21,6 +21,8 @@ from app.config.policy import Rule
 from app.errors import PolicyError
 from app.k8s.labels import Selector
 from app.policies.base import ALLOW, Context, Request, Result, Violation
+from app.policies.cel_runtime import cel_runtime
+from app.policies.parts import Parts
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,6 +75,12 @@ def compile_rules(
     return tuple(out)
 
 
+def admin_rules(parts: Parts) -> tuple[CompiledRule, ...]:
+    """Builder: the policy's `cel.rules`, compiled (a bad one stops startup naming it)."""
+    runtime = parts.build(cel_runtime)
+    return compile_rules(parts.policy.cel.rules, runtime.engine, runtime.cache)
+
+
 def _compile(
     cache: CompileCache, engine: Engine, expression: str, environment: Any, where: str
 ) -> Program:
@@ -84,11 +92,11 @@ def _compile(
 
 def check(request: Request, ctx: Context) -> Result:
     """Run every rule that applies to this request; collect denials and warnings."""
-    rules: tuple[CompiledRule, ...] = ctx.compiled.rules
+    rules = ctx.parts[admin_rules]
     applicable = [r for r in rules if r.applies(request, ctx.namespace_labels)]
     if not applicable:
         return ALLOW
-    engine = ctx.compiled.cel.engine
+    engine = ctx.parts[cel_runtime].engine
     activation = engine.activation(ADMISSION, _variables(request, ctx))
     violations = []
     warnings = []

@@ -40,7 +40,7 @@ from app.errors import ObjectShapeError
 from app.k8s import claims
 from app.k8s.claims import SELECTING, Alternative, DeviceRequest
 from app.policies.base import ALLOW, Context, Request, Result, Violation
-from app.policies.cel_runtime import CelRuntime
+from app.policies.cel_runtime import CelRuntime, cel_runtime
 
 MAX_HINT_VALUES = 5
 
@@ -69,7 +69,7 @@ def _check(request: Request, ctx: Context, budget: Budget) -> Result:
     obj = request.object
     if obj is None:
         return ALLOW
-    runtime: CelRuntime = ctx.compiled.cel
+    runtime: CelRuntime = ctx.parts[cel_runtime]
     if request.kind == "DeviceClass":
         violations, not_checked = compile_check(runtime, device_class_selectors(obj), budget)
         if violations:

@@ -25,17 +25,54 @@ from collections.abc import Iterable
 
 from app.k8s.objects import PodSpecRef, pod_spec
 from app.policies.base import ALLOW, Context, Mode, Request, Result, Violation
-from app.policies.exceptions import cover
-from app.translation import Problem, TranslationPlan, plan, to_patch
-from app.translation.legacy import legacy_requests
+from app.policies.defaults import claim_defaults, translation_hook
+from app.policies.exceptions import cover, policy_exceptions
+from app.policies.parts import Parts
+from app.translation import Problem, TranslationPlan, TranslationRules, plan, to_patch
+from app.translation.legacy import LegacyMatcher, MappingResolver, legacy_requests
 from app.translation.plan import Key, who
+from app.translation.sharing import SharingRules
+from app.translation.templates import TemplateBuilder
+
+
+def legacy_matcher(parts: Parts) -> LegacyMatcher:
+    """Builder: which resource names are legacy extended resources (`legacyResources`, and the
+    names of the sharing rules)."""
+    return LegacyMatcher(parts.policy.legacy_resources, extra=parts.build(sharing_rules).names)
+
+
+def mapping_resolver(parts: Parts) -> MappingResolver:
+    """Builder: legacy resource -> DeviceClass (`mappings`, then the view's DeviceClasses)."""
+    return MappingResolver(parts.policy.mappings)
+
+
+def sharing_rules(parts: Parts) -> SharingRules:
+    """Builder: GPU-sharing names -> consumable-capacity requests (`sharing`)."""
+    return SharingRules(parts.policy.sharing, parts.build(mapping_resolver).maps)
+
+
+def translation_rules(parts: Parts) -> TranslationRules:
+    """Builder: what `translation.plan` takes; its templates carry the DeviceClass defaults."""
+    defaults = parts.build(claim_defaults)
+    hooks = (translation_hook(defaults),) if defaults.classes else ()
+    templates = TemplateBuilder(parts.policy.translation.template_name_prefix, hooks=hooks)
+    legacy = parts.build(legacy_matcher)
+    sharing = parts.build(sharing_rules)
+    return TranslationRules(
+        legacy,
+        parts.build(mapping_resolver),
+        templates,
+        parts.policy.translation,
+        sharing,
+        frozenset(name for name in sharing.counts if not legacy(name)),
+    )
 
 
 def plan_for(
     spec: PodSpecRef, namespace: str, ctx: Context, *, replace_own: bool = False
 ) -> TranslationPlan:
     """The translation plan of a pod spec under the policy and cluster view of `ctx`."""
-    return plan(spec, namespace, ctx.compiled.translation, ctx.view, replace_own=replace_own)
+    return plan(spec, namespace, ctx.parts[translation_rules], ctx.view, replace_own=replace_own)
 
 
 def check_pod(request: Request, ctx: Context) -> Result:
@@ -123,14 +160,14 @@ def _translate(request: Request, ctx: Context) -> Result:
 def _exception(request: Request, ctx: Context, spec: PodSpecRef) -> tuple[Result | None, list[str]]:
     """(the answer for an object an active exception wholly covers, or None; notes for the
     translation otherwise: exceptions that ended, or that cover only some containers)."""
-    exceptions = ctx.compiled.exceptions
+    exceptions = ctx.parts[policy_exceptions]
     if not exceptions:
         return None, []
     assert request.object is not None
     selecting = exceptions.selecting(request.kind, request.object, ctx.namespace_labels)
     if not selecting:
         return None, []
-    found = legacy_requests(spec, ctx.compiled.legacy)
+    found = legacy_requests(spec, ctx.parts[legacy_matcher])
     coverage = cover(selecting, found)
     if found and not coverage.rest:
         return (

@@ -10,7 +10,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from app.cluster.view import ClusterView
+from app.bounded import BoundedCache, CacheName
+from app.cluster.view import ClusterReader
 from app.config.policy import LegacyResources, MappingRule
 from app.k8s.objects import ContainerRef, PodSpecRef, containers, resource_map
 from app.regex import compile_re2, glob_to_re2
@@ -44,6 +45,9 @@ def is_dns_subdomain(name: str) -> bool:
     return len(name) <= 253 and _DNS_SUBDOMAIN.fullmatch(name) is not None
 
 
+_UNKNOWN = object()
+
+
 class LegacyMatcher:
     """Decides whether a resource name is a legacy (device-plugin) extended resource."""
 
@@ -53,14 +57,14 @@ class LegacyMatcher:
         globs = [glob_to_re2(n) for n in config.names if _is_glob(n)]
         # RE2: the names matched come from users (any key of a container's limits)
         self._pattern = compile_re2("|".join(globs)) if globs else None
-        self._seen: dict[str, bool] = {}
+        # names come from users (any key of a container's limits): the memo is bounded
+        self._seen: BoundedCache[str, bool] = BoundedCache(CacheName.LEGACY_NAMES, 4096)
 
     def __call__(self, name: str) -> bool:
         known = self._seen.get(name)
         if known is None:
             known = name in self._exact or bool(self._pattern and self._pattern.fullmatch(name))
-            if len(self._seen) < 4096:  # names come from users: bound the memo
-                self._seen[name] = known
+            self._seen.put(name, known)
         return known
 
 
@@ -88,12 +92,15 @@ class MappingResolver:
         self._rules = [
             (rule, compile_re2(rule.resource) if rule.pattern else None) for rule in rules
         ]
-        self._memo: dict[str, DeviceMapping | str | None] = {}
+        self._memo: BoundedCache[str, DeviceMapping | str | None] = BoundedCache(
+            CacheName.MAPPINGS, 4096
+        )
         """Resource -> its config mapping, or why the rule that matched it gave none."""
 
     def _from_config(self, resource: str) -> DeviceMapping | str | None:
-        if resource in self._memo:
-            return self._memo[resource]
+        known = self._memo.get(resource, _UNKNOWN)
+        if known is not _UNKNOWN:
+            return known  # type: ignore[return-value]
         found: DeviceMapping | str | None = None
         for rule, regex in self._rules:
             if regex is None:
@@ -105,15 +112,13 @@ class MappingResolver:
             if match:
                 found = expand_rule(rule, match)
                 break
-        if len(self._memo) < 4096:
-            self._memo[resource] = found
-        return found
+        return self._memo.put(resource, found)
 
     def maps(self, resource: str) -> bool:
         """Whether a `mappings` rule of the policy maps `resource` (not the cluster's classes)."""
         return is_resource_name(resource) and isinstance(self._from_config(resource), DeviceMapping)
 
-    def resolve(self, resource: str, view: ClusterView) -> DeviceMapping | None:
+    def resolve(self, resource: str, view: ClusterReader) -> DeviceMapping | None:
         """The mapping of a legacy name; None for a name that is not a valid resource name."""
         if not is_resource_name(resource):
             return None

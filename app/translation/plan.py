@@ -26,13 +26,13 @@ The rules (docs/translation.md writes them out for users):
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from app.bounded import CacheName, memoized
 from app.cluster.templates import ManagedTemplates
-from app.cluster.view import ClusterView, Kind
+from app.cluster.view import ClusterReader, Kind
 from app.config.policy import Translation
 from app.errors import ObjectShapeError
 from app.k8s.objects import ContainerRef, PodSpecRef, list_field
@@ -139,7 +139,7 @@ def plan(
     spec: PodSpecRef,
     namespace: str,
     rules: TranslationRules,
-    view: ClusterView,
+    view: ClusterReader,
     *,
     replace_own: bool = False,
 ) -> TranslationPlan:
@@ -167,7 +167,7 @@ def _analyse(
     *,
     namespace: str,
     rules: TranslationRules,
-    view: ClusterView,
+    view: ClusterReader,
     result: TranslationPlan,
 ) -> None:
     found = [r for r in found if r.container.field != "ephemeralContainers"]
@@ -244,7 +244,7 @@ class _Planner:
         spec: PodSpecRef,
         namespace: str,
         rules: TranslationRules,
-        view: ClusterView,
+        view: ClusterReader,
         result: TranslationPlan,
     ) -> None:
         self.spec = spec
@@ -356,7 +356,7 @@ class _Planner:
         if view.get(Kind.RESOURCE_CLAIM_TEMPLATE, name, self.namespace) is not None:
             return None
         cap = self.rules.config.max_templates_per_namespace
-        held = view.derived(ManagedTemplates).count(self.namespace)
+        held = view.index(ManagedTemplates).count(self.namespace)
         new = sum(
             1
             for other in self.result.templates
@@ -402,13 +402,13 @@ class ClaimNames:
         return name
 
 
-@functools.lru_cache(maxsize=4096)
+@memoized(CacheName.CLAIM_NAMES, 4096)
 def claim_base(prefix: str, tail: str, who: str) -> str:
     """<prefix>-<tail>-<who> as a DNS label; memoized (container names repeat across pods)."""
     return slug("-".join(p for p in (prefix, tail, who) if p), MAX_NAME) or "claim"
 
 
-@functools.lru_cache(maxsize=4096)
+@memoized(CacheName.CLAIM_NAMES, 4096)
 def claim_name(prefix: str, resource: str, container: str) -> str:
     """The name translation gives the claim of one container's legacy request, before
     numbering (<prefix>-<resource's last part>-<container>); memoized."""
@@ -489,7 +489,7 @@ def _own_entries(
     spec: PodSpecRef,
     namespace: str,
     rules: TranslationRules,
-    view: ClusterView,
+    view: ClusterReader,
     result: TranslationPlan,
 ) -> None:
     """Pod-level entries an earlier translation added, into `result.stale`.
@@ -527,7 +527,7 @@ def _unknown_own(spec: PodSpecRef, index: int, name: str, template: str) -> Prob
 
 
 def _dra_classes(
-    spec: PodSpecRef, namespace: str, view: ClusterView, skip: Mapping[int, str]
+    spec: PodSpecRef, namespace: str, view: ClusterReader, skip: Mapping[int, str]
 ) -> tuple[dict[str, str], list[str]]:
     """DeviceClasses the pod already asks for through DRA (class -> which entry), and the
     entries whose ResourceClaim or ResourceClaimTemplate the view does not hold."""

@@ -24,6 +24,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from app.bounded import BoundedCache, CacheName
 from app.k8s.templates import MANAGED_BY, MANAGED_BY_LABEL, TEMPLATE_LABEL
 from app.translation.legacy import DeviceMapping
 from app.translation.sharing import SHAREABLE
@@ -67,9 +68,9 @@ class TemplateBuilder:
         self._prefix = name_prefix
         self._hooks = hooks
         self._readable = readable
-        self._memo: dict[
+        self._memo: BoundedCache[
             tuple[str, str, tuple[str, ...], tuple[tuple[str, str], ...], int], ClaimTemplate
-        ] = {}
+        ] = BoundedCache(CacheName.TEMPLATE_SHAPES, _MEMO_LIMIT)
         self._taken: dict[tuple[str, str], Obj] = {}
         """(namespace, name) -> claim spec, for readable names: a name is given to one shape."""
         self._own_name = re.compile(
@@ -93,10 +94,8 @@ class TemplateBuilder:
         key = (namespace, mapping.device_class_name, mapping.selectors, mapping.capacity, count)
         found = self._memo.get(key)
         if found is None:
-            found = self._build(namespace, mapping, count)
-            if len(self._memo) >= _MEMO_LIMIT:  # shapes come from users: bound the memo
-                self._memo.clear()
-            self._memo[key] = found
+            # shapes come from users: the memo is bounded
+            found = self._memo.put(key, self._build(namespace, mapping, count))
         return found
 
     def _build(self, namespace: str, mapping: DeviceMapping, count: int) -> ClaimTemplate:

@@ -6,9 +6,9 @@ which both read legacy counts as whole numbers and report what they cannot trans
 
 from __future__ import annotations
 
-import functools
 from dataclasses import dataclass
 
+from app.bounded import CacheName, memoized
 from app.k8s.quantity import QuantityError, parse_quantity
 from app.translation.legacy import DeviceMapping, LegacyRequest
 
@@ -78,7 +78,7 @@ def whole_number(raw: object) -> int | None:
     return _whole_number_of(raw)
 
 
-@functools.lru_cache(maxsize=1024)
+@memoized(CacheName.WHOLE_NUMBERS, 1024)
 def _whole_number_text(raw: str) -> int | None:
     """Memoized: the same few counts ("1", "2", "8") arrive again and again."""
     return _whole_number_of(raw)

@@ -21,6 +21,7 @@ from fastapi import Request as HttpRequest
 from fastapi.responses import Response
 from starlette.requests import ClientDisconnect
 
+from app.bounded import BoundedCache, CacheName
 from app.cluster.factory import build_source
 from app.cluster.source import ClusterSource
 from app.cluster.stats import SourceStats
@@ -33,6 +34,8 @@ from app.logs import log_fields
 from app.metrics import Metrics
 from app.pipeline import Decision, Endpoint, Pipeline
 from app.policies.base import Request
+from app.policies.cel_runtime import cel_runtime
+from app.policies.exceptions import policy_exceptions
 from app.transport.health import HealthServer, Heartbeat
 from app.transport.limits import (
     RECEIVED_AT,
@@ -74,7 +77,9 @@ class _Webhook:
             else None
         )
         """With template garbage collection: which templates claims were made from."""
-        self._touched: dict[tuple[str, str], float] = {}
+        self._touched: BoundedCache[tuple[str, str], float] = BoundedCache(
+            CacheName.TEMPLATE_TOUCHES, TOUCH_MEMO_LIMIT
+        )
         """Templates this replica touched, and when (monotonic): at most one touch per
         `_touch_every` each."""
         self._touch_every = settings.template_gc_grace_seconds / 4
@@ -268,9 +273,7 @@ class _Webhook:
             del self._touching[key]
 
     def _remember_touch(self, key: tuple[str, str]) -> None:
-        if len(self._touched) >= TOUCH_MEMO_LIMIT:
-            self._touched.clear()
-        self._touched[key] = time.monotonic()
+        self._touched.put(key, time.monotonic())
 
     async def _ensure(self, template: dict[str, Any]) -> None:
         meta = template["metadata"]
@@ -359,11 +362,14 @@ def create_app(
     if metrics is None:
         workers_share = settings.metrics_dir if settings.workers > 1 else None
         metrics = Metrics(multiprocess_dir=workers_share)
-    pipeline = Pipeline(policy, source.view, settings.namespace)
-    metrics.know_exceptions(pipeline.compiled.exceptions.names)
+    pipeline = Pipeline(
+        policy, source.view, settings.namespace, cache_max_bytes=settings.cache_max_bytes
+    )
+    metrics.know_exceptions(pipeline.parts[policy_exceptions].names)
     if isinstance(stats := getattr(source, "stats", None), SourceStats):
         metrics.watch_source(stats)  # a live source's list/watch counters
-    metrics.watch_cel(pipeline.compiled.cel.cache, pipeline.compiled.cel.index)
+    cel = pipeline.parts[cel_runtime]
+    metrics.watch_cel(cel.cache, cel.index)
     webhook = _Webhook(settings, pipeline, source, metrics)
     metrics.watch_transport(webhook.stats)
     housekeeping = _Housekeeping(settings, webhook, health_listener)

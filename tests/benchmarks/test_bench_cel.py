@@ -17,6 +17,7 @@ from app.cel.device import devices_of_slice
 from app.cel.engine import BACKENDS, SELECTOR, Engine
 from app.cel.factory import get_engine
 from app.cel.index import DeviceIndex
+from tests.benchmarks.policies import THREE_RULES
 
 CLASS = ('device.driver == "gpu.nvidia.com"',)
 MEMORY = 'device.capacity["gpu.nvidia.com"].memory.isGreaterThan(quantity("40Gi"))'
@@ -108,7 +109,7 @@ def test_satisfiability_1000_devices_cold(
     index.matching("gpu.nvidia.com", CLASS, selectors)
 
     def cold() -> int:
-        index._snapshot.memo.clear()
+        index._memo.clear()
         return index.matching("gpu.nvidia.com", CLASS, selectors).count
 
     rounds = 20 if engine.name == "cel-expr-python" else 2
@@ -142,23 +143,6 @@ THREE_SELECTORS = (
     MODEL,
     'device.attributes["gpu.nvidia.com"].driverVersion.isGreaterThan(semver("535.0.0"))',
 )
-THREE_RULES = """
-cel:
-  backend: {backend}
-  rules:
-    - name: owner-label
-      match: {{kinds: [Pod, ResourceClaim]}}
-      expression: has(object.metadata.labels) && "owner" in object.metadata.labels
-      message: needs an owner label
-    - name: no-host-network
-      match: {{kinds: [Pod]}}
-      expression: '!has(object.spec.hostNetwork) || !object.spec.hostNetwork'
-      message: no host network
-    - name: few-containers
-      match: {{kinds: [Pod]}}
-      expression: size(object.spec.containers) <= 8
-      message: at most 8 containers
-"""
 
 
 def _pipeline(backend: str, slices: dict[str, Any]) -> Any:

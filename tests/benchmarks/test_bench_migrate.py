@@ -14,7 +14,6 @@ from app.cluster.view import ClusterView
 from app.config import load_policy
 from app.migrate.files import Templates, rewrite
 from app.migrate.objects import Rules
-from app.policies.compiled import Compiled
 
 DEPLOYMENT = """\
 ---
@@ -53,7 +52,7 @@ TEXT = "".join(DEPLOYMENT.format(i=i, count=1 + i % 4) for i in range(50))
 
 
 def _rules() -> Rules:
-    return Rules.build(Compiled.build(load_policy(None)), ClusterView())
+    return Rules.build(load_policy(None), ClusterView())
 
 
 def test_bench_migrate_rewrites_100_documents(benchmark: Any) -> None:

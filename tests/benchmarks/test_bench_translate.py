@@ -14,7 +14,7 @@ import pytest
 from app.pipeline import Endpoint, Pipeline
 from app.transport.response import encode, review_response
 from app.transport.review import decode_review
-from tests.benchmarks.test_bench_cel import THREE_RULES
+from tests.benchmarks.policies import THREE_RULES
 from tests.conftest import make_pipeline, policy_from, review, wrap
 from tests.policies.translate_support import apply
 

@@ -180,3 +180,21 @@ def test_per_expression_views_and_per_device_keys_are_bounded(engine: Engine) ->
     assert len(index._views) <= index_module.VIEWS_KEPT
     (item,) = index._snapshot.devices
     assert len(item.keys) <= index_module.KEYS_KEPT_PER_DEVICE
+
+
+def test_the_match_memo_evicts_the_oldest_results_to_stay_within_its_byte_budget(
+    engine: Engine,
+) -> None:
+    index = DeviceIndex(engine, max_bytes=8 * 1024)
+    index.sync(cluster_of_80gi_gpus(400), generation=1)
+    asked = [f'device.attributes["gpu.nvidia.com"].uuid != "GPU-{i}"' for i in range(5)]
+    for selector in asked:
+        assert index.matching("gpu.nvidia.com", [], [selector]).count == 399
+    memo = index._memo
+    assert 0 < memo.bytes <= 8 * 1024
+    assert memo.evictions >= 3  # each result holds ~3.4 KB of device references
+    misses = index.memo_misses
+    index.matching("gpu.nvidia.com", [], [asked[-1]])  # the newest is kept
+    assert index.memo_misses == misses
+    index.matching("gpu.nvidia.com", [], [asked[0]])  # the oldest went
+    assert index.memo_misses == misses + 1

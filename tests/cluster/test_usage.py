@@ -8,7 +8,7 @@ from typing import Any
 from hypothesis import given
 from hypothesis import strategies as st
 
-from app.cluster.usage import ClaimUsage, SliceNodes, TemplateCounts, claim_usage
+from app.cluster.usage import ClaimUsage, SliceNodes, TemplateCounts
 from app.cluster.view import ClusterView, Kind
 from app.k8s.claims import EMPTY, count_claim_spec
 from tests.claim_objects import GPU, claim, cluster_objects, exact, template
@@ -20,7 +20,7 @@ NS = "ml-research"
 def test_cluster_file_holds_12_devices_in_ml_research_and_the_deleting_claim_is_not_counted() -> (
     None
 ):
-    usage = claim_usage(make_view(cluster_objects()))
+    usage = make_view(cluster_objects()).derived(ClaimUsage)
     assert usage.devices_of(NS, GPU) == 12
     assert usage.claims(NS) == 3
     assert dict(usage.devices("ml-quota")) == {GPU: 2}
@@ -29,7 +29,7 @@ def test_cluster_file_holds_12_devices_in_ml_research_and_the_deleting_claim_is_
 
 def test_deleting_a_claim_frees_its_devices() -> None:
     view = make_view(cluster_objects())
-    usage = claim_usage(view)
+    usage = view.derived(ClaimUsage)
     view.remove(Kind.RESOURCE_CLAIM, {"metadata": {"name": "train-b", "namespace": NS}})
     assert usage.devices_of(NS, GPU) == 8
     assert usage.claims(NS) == 2
@@ -37,7 +37,7 @@ def test_deleting_a_claim_frees_its_devices() -> None:
 
 def test_a_claim_that_gets_a_deletion_timestamp_stops_counting() -> None:
     view = make_view(cluster_objects())
-    usage = claim_usage(view)
+    usage = view.derived(ClaimUsage)
     deleting = copy.deepcopy(view.get(Kind.RESOURCE_CLAIM, "train-a", NS))
     assert deleting is not None
     deleting["metadata"]["deletionTimestamp"] = "2026-11-21T06:00:00Z"
@@ -47,7 +47,7 @@ def test_a_claim_that_gets_a_deletion_timestamp_stops_counting() -> None:
 
 def test_pending_and_allocated_claims_both_count_and_changes_replace_the_old_share() -> None:
     view = make_view(cluster_objects())
-    usage = claim_usage(view)
+    usage = view.derived(ClaimUsage)
     view.apply(Kind.RESOURCE_CLAIM, claim("train-b", exact(count=1)))  # was 4, pending
     assert usage.devices_of(NS, GPU) == 9
     view.apply(Kind.RESOURCE_CLAIM, claim("new", exact(count=2), namespace="open-lab"))
@@ -56,7 +56,7 @@ def test_pending_and_allocated_claims_both_count_and_changes_replace_the_old_sha
 
 def test_all_claims_are_tracked_apart_from_device_totals() -> None:
     view = make_view([*cluster_objects(), claim("everything", exact(mode="All"))])
-    usage = claim_usage(view)
+    usage = view.derived(ClaimUsage)
     assert usage.devices_of(NS, GPU) == 12
     assert usage.unbounded_of(NS, GPU) == 1
     assert usage.claims(NS) == 4
@@ -64,7 +64,7 @@ def test_all_claims_are_tracked_apart_from_device_totals() -> None:
 
 def test_a_relist_without_a_claim_frees_it_and_a_malformed_claim_counts_as_a_claim_only() -> None:
     view = make_view(cluster_objects())
-    usage = claim_usage(view)
+    usage = view.derived(ClaimUsage)
     kept = [
         o for o in view.objects(Kind.RESOURCE_CLAIM).values() if o["metadata"]["name"] != "eval"
     ]
@@ -77,12 +77,12 @@ def test_a_relist_without_a_claim_frees_it_and_a_malformed_claim_counts_as_a_cla
 
 def test_the_pipeline_index_is_one_per_view_and_reads_do_not_scan() -> None:
     view = make_view(cluster_objects())
-    assert view.derived(ClaimUsage) is claim_usage(view)
+    assert view.derived(ClaimUsage) is view.index(ClaimUsage)
     calls: list[Any] = []
     view.subscribe(lambda *args: calls.append(args))
     calls.clear()
     for _ in range(100):
-        claim_usage(view).devices_of(NS, GPU)
+        view.derived(ClaimUsage).devices_of(NS, GPU)
     assert calls == []
 
 
@@ -111,7 +111,7 @@ _events = st.lists(
 @given(_events)
 def test_incremental_totals_always_equal_a_full_recount(events: list[Any]) -> None:
     view = ClusterView()
-    usage = claim_usage(view)
+    usage = view.derived(ClaimUsage)
     for action, namespace, name, count, all_mode in events:
         obj = claim(name, exact(count=count, mode="All" if all_mode else "ExactCount"))
         obj["metadata"]["namespace"] = namespace

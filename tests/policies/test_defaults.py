@@ -13,11 +13,12 @@ import pytest
 from app.config import Policy
 from app.errors import PolicyError
 from app.pipeline import Decision, Endpoint, Pipeline
-from app.policies.compiled import Compiled
-from app.policies.defaults import apply_to_template, plan
+from app.policies.cel_runtime import cel_runtime
+from app.policies.defaults import apply_to_template, claim_defaults, plan
+from app.policies.parts import Parts
 from app.transport.review import decode_review
 from tests.claim_objects import GPU, claim, claim_spec, exact, first, sub, template
-from tests.conftest import load_fixture, make_pipeline, policy_from, wrap
+from tests.conftest import load_fixture, make_pipeline, make_view, policy_from, wrap
 
 Obj = dict[str, Any]
 EXAMPLE = "gpu.example.com"
@@ -279,20 +280,18 @@ def test_no_defaults_configured_means_no_patch() -> None:
 
 
 def test_apply_to_template_matches_the_patch_and_does_not_touch_its_input(policy: Policy) -> None:
-    compiled = Compiled.build(policy)
+    defaults = Parts(policy).build(claim_defaults)
     built = template("gpu-x", {"name": "gpu", "exactly": {"deviceClassName": EXAMPLE}})
     before = copy.deepcopy(built)
     labels = {"gpu-mode": "translate"}
-    result, added = apply_to_template(built, compiled.defaults, labels)
+    result, added = apply_to_template(built, defaults, labels)
     assert built == before
-    planned = plan("ResourceClaimTemplate", built, compiled.defaults, labels)
+    planned = plan("ResourceClaimTemplate", built, defaults, labels)
     assert result == jsonpatch.apply_patch(built, planned.patch)
     assert result["spec"]["spec"]["devices"]["requests"][0]["exactly"]["count"] == 2
     assert added == tuple(planned.added)
     assert kubernetes_validate.validate(result, "1.34.0", strict=True) == "1.34"
-    unchanged, nothing = apply_to_template(
-        template("t", exact(device_class="x")), compiled.defaults, labels
-    )
+    unchanged, nothing = apply_to_template(template("t", exact(device_class="x")), defaults, labels)
     assert nothing == ()
     assert unchanged == template("t", exact(device_class="x"))
 
@@ -305,9 +304,11 @@ def test_default_selectors_are_compiled_at_load_and_a_bad_one_names_its_class() 
         PolicyError,
         match=r"defaults\.deviceClasses\.gpu\.nvidia\.com\.selectors\[1\] does not compile",
     ):
-        Compiled.build(bad)
-    good = Compiled.build(policy_from(DEFAULTS))
-    assert good.cel.cache.stats().misses == 2  # the two gpu.example.com selectors, compiled once
+        Pipeline(bad, make_view(), own_namespace="dra-webhook")
+    good = Pipeline(policy_from(DEFAULTS), make_view(), own_namespace="dra-webhook").parts
+    assert (
+        good.get(cel_runtime).cache.stats().misses == 2
+    )  # the two gpu.example.com selectors, compiled once
 
 
 def test_templates_translation_creates_get_the_class_defaults_and_validate_strictly() -> None:

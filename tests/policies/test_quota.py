@@ -714,7 +714,7 @@ def _forecast(pipeline: Pipeline, pod: Obj) -> tuple[int, int]:
     assert spec is not None
     labels = pipeline.view.namespace_labels("ml-research")
     assert labels is not None
-    ctx = Context(pipeline.view, pipeline.policy, pipeline.compiled, Mode.TRANSLATE, labels)
+    ctx = Context(pipeline.view, pipeline.policy, pipeline.parts, Mode.TRANSLATE, labels)
     demand = pod_demand(spec, "ml-research", ctx)
     assert set(demand.devices) <= {"gpu.nvidia.com"}
     return demand.devices.get("gpu.nvidia.com", 0), demand.claims

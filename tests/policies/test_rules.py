@@ -147,7 +147,7 @@ def test_a_message_expression_that_fails_in_any_way_falls_back_to_the_static_mes
         "      message: static text\n"
     )
     pipeline = Pipeline(policy, make_view(), own_namespace="dra-webhook")
-    (compiled,) = pipeline.compiled.rules
+    (compiled,) = pipeline.parts[rules.admin_rules]
     broken = rules.CompiledRule(
         compiled.rule,
         compiled.kinds,

@@ -13,15 +13,31 @@ import pytest
 from app.config.policy import Policy
 from app.errors import PolicyError
 from app.pipeline import Decision, Endpoint
-from app.transport.review import decode_review
 from tests.conftest import (
     DEMO_NAMESPACES,
-    clone,
     load_fixture,
     make_pipeline,
     policy_from,
     review,
     wrap,
+)
+from tests.policies.translate_objects import (
+    GPU,
+    GPU_CLASS,
+    NS,
+    claim,
+    claim_refs,
+    container,
+    decide,
+    deployment,
+    device_class,
+    entry_for,
+    gpus,
+    pod,
+    rct,
+    reapplied_manifest,
+    sidecar,
+    translate,
 )
 from tests.policies.translate_support import (
     apply,
@@ -32,122 +48,6 @@ from tests.policies.translate_support import (
 )
 
 Obj = dict[str, Any]
-GPU = "nvidia.com/gpu"
-NS = "ml-research"
-GPU_CLASS = ("gpu.nvidia.com", ())
-
-
-def container(
-    name: str,
-    limits: Obj | None = None,
-    requests: Obj | None = None,
-    **extra: Any,
-) -> Obj:
-    """A container as the API server sends it: extended-resource limits copied into requests."""
-    resources: Obj = {}
-    if limits is not None:
-        resources["limits"] = dict(limits)
-        resources["requests"] = {**limits, **(requests or {})}
-    elif requests is not None:
-        resources["requests"] = dict(requests)
-    return {"name": name, "image": "cuda:12", "resources": resources, **extra}
-
-
-def gpus(name: str, count: int | str, **extra: Any) -> Obj:
-    return container(name, limits={GPU: str(count)}, **extra)
-
-
-def sidecar(name: str, count: int | str) -> Obj:
-    return gpus(name, count, restartPolicy="Always")
-
-
-def pod(*containers: Obj, init: tuple[Obj, ...] = (), ns: str = NS, **spec: Any) -> Obj:
-    body: Obj = {"containers": list(containers) or [container("app")], **spec}
-    if init:
-        body["initContainers"] = list(init)
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"name": "p", "namespace": ns},
-        "spec": body,
-    }
-
-
-def deployment(*containers: Obj, ns: str = NS) -> Obj:
-    return {
-        "apiVersion": "apps/v1",
-        "kind": "Deployment",
-        "metadata": {"name": "d", "namespace": ns},
-        "spec": {
-            "selector": {"matchLabels": {"app": "d"}},
-            "template": {
-                "metadata": {"labels": {"app": "d"}},
-                "spec": {"containers": list(containers)},
-            },
-        },
-    }
-
-
-def decide(
-    body: Obj,
-    endpoint: Endpoint = Endpoint.MUTATE,
-    objects: list[Obj] | None = None,
-    policy: Policy | None = None,
-) -> Decision:
-    pipeline = make_pipeline(objects, policy)
-    return pipeline.review(endpoint, decode_review(orjson.dumps(body)))
-
-
-def translate(
-    obj: Obj, objects: list[Obj] | None = None, policy: Policy | None = None, **wrap_args: Any
-) -> tuple[Decision, Obj]:
-    """Mutate `obj`; the decision must allow it; returns the patched, validated object."""
-    decision = decide(wrap(obj, **wrap_args), objects=objects, policy=policy)
-    assert decision.allowed, decision.message
-    result = apply(obj, decision.patch)
-    assert_valid(result)
-    return decision, result
-
-
-def rct(name: str, device_class: str, ns: str = NS, **request: Any) -> Obj:
-    exactly = {"deviceClassName": device_class, "count": 1, **request}
-    return {
-        "apiVersion": "resource.k8s.io/v1",
-        "kind": "ResourceClaimTemplate",
-        "metadata": {"name": name, "namespace": ns},
-        "spec": {"spec": {"devices": {"requests": [{"name": "r", "exactly": exactly}]}}},
-    }
-
-
-def claim(name: str, spec_requests: list[Obj], ns: str = NS) -> Obj:
-    return {
-        "apiVersion": "resource.k8s.io/v1",
-        "kind": "ResourceClaim",
-        "metadata": {"name": name, "namespace": ns},
-        "spec": {"devices": {"requests": spec_requests}},
-    }
-
-
-def device_class(name: str, extended_resource: str | None = None) -> Obj:
-    spec = {"extendedResourceName": extended_resource} if extended_resource else {}
-    return {
-        "apiVersion": "resource.k8s.io/v1",
-        "kind": "DeviceClass",
-        "metadata": {"name": name},
-        "spec": spec,
-    }
-
-
-def entry_for(result: Obj, claim_name: str) -> Obj:
-    (entry,) = [e for e in result["spec"]["resourceClaims"] if e["name"] == claim_name]
-    return entry
-
-
-def claim_refs(container: Obj) -> list[str]:
-    return [c["name"] for c in container["resources"].get("claims", [])]
-
-
-# -- the captured fixture ------------------------------------------------------------------
 
 
 def test_legacy_pod_fixture_in_a_translate_namespace_asks_for_two_devices_through_dra() -> None:
@@ -209,7 +109,9 @@ def test_running_on_its_own_output_changes_nothing() -> None:
         (NS, "pod-create-with-resourceclaims"),
     ],
 )
-def test_mutation_leaves_everything_else_unchanged(namespace: str, fixture: str) -> None:
+def test_reviews_translation_does_not_apply_to_are_left_unchanged(
+    namespace: str, fixture: str
+) -> None:
     decision = decide(review(fixture, namespace=namespace))
     assert decision.allowed
     assert decision.patch == ()
@@ -735,22 +637,6 @@ def test_the_embedded_policy_ships_translation_off_for_workloads_and_sharing_ini
 @pytest.mark.parametrize("name", ["pod-create-legacy-gpu", "deployment-create-legacy-gpu"])
 def test_the_captured_objects_pass_the_schema_check_before_translation(name: str) -> None:
     kubernetes_validate.validate(load_fixture(name)["request"]["object"], "1.34.0", strict=True)
-
-
-def reapplied_manifest(templates_in_view: bool) -> tuple[Obj, Obj, Decision]:
-    """A translated Deployment, `kubectl apply`-ed (client-side) again: the legacy GPU is back."""
-    policy = policy_from("translation: {translateWorkloads: true}")
-    manifest = deployment(gpus("cuda", 2), gpus("side", 1))
-    created, translated = translate(manifest, policy=policy)
-    objects = [*DEMO_NAMESPACES, *(created.templates if templates_in_view else ())]
-    reapplied = clone(translated)
-    for c in reapplied["spec"]["template"]["spec"]["containers"]:
-        count = "2" if c["name"] == "cuda" else "1"
-        c["resources"]["limits"] = {GPU: count}
-    decision = decide(
-        wrap(reapplied, operation="UPDATE", old=translated), objects=objects, policy=policy
-    )
-    return reapplied, translated, decision
 
 
 def test_reapplying_a_translated_workload_manifest_gives_the_same_translation_again() -> None:

@@ -11,7 +11,7 @@ from app.config.policy import Policy
 from app.errors import PolicyError
 from app.k8s.templates import TEMPLATE_LABEL, template_mismatch
 from tests.conftest import DEMO_NAMESPACES, clone, policy_from, wrap
-from tests.policies.test_translate import NS, decide, gpus, pod
+from tests.policies.translate_objects import NS, decide, gpus, pod
 
 Obj = dict[str, object]
 

@@ -21,7 +21,7 @@ from app.translation.legacy import (
     is_resource_name,
 )
 from tests.conftest import DEMO_NAMESPACES, clone, policy_from, wrap
-from tests.policies.test_translate import (
+from tests.policies.translate_objects import (
     claim_refs,
     container,
     decide,

@@ -58,7 +58,7 @@ def pipeline(init_containers: str) -> Pipeline:
 def context(p: Pipeline) -> Context:
     labels = p.view.namespace_labels(NS)
     assert labels is not None
-    return Context(p.view, p.policy, p.compiled, Mode.TRANSLATE, labels)
+    return Context(p.view, p.policy, p.parts, Mode.TRANSLATE, labels)
 
 
 @st.composite

@@ -19,15 +19,22 @@ error and here it compares text; either way the device does not match).
 from __future__ import annotations
 
 import re
-import secrets
 import threading
 from collections.abc import Callable, Mapping, Sequence
-from fractions import Fraction
 from typing import Any, Final
 
 from cel_expr_python import cel
 
 from app.cel import syntax
+from app.cel.backends.cel_expr_values import (
+    COMPARISONS,
+    NOT_A_STRING,
+    TAG_KEY,
+    comparison,
+    decode,
+    encode,
+    scrub,
+)
 from app.cel.device import Device
 from app.cel.engine import Engine, Environment, Program
 from app.cel.errors import CelCompileError, CelEvalError
@@ -46,20 +53,10 @@ from app.cel.library import (
     Overload,
     check_constant_patterns,
 )
-from app.cel.semver import Semver, parse_semver
+from app.cel.semver import Semver
 from app.k8s.quantity import Quantity, QuantityError, parse_quantity
 
 __all__ = ["CelExprEngine"]
-
-# A tag holds a random key drawn per process: a string that came from outside (an object, a
-# device attribute, a literal in an expression) cannot be taken for a tagged value, since it
-# cannot know the key. Error texts and string results never show it (see `_scrub`).
-_TAG_KEY: Final = secrets.token_hex(8)
-_QUANTITY_TAG: Final = f"\x01k8s.q.{_TAG_KEY}\x02"
-_SEMVER_TAG: Final = f"\x01k8s.v.{_TAG_KEY}\x02"
-_TAG_LENGTH: Final = len(_QUANTITY_TAG)
-_QUANTITY_BODY_RE: Final = re.compile(r"(-?[0-9]+)/([1-9][0-9]*)")
-_NOT_A_STRING: Final = "no such overload: a quantity or semver used as a string"
 
 # Extensions Kubernetes enables in its base environment that cel-cpp ships.
 _CONFIG_YAML: Final = """
@@ -130,128 +127,10 @@ _CROSS_NUMERIC_RE: Final = re.compile(
 )
 
 
-# -- value encoding ---------------------------------------------------------------------------
-
-_decoded: dict[str, Quantity | Semver] = {}
-_DECODED_LIMIT: Final = 65536
-
-
-def _encode(value: Any) -> Any:
-    if isinstance(value, Quantity):
-        v = value.value
-        return f"{_QUANTITY_TAG}{v.numerator}/{v.denominator}"
-    if isinstance(value, Semver):
-        pre = "-" + ".".join(str(p) for p in value.pre) if value.pre else ""
-        return f"{_SEMVER_TAG}{value.major}.{value.minor}.{value.patch}{pre}"
-    if isinstance(value, list | tuple):
-        return [_encode(v) for v in value]
-    if isinstance(value, Mapping):
-        return {k: _encode(v) for k, v in value.items()}
-    return value
-
-
-def _decode_tagged(text: str) -> Quantity | Semver:
-    cached = _decoded.get(text)
-    if cached is not None:
-        return cached
-    body = text[_TAG_LENGTH:]
-    result: Quantity | Semver
-    if text.startswith(_QUANTITY_TAG):
-        match = _QUANTITY_BODY_RE.fullmatch(body)
-        if match is None:
-            raise ValueError(_NOT_A_STRING)
-        result = Quantity(Fraction(int(match.group(1)), int(match.group(2))))
-    else:
-        try:
-            result = parse_semver(body)
-        except ValueError:
-            raise ValueError(_NOT_A_STRING) from None
-    if len(_decoded) >= _DECODED_LIMIT:
-        _decoded.clear()
-    _decoded[text] = result
-    return result
-
-
-def _scrub(text: str) -> str:
-    """`text` without the tags' key (an error or a string result may carry a tagged value)."""
-    if _TAG_KEY not in text:
-        return text
-    return text.replace(_QUANTITY_TAG, "quantity:").replace(_SEMVER_TAG, "semver:")
-
-
-def _decode(value: Any) -> Any:
-    if isinstance(value, str):
-        if value[:1] == "\x01" and value[:_TAG_LENGTH] in (_QUANTITY_TAG, _SEMVER_TAG):
-            return _decode_tagged(value)
-        return value
-    if isinstance(value, list):
-        return [_decode(v) for v in value]
-    if isinstance(value, dict):
-        return {_decode(k): _decode(v) for k, v in value.items()}
-    return value
-
-
-_order_keys: dict[str, tuple[type, Any]] = {}
-
-
-def _order_key(value: Any) -> tuple[type, Any]:
-    """(type, key) whose natural order is the Quantity/Semver order, cached per runtime value."""
-    cached = _order_keys.get(value)
-    if cached is not None:
-        return cached
-    if not (isinstance(value, str) and value[:_TAG_LENGTH] in (_QUANTITY_TAG, _SEMVER_TAG)):
-        raise ValueError(f"no such overload for argument {value!r}")
-    decoded = _decode_tagged(value)
-    key: tuple[type, Any]
-    if isinstance(decoded, Quantity):
-        v = decoded.value
-        # Parsed quantities are whole multiples of 1n; compare those as integers.
-        nano, rest = divmod(v.numerator * 10**9, v.denominator)
-        key = (Quantity, nano if rest == 0 else v)
-    else:
-        pre = tuple((0, p, "") if isinstance(p, int) else (1, 0, p) for p in decoded.pre)
-        key = (Semver, (decoded.major, decoded.minor, decoded.patch, 0 if pre else 1, pre))
-    if len(_order_keys) >= _DECODED_LIMIT:
-        _order_keys.clear()
-    _order_keys[value] = key
-    return key
-
-
-def _comparison(name: str) -> Callable[[Any, Any], Any]:
-    """Fast path for the comparisons selectors use most: two dict lookups and one compare."""
-
-    def is_greater_than(a: Any, b: Any) -> bool:
-        ka, kb = _order_keys.get(a) or _order_key(a), _order_keys.get(b) or _order_key(b)
-        if ka[0] is not kb[0]:
-            raise ValueError("no such overload: isGreaterThan")
-        return bool(ka[1] > kb[1])
-
-    def is_less_than(a: Any, b: Any) -> bool:
-        ka, kb = _order_keys.get(a) or _order_key(a), _order_keys.get(b) or _order_key(b)
-        if ka[0] is not kb[0]:
-            raise ValueError("no such overload: isLessThan")
-        return bool(ka[1] < kb[1])
-
-    def compare_to(a: Any, b: Any) -> int:
-        ka, kb = _order_keys.get(a) or _order_key(a), _order_keys.get(b) or _order_key(b)
-        if ka[0] is not kb[0]:
-            raise ValueError("no such overload: compareTo")
-        return int(ka[1] > kb[1]) - int(ka[1] < kb[1])
-
-    return {
-        "isGreaterThan": is_greater_than,
-        "isLessThan": is_less_than,
-        "compareTo": compare_to,
-    }[name]
-
-
-_COMPARISONS: Final = frozenset({"isGreaterThan", "isLessThan", "compareTo"})
-
-
 def _runtime_impl(overloads: Sequence[Overload]) -> Callable[..., Any]:
     """One Python callable for all overloads sharing a runtime signature."""
-    if overloads[0].name in _COMPARISONS and all(len(o.params) == 2 for o in overloads):
-        return _comparison(overloads[0].name)
+    if overloads[0].name in COMPARISONS and all(len(o.params) == 2 for o in overloads):
+        return comparison(overloads[0].name)
     if len(overloads) == 1 and not any(
         p in (QUANTITY, SEMVER, LIST, LIST_STRING, DYN) for p in overloads[0].params
     ):
@@ -259,7 +138,7 @@ def _runtime_impl(overloads: Sequence[Overload]) -> Callable[..., Any]:
 
         def call_plain(*args: Any) -> Any:
             try:
-                return _encode(single(*args))
+                return encode(single(*args))
             except LibraryError as error:
                 raise ValueError(str(error)) from None
 
@@ -269,7 +148,7 @@ def _runtime_impl(overloads: Sequence[Overload]) -> Callable[..., Any]:
 
     def call(*args: Any) -> Any:
         try:
-            return _encode(dispatch(overloads, [_decode(a) for a in args]))
+            return encode(dispatch(overloads, [decode(a) for a in args]))
         except LibraryError as error:
             raise ValueError(str(error)) from None
 
@@ -332,20 +211,20 @@ class _CelExprProgram(Program):
         try:
             result = self._expression.eval(activation)
         except RuntimeError as error:
-            raise CelEvalError(_scrub(str(error))) from None
+            raise CelEvalError(scrub(str(error))) from None
         value = result.value()
         if value is True or value is False:
             return value
         if result.type() == cel.Type.ERROR:
-            raise CelEvalError(_scrub(str(value)))
+            raise CelEvalError(scrub(str(value)))
         try:
-            value = _decode(value if isinstance(value, int | float | str) else result.plain_value())
+            value = decode(value if isinstance(value, int | float | str) else result.plain_value())
         except ValueError as error:
-            raise CelEvalError(_scrub(str(error))) from None
-        if isinstance(value, str) and _TAG_KEY in value:
+            raise CelEvalError(scrub(str(error))) from None
+        if isinstance(value, str) and TAG_KEY in value:
             # A quantity or semver joined into a string (`dyn(quantity("1")) + "x"`): Kubernetes
             # has no such overload.
-            raise CelEvalError(_NOT_A_STRING)
+            raise CelEvalError(NOT_A_STRING)
         wanted = self.environment.result
         if wanted is not None and type(value) is not _RESULT_TYPES[wanted]:
             raise CelEvalError(f"must evaluate to {wanted}, not {type(value).__name__}")
@@ -446,7 +325,7 @@ class CelExprEngine(Engine):
 
     def activation(self, environment: Environment, variables: Mapping[str, Any]) -> Any:
         data = {
-            name: _encode(value) if isinstance(value, Quantity | Semver) else value
+            name: encode(value) if isinstance(value, Quantity | Semver) else value
             for name, value in variables.items()
         }
         return self._environment(environment).runtime.Activation(data)
@@ -456,8 +335,8 @@ class CelExprEngine(Engine):
 
         value = {
             "driver": device.driver,
-            "attributes": _encode(device.attributes),
-            "capacity": _encode(device.capacity),
+            "attributes": encode(device.attributes),
+            "capacity": encode(device.capacity),
             "allowMultipleAllocations": device.allow_multiple_allocations,
         }
         return self._environment(SELECTOR).runtime.Activation({"device": value})
@@ -469,7 +348,7 @@ def _folded_literal(function: str, argument: str) -> str | None:
         value = _quantity_or_semver(function, argument)
     except LibraryError:
         return None
-    encoded = str(_encode(value))
+    encoded = str(encode(value))
     return '"' + encoded.replace("\x01", "\\x01").replace("\x02", "\\x02") + '"'
 
 

@@ -1,0 +1,201 @@
+"""The API server, as the live source talks to it: paths, one call, the connection, and what an
+answer means.
+
+`Api` wraps kubernetes.aio's `ApiClient` (`param_serialize` + `call_api`: kubeconfig or
+service-account auth, TLS, proxies, token refresh) and returns raw aiohttp responses; the live
+source (`app/cluster/live.py`) and the per-kind watchers (`app/cluster/watch.py`) read them as
+raw dicts, never as the client's model classes (why: live.py's docstring). The helpers below
+turn an answer into a raw object or the error it stands for (410 Gone is its own error: only a
+relist helps).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeGuard
+from urllib.parse import quote
+
+import aiohttp
+import orjson
+from kubernetes.aio import client as k8s
+from kubernetes.aio import config as k8s_config
+
+from app.cluster.view import Kind, Obj
+from app.config.settings import ClusterSource as SourceKind
+from app.config.settings import Settings
+from app.errors import ConfigError
+
+logger = logging.getLogger(__name__)
+
+Connect = Callable[[], Awaitable[k8s.ApiClient]]
+
+RESOURCE_API = "/apis/resource.k8s.io/v1"
+COLLECTIONS: dict[Kind, str] = {
+    Kind.NAMESPACE: "/api/v1/namespaces",
+    Kind.DEVICE_CLASS: f"{RESOURCE_API}/deviceclasses",
+    Kind.RESOURCE_SLICE: f"{RESOURCE_API}/resourceslices",
+    Kind.RESOURCE_CLAIM: f"{RESOURCE_API}/resourceclaims",
+    Kind.RESOURCE_CLAIM_TEMPLATE: f"{RESOURCE_API}/resourceclaimtemplates",
+    Kind.RESOURCE_QUOTA: "/api/v1/resourcequotas",
+}
+"""Where each kind is listed and watched, across all namespaces (see docs/rbac.md)."""
+MERGE_PATCH = "application/merge-patch+json"
+
+
+def api_path(*segments: str) -> str:
+    """An API path from its segments, each percent-quoted (a '/' or '..' in a name stays data)."""
+    return "/" + "/".join(quote(segment, safe="") for segment in segments)
+
+
+class Api:
+    """The requests the source makes, through a kubernetes.aio ApiClient, answered raw."""
+
+    def __init__(self, client: k8s.ApiClient) -> None:
+        self.client = client
+
+    async def open(
+        self,
+        method: str,
+        path: str,
+        *,
+        query: list[tuple[str, str]] | None = None,
+        body: Obj | None = None,
+        timeout: float,
+        content_type: str = "application/json",
+    ) -> aiohttp.ClientResponse:
+        """Send one request; the response with its body not read yet (the caller releases it)."""
+        params = await self.client.param_serialize(
+            method=method,
+            resource_path=path,
+            query_params=query or None,
+            header_params={"Accept": "application/json", "Content-Type": content_type},
+            body=body,
+            auth_settings=["BearerToken"],
+        )
+        rest = await self.client.call_api(*params, _request_timeout=timeout)
+        response: aiohttp.ClientResponse = rest.response
+        return response
+
+    async def request(
+        self,
+        method: str,
+        path: str,
+        *,
+        body: Obj | None = None,
+        timeout: float,
+        content_type: str = "application/json",
+    ) -> tuple[int, bytes]:
+        """Send one request; its status and whole body."""
+        response = await self.open(
+            method, path, body=body, timeout=timeout, content_type=content_type
+        )
+        try:
+            return response.status, await response.read()
+        finally:
+            response.release()
+
+    async def close(self) -> None:
+        await self.client.close()  # type: ignore[no-untyped-call]
+
+
+def check_config(settings: Settings) -> None:
+    """Fail early, with a plain message, when the cluster credentials cannot be read."""
+    try:
+        if settings.cluster_source is SourceKind.IN_CLUSTER:
+            k8s_config.load_incluster_config(client_configuration=k8s.Configuration())  # type: ignore[no-untyped-call]
+        else:
+            if settings.kubeconfig is None:
+                raise ConfigError("the kubeconfig cluster source needs a kubeconfig file")
+            k8s_config.list_kube_config_contexts(str(settings.kubeconfig))  # type: ignore[no-untyped-call]
+    except ConfigError:
+        raise
+    except Exception as exc:  # the loaders raise ConfigException, OSError, YAMLError...
+        raise ConfigError(f"{_credentials(settings)}: {exc}") from exc
+
+
+async def connect(settings: Settings) -> k8s.ApiClient:
+    """An API client for the settings' kubeconfig or in-cluster service account."""
+    configuration = k8s.Configuration()
+    try:
+        if settings.cluster_source is SourceKind.IN_CLUSTER:
+            k8s_config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
+        else:
+            await k8s_config.load_kube_config(  # type: ignore[no-untyped-call]
+                config_file=str(settings.kubeconfig),
+                client_configuration=configuration,
+                persist_config=False,
+            )
+    except Exception as exc:
+        raise ConfigError(f"{_credentials(settings)}: {exc}") from exc
+    return k8s.ApiClient(configuration)
+
+
+def _credentials(settings: Settings) -> str:
+    if settings.cluster_source is SourceKind.IN_CLUSTER:
+        return "in-cluster service account"
+    return f"kubeconfig {settings.kubeconfig}"
+
+
+class GoneError(Exception):
+    """410: the resourceVersion (or continue token) is too old; only a fresh list helps."""
+
+
+class StatusError(Exception):
+    """The API server answered a list or watch with an error status."""
+
+
+async def read_json(response: aiohttp.ClientResponse) -> Obj:
+    try:
+        data = await response.read()
+    finally:
+        response.release()
+    if response.status != 200:
+        raise error_for(response.status, data)
+    body = orjson.loads(data)
+    if not isinstance(body, dict):
+        raise ValueError("list response is not an object")
+    return body
+
+
+def is_namespace(found: Any, name: str) -> TypeGuard[Obj]:
+    """Whether an answer to GET /api/v1/namespaces/<name> is that Namespace."""
+    if not isinstance(found, dict) or found.get("kind") != "Namespace":
+        return False
+    if found.get("apiVersion") != "v1":
+        return False
+    meta = found.get("metadata")
+    return isinstance(meta, dict) and meta.get("name") == name
+
+
+def error_for(status: int, body: bytes) -> Exception:
+    text = status_text(status, body)
+    return GoneError(text) if status == 410 else StatusError(text)
+
+
+def status_text(status: int, body: bytes) -> str:
+    """`<code> <reason>: <message>` from a Status body, or the start of whatever came back."""
+    try:
+        parsed = orjson.loads(body)
+    except orjson.JSONDecodeError:
+        parsed = None
+    if isinstance(parsed, dict) and parsed.get("kind") == "Status":
+        reason = parsed.get("reason") or ""
+        return f"{status} {reason}: {parsed.get('message') or ''}".replace(" :", ":")
+    return f"HTTP {status}: {body[:200].decode('utf-8', 'replace')}"
+
+
+def object_or(body: bytes, fallback: Obj) -> Obj:
+    """The object in a response body, or `fallback` when the body is not one."""
+    try:
+        found = orjson.loads(body)
+    except orjson.JSONDecodeError:
+        return fallback
+    return (
+        found if isinstance(found, dict) and isinstance(found.get("metadata"), dict) else fallback
+    )
+
+
+def describe(exc: BaseException) -> str:
+    text = str(exc)
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
