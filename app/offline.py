@@ -200,3 +200,33 @@ def _count(
             entry.resources.add(item.resource)
             if compiled.mappings.resolve(item.resource, view) is None:
                 entry.unmapped.add(item.resource)
+
+
+def classify(
+    where: str, obj: Obj, mode: str, compiled: Compiled, view: ClusterView
+) -> NamespaceReport:
+    """One object's verdict, as the report of a namespace holding only it.
+
+    For callers that stream objects (`app.report`, over the live cluster): the classification is
+    the one `report` applies, object by object, and `merge` adds it to a namespace's totals.
+    """
+    meta = obj.get("metadata") if isinstance(obj.get("metadata"), dict) else {}
+    assert isinstance(meta, dict)
+    entry = NamespaceReport(str(meta.get("namespace") or ""), mode)
+    _count(entry, where, obj, compiled, view)
+    return entry
+
+
+def merge(into: NamespaceReport, part: NamespaceReport) -> None:
+    """Add `part`'s counts and findings to `into`, field by field (numbers add, lists extend,
+    sets join), so a field added to NamespaceReport is carried without a change here."""
+    for name in into.__dataclass_fields__:
+        mine, theirs = getattr(into, name), getattr(part, name)
+        if isinstance(mine, (bool, str)):
+            continue
+        if isinstance(mine, int):
+            setattr(into, name, mine + theirs)
+        elif isinstance(mine, list):
+            mine.extend(theirs)
+        elif isinstance(mine, set):
+            mine |= theirs
