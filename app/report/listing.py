@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
+import aiohttp
 import orjson
 from kubernetes.aio import client as k8s
 from kubernetes.aio import config as k8s_config
@@ -144,7 +145,7 @@ class Cluster:
         path: str,
         *,
         query: list[tuple[str, str]] | None = None,
-        body: bytes | None = None,
+        body: Obj | None = None,
         content_type: str = "application/json",
     ) -> tuple[int, bytes]:
         params = await self.client.param_serialize(
@@ -157,7 +158,7 @@ class Cluster:
         )
         try:
             rest = await self.client.call_api(*params, _request_timeout=REQUEST_TIMEOUT)
-        except Exception as exc:  # aiohttp's connection errors, timeouts
+        except (aiohttp.ClientError, TimeoutError, OSError) as exc:
             raise ReportError(
                 f"report: {method} {path}: cannot reach the API server: {_describe(exc)}"
             ) from exc
@@ -205,7 +206,7 @@ class Cluster:
         path = resource.item(meta["namespace"], meta["name"])
         query = [("fieldManager", FIELD_MANAGER), ("force", "true")]
         status, data = await self._send(
-            "PATCH", path, query=query, body=orjson.dumps(obj), content_type=APPLY_PATCH
+            "PATCH", path, query=query, body=obj, content_type=APPLY_PATCH
         )
         if status not in (200, 201):
             raise _failure(status, data, "patch", resource, f"in namespace {meta['namespace']}")

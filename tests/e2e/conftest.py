@@ -35,6 +35,7 @@ JOURNEYS = (
     "defaults",
     "satisfiability",
     "cel-cost",
+    "report",
     "faults",
     "latency",
 )
