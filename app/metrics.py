@@ -26,6 +26,7 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Protocol
 
+from cryptography import x509
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client import values as prometheus_values
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
@@ -75,7 +76,13 @@ def closed(value: str, allowed: frozenset[str]) -> str:
 _CHILDREN_LIMIT = 1024
 """Raw label values remembered per metric (a kind name comes from the review: bounded)."""
 
-LATENCY_BUCKETS = (0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.5, 1.0)
+LATENCY_BUCKETS = (
+    *(0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.5, 1.0),
+    *(2.5, 5.0, 10.0, 30.0),
+)
+"""Sub-millisecond up to 1 s where reviews are answered; then up to the API server's largest
+timeoutSeconds (30), so a p99 near half a webhook's timeout (the DraWebhookSlowAdmissions alert)
+falls between two finite buckets instead of in +Inf."""
 
 MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
 """The variable prometheus-client reads at import to switch to per-process files."""
@@ -182,6 +189,13 @@ class Metrics:
             registry=self.registry,
             multiprocess_mode="livemax",
         )
+        self.ready = Gauge(
+            "dra_webhook_ready",
+            "1 when /readyz answers 200 (every kind of the cluster view listed, none stale), "
+            "else 0 (with several workers: 1 only when every live worker is).",
+            registry=self.registry,
+            multiprocess_mode="livemin",
+        )
         self._collectors: list[Collector] = []
         # The labelled children of the per-review metrics, by their raw label values: `labels()`
         # validates and looks them up on every call (~1 µs each), on every review. The label
@@ -231,9 +245,22 @@ class Metrics:
         self._collectors.append(collector)
         self.registry.register(collector)
 
+    def watch_migration(self, progress: MigrationCounts) -> None:
+        """Expose the legacy workloads the PolicyReports count, read at every scrape."""
+        collector = _MigrationCollector(progress)
+        self._collectors.append(collector)
+        self.registry.register(collector)
+
+    def watch_certificate(self, cert_file: Path) -> None:
+        """Expose the serving certificate's notAfter, read from `cert_file` at scrape time."""
+        collector = _CertificateCollector(cert_file)
+        self._collectors.append(collector)
+        self.registry.register(collector)
+
     def observe_view(self, view: ClusterView) -> None:
         """Copy the cluster view's sync state and sizes into the gauges."""
         synced, stale = view.synced_kinds(), view.stale_kinds
+        self.ready.set(1 if len(synced) == len(Kind) and not stale else 0)
         for kind in Kind:
             self.cluster_synced.labels(kind.value).set(1 if kind in synced else 0)
             self.cluster_stale.labels(kind.value).set(1 if kind in stale else 0)
@@ -263,6 +290,86 @@ class TransportCounters(Protocol):
 
     @property
     def refused(self) -> Mapping[str, int]: ...
+
+
+class MigrationCounts(Protocol):
+    """What the PolicyReports say (`app.cluster.progress.MigrationProgress`)."""
+
+    @property
+    def counts(self) -> Mapping[tuple[str, str], int]: ...
+
+    @property
+    def read_errors(self) -> int: ...
+
+    @property
+    def last_read(self) -> float | None: ...
+
+
+MIGRATION_SERIES_LIMIT = 10_000
+"""Namespaces shown at most: one series per namespace, a cluster-sized, not review-sized, set."""
+
+
+class _MigrationCollector(Collector):
+    def __init__(self, progress: MigrationCounts) -> None:
+        self._progress = progress
+
+    def collect(self) -> Iterator[Metric]:
+        gauge = GaugeMetricFamily(
+            "dra_webhook_legacy_workloads",
+            "Workloads still asking for a legacy extended resource, by namespace and mode, as "
+            "the last `dra-webhook report --policy-reports` found them (its PolicyReports).",
+            labels=("namespace", "mode"),
+        )
+        for (namespace, mode), count in sorted(self._progress.counts.items())[
+            :MIGRATION_SERIES_LIMIT
+        ]:
+            gauge.add_metric((namespace, mode), count)
+        yield gauge
+        yield CounterMetricFamily(
+            "dra_webhook_legacy_workloads_read_errors",
+            "Failed reads of the PolicyReports behind dra_webhook_legacy_workloads.",
+            value=self._progress.read_errors,
+        )
+        if self._progress.last_read is not None:
+            yield GaugeMetricFamily(
+                "dra_webhook_legacy_workloads_last_read_timestamp_seconds",
+                "Unix time the PolicyReports were last read.",
+                value=self._progress.last_read,
+            )
+
+
+class _CertificateCollector(Collector):
+    """The notAfter of the certificate on disk (the one the next TLS handshake serves: the
+    server reloads rotated files, app.certs.CertReloader), parsed again only when the file
+    changes. An unreadable file exports nothing: the certificate alert then cannot fire, but the
+    server would not have started without one."""
+
+    def __init__(self, cert_file: Path) -> None:
+        self._file = cert_file
+        self._stamp: tuple[int, int, int] | None = None
+        self._not_after: float | None = None
+
+    def _read(self) -> float | None:
+        try:
+            st = self._file.stat()
+            stamp = (st.st_ino, st.st_mtime_ns, st.st_size)
+            if stamp != self._stamp:
+                cert = x509.load_pem_x509_certificate(self._file.read_bytes())
+                self._not_after = cert.not_valid_after_utc.timestamp()
+                self._stamp = stamp
+        except (OSError, ValueError):
+            return None
+        return self._not_after
+
+    def collect(self) -> Iterator[Metric]:
+        not_after = self._read()
+        if not_after is not None:
+            yield GaugeMetricFamily(
+                "dra_webhook_serving_certificate_expiry_timestamp_seconds",
+                "notAfter of the serving certificate, as a Unix time (the "
+                "DraWebhookCertificateExpiring alert).",
+                value=not_after,
+            )
 
 
 class _TransportCollector(Collector):

@@ -109,6 +109,9 @@ class Settings(BaseSettings):
     watch still brings it as soon as it is created)."""
     namespace_not_found_entries: int = Field(default=4096, ge=1)
     """How many such answers are remembered (least recently asked forgotten first)."""
+    migration_gauge_interval_seconds: float = Field(default=0.0, ge=0)
+    """With a live view: every this many seconds, read the PolicyReports `dra-webhook report
+    --policy-reports` writes into `dra_webhook_legacy_workloads` (app.cluster.progress); 0: off."""
 
     @model_validator(mode="after")
     def _budget_holds_one_review(self) -> Settings:

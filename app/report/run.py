@@ -19,9 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TextIO
 
-from app.cluster.view import ClusterView, Kind
-from app.config import Policy
-from app.report.listing import (
+from app.cluster.listing import (
     DEVICE_CLASSES,
     NAMESPACES,
     POLICY_REPORTS,
@@ -31,6 +29,8 @@ from app.report.listing import (
     Resource,
     connect,
 )
+from app.cluster.view import ClusterView, Kind
+from app.config import Policy
 from app.report.policyreport import Fix, policy_report
 from app.report.progress import Progress
 from app.report.tally import NO_MODE, Tally

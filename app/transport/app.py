@@ -21,12 +21,15 @@ from fastapi import Request as HttpRequest
 from fastapi.responses import Response
 from starlette.requests import ClientDisconnect
 
+from app.certs import TLS_CERT
 from app.cluster.factory import build_source
+from app.cluster.progress import MigrationProgress
 from app.cluster.source import ClusterSource
 from app.cluster.stats import SourceStats
 from app.cluster.templates import ManagedTemplates
 from app.cluster.view import ClusterView, Kind
 from app.config import Policy, Settings, load_policy
+from app.config.settings import ClusterSource as ClusterSourceKind
 from app.errors import ReviewError, TemplateConflictError, TemplateCreateError
 from app.k8s.templates import template_mismatch
 from app.logs import log_fields
@@ -363,6 +366,10 @@ def create_app(
     metrics.watch_cel(pipeline.compiled.cel.cache, pipeline.compiled.cel.index)
     webhook = _Webhook(settings, pipeline, source, metrics)
     metrics.watch_transport(webhook.stats)
+    metrics.watch_certificate(settings.cert_dir / TLS_CERT)
+    progress = _migration_progress(settings)
+    if progress is not None:
+        metrics.watch_migration(progress)
     housekeeping = _Housekeeping(settings, webhook, health_listener)
 
     @asynccontextmanager
@@ -381,14 +388,20 @@ def create_app(
             if metrics.multiprocess_dir is not None
             else None
         )
+        reader = (
+            asyncio.create_task(progress.run(), name="migration progress")
+            if progress is not None
+            else None
+        )
         try:
             # uvicorn hands the lifespan state to every connection: the protocol counts there
             yield {STATS: webhook.stats}
         finally:
-            if refresher is not None:
-                refresher.cancel()
-                with suppress(asyncio.CancelledError):
-                    await refresher
+            for task in (refresher, reader):
+                if task is not None:
+                    task.cancel()
+                    with suppress(asyncio.CancelledError):
+                        await task
             await source.stop()
             metrics.close()
             await housekeeping.stop()
@@ -480,6 +493,16 @@ def _readiness(view: ClusterView) -> tuple[bool, bytes]:
         return True, b'{"ready":true}'
     missing = sorted(k.value for k in Kind if k not in view.synced_kinds())
     return False, orjson.dumps({"ready": False, "unsynced": missing, "stale": sorted(stale)})
+
+
+def _migration_progress(settings: Settings) -> MigrationProgress | None:
+    """The reader of the report's PolicyReports, when asked for and the view is live."""
+    interval = settings.migration_gauge_interval_seconds
+    if interval <= 0 or settings.cluster_source is ClusterSourceKind.STATIC:
+        return None
+    from app.cluster.live import connect  # kubernetes.aio: only when used
+
+    return MigrationProgress(lambda: connect(settings), interval)
 
 
 async def _refresh_view_gauges(metrics: Metrics, source: ClusterSource) -> None:

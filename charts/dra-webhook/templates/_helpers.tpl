@@ -241,3 +241,10 @@ namespaceSelector:
       operator: NotIn
       values: {{ include "dra-webhook.exemptNamespaces" $root }}
 {{- end }}
+
+{{/* Seconds between the webhook's reads of the report's PolicyReports; 0: no gauge. */}}
+{{- define "dra-webhook.migrationGaugeInterval" -}}
+{{- if and .Values.report.enabled .Values.report.policyReports }}
+{{- .Values.report.gaugeIntervalSeconds }}
+{{- else }}0{{ end }}
+{{- end }}

@@ -1,4 +1,5 @@
-"""The report's requests to the API server: paged lists and PolicyReport writes.
+"""Paged lists and PolicyReport writes: the requests of `dra-webhook report` (app.report) and
+of the webhook's gauge of legacy workloads (app.cluster.progress).
 
 A list is read one page at a time (`limit`/`continue`) and each page is handed to the caller
 before the next is asked for, so the report holds one page of objects at most, whatever the
@@ -7,8 +8,8 @@ them on the list only): `pages` adds them, so the policies see the objects as ad
 
 Requests go through kubernetes.aio's `ApiClient` (kubeconfig or service-account auth, TLS,
 proxies, token refresh) answered raw, as the webhook's live source does (`app.cluster.live`
-says why not the generated API classes). This module is the report's own: the live source
-watches, the report lists once and writes.
+says why not the generated API classes). The live source keeps a view current by list+watch;
+these are one-off lists, read once and dropped, and server-side applies.
 
 A 403 is the one failure the operator must act on; it becomes `ForbiddenError`, whose text names
 the verb, the resource and its group, in one line (docs/rbac.md, "The report").
@@ -168,11 +169,13 @@ class Cluster:
         finally:
             response.release()
 
-    async def pages(self, resource: Resource) -> AsyncIterator[Page]:
-        """Every object of `resource` in the cluster, a page at a time."""
+    async def pages(self, resource: Resource, selector: str = "") -> AsyncIterator[Page]:
+        """Every object of `resource` in the cluster (with these labels), a page at a time."""
         token: str | None = None
         while True:
             query = [("limit", str(self.page_size))]
+            if selector:
+                query.append(("labelSelector", selector))
             if token is not None:
                 query.append(("continue", token))
             status, data = await self._send("GET", resource.collection, query=query)
