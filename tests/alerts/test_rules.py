@@ -11,6 +11,7 @@ each must name a section of docs/operations.md that exists.
 
 from __future__ import annotations
 
+import copy
 import re
 import shutil
 import subprocess
@@ -56,7 +57,7 @@ def rendered() -> Obj:
 def workdir(rendered: Obj, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """rules.yaml (descriptions dropped) and the test files, side by side."""
     folder = tmp_path_factory.mktemp("alerts")
-    groups = rendered["spec"]["groups"]
+    groups = copy.deepcopy(rendered["spec"]["groups"])
     for rule in (r for g in groups for r in g["rules"]):
         rule.get("annotations", {}).pop("description", None)
     (folder / "rules.yaml").write_text(yaml.safe_dump({"groups": groups}))
