@@ -115,6 +115,9 @@ class Page:
 async def connect(kubeconfig: Path | None) -> k8s.ApiClient:
     """A client for `kubeconfig`, or for this pod's service account when None."""
     configuration = k8s.Configuration()
+    if kubeconfig is not None and not kubeconfig.is_file():
+        # checked here: the loader would log a line of its own before raising
+        raise ReportError(f"report: kubeconfig {kubeconfig}: no such file")
     try:
         if kubeconfig is None:
             k8s_config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]

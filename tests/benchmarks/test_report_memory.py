@@ -2,7 +2,8 @@
 
 The report runs as a child process against a test API server (tests/report/fake_cluster.py,
 which makes each page's objects when asked, so the cluster itself is held nowhere); its peak
-RSS comes from wait4. Pods are spread over 50 namespaces, one in four asks for nvidia.com/gpu.
+RSS is the child's own VmHWM (tests/report/peak.py says why not wait4's). Pods are
+spread over 50 namespaces, one in four asks for nvidia.com/gpu.
 
 Run: `.venv/bin/pytest tests/benchmarks/test_report_memory.py --benchmark-only -s`. The figures
 are printed and kept in the benchmark's extra_info (docs/benchmarks.md, "Live report").
@@ -10,9 +11,6 @@ are printed and kept in the benchmark's extra_info (docs/benchmarks.md, "Live re
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +19,7 @@ from pytest_benchmark.fixture import BenchmarkFixture
 
 from tests.report.conftest import Running
 from tests.report.fake_cluster import FakeCluster, namespace, pod
+from tests.report.peak import run_report
 
 NAMESPACES = 50
 Obj = dict[str, Any]
@@ -45,15 +44,11 @@ def _populate(cluster: FakeCluster, pods: int) -> None:
 
 
 def peak_rss_kib(kubeconfig: Path, page_size: int, *extra: str) -> int:
-    process = subprocess.Popen(
-        [sys.executable, "-m", "app.cli", "report", "--kubeconfig", str(kubeconfig),
-         "--page-size", str(page_size), "--output", "json", *extra],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )  # fmt: skip
-    _, status, usage = os.wait4(process.pid, 0)
-    process.returncode = os.waitstatus_to_exitcode(status)
-    assert process.returncode == 0
-    return usage.ru_maxrss
+    code, _, err, peak = run_report(
+        "--kubeconfig", str(kubeconfig), "--page-size", str(page_size), "--output", "json", *extra
+    )
+    assert code == 0, err
+    return peak
 
 
 @pytest.mark.parametrize("pods", [2_000, 20_000])
