@@ -24,6 +24,8 @@ from collections.abc import Awaitable, Callable
 from kubernetes.aio import client as k8s
 
 from app.cluster.listing import POLICY_REPORTS, Cluster, ReportError
+from app.config.settings import ClusterSource as SourceKind
+from app.config.settings import Settings
 from app.k8s.policyreports import MODE_LABEL, NO_MODE_VALUE, SELECTOR
 
 logger = logging.getLogger(__name__)
@@ -43,6 +45,16 @@ class MigrationProgress:
         self.read_errors = 0
         self.last_read: float | None = None
         """Unix time of the last successful read."""
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> MigrationProgress | None:
+        """The reader the settings ask for: None when off or without a live view."""
+        interval = settings.migration_gauge_interval_seconds
+        if interval <= 0 or settings.cluster_source is SourceKind.STATIC:
+            return None
+        from app.cluster.live import connect  # kubernetes.aio config: only when used
+
+        return cls(lambda: connect(settings), interval)
 
     async def read(self, cluster: Cluster) -> None:
         """List our PolicyReports once and replace the counts."""

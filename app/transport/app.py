@@ -29,7 +29,6 @@ from app.cluster.stats import SourceStats
 from app.cluster.templates import ManagedTemplates
 from app.cluster.view import ClusterView, Kind
 from app.config import Policy, Settings, load_policy
-from app.config.settings import ClusterSource as ClusterSourceKind
 from app.errors import ReviewError, TemplateConflictError, TemplateCreateError
 from app.k8s.templates import template_mismatch
 from app.logs import log_fields
@@ -367,7 +366,7 @@ def create_app(
     webhook = _Webhook(settings, pipeline, source, metrics)
     metrics.watch_transport(webhook.stats)
     metrics.watch_certificate(settings.cert_dir / TLS_CERT)
-    progress = _migration_progress(settings)
+    progress = MigrationProgress.from_settings(settings)
     if progress is not None:
         metrics.watch_migration(progress)
     housekeeping = _Housekeeping(settings, webhook, health_listener)
@@ -493,16 +492,6 @@ def _readiness(view: ClusterView) -> tuple[bool, bytes]:
         return True, b'{"ready":true}'
     missing = sorted(k.value for k in Kind if k not in view.synced_kinds())
     return False, orjson.dumps({"ready": False, "unsynced": missing, "stale": sorted(stale)})
-
-
-def _migration_progress(settings: Settings) -> MigrationProgress | None:
-    """The reader of the report's PolicyReports, when asked for and the view is live."""
-    interval = settings.migration_gauge_interval_seconds
-    if interval <= 0 or settings.cluster_source is ClusterSourceKind.STATIC:
-        return None
-    from app.cluster.live import connect  # kubernetes.aio: only when used
-
-    return MigrationProgress(lambda: connect(settings), interval)
 
 
 async def _refresh_view_gauges(metrics: Metrics, source: ClusterSource) -> None:

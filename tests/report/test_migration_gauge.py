@@ -9,6 +9,7 @@ import pytest
 
 from app.cluster.listing import Cluster, connect
 from app.cluster.progress import MigrationProgress
+from app.config.settings import ClusterSource, Settings
 from app.metrics import Metrics
 from tests.report.fake_cluster import FakeCluster
 
@@ -83,3 +84,14 @@ def test_a_forbidden_read_is_counted_and_retried_keeping_the_last_counts(
     assert progress.read_errors >= 2
     assert progress.counts == {}
     assert progress.reads == 0
+
+
+def test_the_webhook_reads_the_reports_only_when_asked_and_with_a_live_view(
+    kubeconfig: Path,
+) -> None:
+    live = Settings(cluster_source=ClusterSource.KUBECONFIG, kubeconfig=kubeconfig)
+    assert MigrationProgress.from_settings(live) is None  # the default interval, 0: off
+    on = live.model_copy(update={"migration_gauge_interval_seconds": 300})
+    assert MigrationProgress.from_settings(on) is not None
+    static = Settings(migration_gauge_interval_seconds=300)
+    assert MigrationProgress.from_settings(static) is None
