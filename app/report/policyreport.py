@@ -38,6 +38,11 @@ from app.report.tally import NO_MODE, Finding, Namespace
 
 Obj = dict[str, Any]
 
+MAX_RESULTS = 1000
+"""Results written per report at most (the failing ones first): an object in etcd is limited to
+~1.5 MB and a result is ~0.5 KB. The summary still counts every workload; the annotation
+TRUNCATED_ANNOTATION says how many results were left out."""
+TRUNCATED_ANNOTATION = "dra-webhook/results-omitted"
 POLICY = "dra-webhook"
 LEGACY_RULE = "no-legacy-extended-resources"
 INVALID_RULE = "pod-spec-parses"
@@ -77,17 +82,23 @@ def policy_report(entry: Namespace, modes: NamespaceModes, fix: Fix, now: dt.dat
     summary = {"pass": entry.passed, "fail": 0, "warn": 0, "error": 0, "skip": 0}
     for item in results:
         summary[item["result"]] += 1
+    metadata: Obj = {
+        "name": REPORT_NAME,
+        "namespace": entry.report.namespace,
+        "labels": {
+            MANAGED_BY_LABEL: MANAGED_BY,
+            MODE_LABEL: NO_MODE_VALUE if mode == NO_MODE else mode,
+        },
+        # always present, so an apply after a truncated run clears the count
+        "annotations": {TRUNCATED_ANNOTATION: str(max(0, len(results) - MAX_RESULTS))},
+    }
+    if len(results) > MAX_RESULTS:
+        order = {"fail": 0, "error": 1, "warn": 2}
+        results = sorted(results, key=lambda r: order[r["result"]])[:MAX_RESULTS]
     return {
         "apiVersion": "wgpolicyk8s.io/v1alpha2",
         "kind": "PolicyReport",
-        "metadata": {
-            "name": REPORT_NAME,
-            "namespace": entry.report.namespace,
-            "labels": {
-                MANAGED_BY_LABEL: MANAGED_BY,
-                MODE_LABEL: NO_MODE_VALUE if mode == NO_MODE else mode,
-            },
-        },
+        "metadata": metadata,
         "summary": summary,
         "results": results,
     }

@@ -168,3 +168,13 @@ def test_the_progress_bar_is_drawn_on_a_terminal_only() -> None:
     progress.update("namespaces", 3, None)
     progress.done()
     assert tty.getvalue().endswith("\r\x1b[2K")
+
+
+def test_in_cluster_outside_a_pod_is_one_line(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
+    code, _, err = run(capsys, "report", "--in-cluster")
+    assert code == 2
+    (line,) = err.strip().splitlines()
+    assert line.startswith("dra-webhook: report: in-cluster service account:")
