@@ -95,14 +95,15 @@ def _parser() -> argparse.ArgumentParser:
     )
 
     report = sub.add_parser(
-        "report", help="say which namespaces are ready for dra-only, from a cluster dump"
+        "report",
+        help="say which namespaces are ready for dra-only, from a cluster dump or the live cluster",
     )
     report.add_argument(
         "dump",
-        nargs="+",
+        nargs="*",
         type=Path,
         help="output of kubectl get pods,deployments,statefulsets,daemonsets,"
-        "replicasets,jobs,cronjobs -A -o json (or yaml)",
+        "replicasets,jobs,cronjobs -A -o json (or yaml); or --kubeconfig / --in-cluster",
     )
     _offline_args(report)
 
@@ -133,6 +134,23 @@ def _parser() -> argparse.ArgumentParser:
     )
     migrate.add_argument("--kubectl", default="kubectl", help="renders kustomize overlays")
     migrate.add_argument("--helm", default="helm", help="renders Helm charts")
+    live = report.add_mutually_exclusive_group()
+    live.add_argument(
+        "--kubeconfig", type=Path, default=None, help="list the cluster of this kubeconfig"
+    )
+    live.add_argument("--in-cluster", action="store_true", help="list the cluster this pod runs in")
+    report.add_argument(
+        "--policy-reports",
+        action="store_true",
+        help="with --kubeconfig/--in-cluster: create or update one PolicyReport "
+        "(wgpolicyk8s.io/v1alpha2) per namespace",
+    )
+    report.add_argument(
+        "--page-size",
+        type=int,
+        default=500,
+        help="objects per list request (default 500): the most the report holds at once",
+    )
     return parser
 
 
@@ -175,9 +193,47 @@ def _run_check(args: argparse.Namespace) -> int:
 
 
 def _run_report(args: argparse.Namespace) -> int:
+    if args.kubeconfig is not None or args.in_cluster:
+        return _run_live_report(args)
+    if args.policy_reports:
+        raise ConfigError("report: --policy-reports needs --kubeconfig or --in-cluster")
+    if not args.dump:
+        raise ConfigError("report: name cluster dump files, or pass --kubeconfig or --in-cluster")
     pipeline = _offline_pipeline(args)
     reports = offline.report(pipeline.policy, pipeline.view, offline.read_objects(args.dump))
-    if args.output == "json":
+    return _print_reports(reports, args.output)
+
+
+def _run_live_report(args: argparse.Namespace) -> int:
+    import asyncio
+
+    from app.report.run import Options, run
+
+    if args.dump or args.cluster_file is not None:
+        raise ConfigError(
+            "report: --kubeconfig/--in-cluster read the cluster itself; "
+            "drop the dump files and --cluster-file"
+        )
+    if args.page_size < 1:
+        raise ConfigError("report: --page-size must be at least 1")
+    options = Options(
+        kubeconfig=None if args.in_cluster else args.kubeconfig,
+        policy_reports=args.policy_reports,
+        page_size=args.page_size,
+    )
+    outcome = asyncio.run(run(load_policy(args.config), options, sys.stderr))
+    code = _print_reports([entry.report for entry in outcome.tally.reports()], args.output)
+    listed = ", ".join(f"{count} {kind}" for kind, count in outcome.listed.items())
+    print(
+        f"listed {listed}; {outcome.tally.owned} counted under their owner"
+        + (f"; {outcome.written} PolicyReports written" if args.policy_reports else ""),
+        file=sys.stderr,
+    )
+    return code
+
+
+def _print_reports(reports: list[offline.NamespaceReport], output: str) -> int:
+    if output == "json":
         rows = [
             {
                 **asdict(r),

@@ -38,6 +38,7 @@ from app.cel.cache import CompileCache
 from app.cel.index import DeviceIndex
 from app.cluster.stats import SourceStats
 from app.cluster.view import ClusterView, Kind
+from app.collectors import CertificateCollector, MigrationCollector, MigrationCounts
 from app.errors import ConfigError
 from app.pipeline import (
     CLAIM_KINDS,
@@ -77,7 +78,13 @@ def closed(value: str, allowed: frozenset[str]) -> str:
 _CHILDREN_LIMIT = 1024
 """Raw label values remembered per metric (a kind name comes from the review: bounded)."""
 
-LATENCY_BUCKETS = (0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.5, 1.0)
+LATENCY_BUCKETS = (
+    *(0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.5, 1.0),
+    *(2.5, 5.0, 10.0, 30.0),
+)
+"""Sub-millisecond up to 1 s where reviews are answered; then up to the API server's largest
+timeoutSeconds (30), so a p99 near half a webhook's timeout (the DraWebhookSlowAdmissions alert)
+falls between two finite buckets instead of in +Inf."""
 
 MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
 """The variable prometheus-client reads at import to switch to per-process files."""
@@ -192,6 +199,13 @@ class Metrics:
             registry=self.registry,
             multiprocess_mode="livemax",
         )
+        self.ready = Gauge(
+            "dra_webhook_ready",
+            "1 when /readyz answers 200 (every kind of the cluster view listed, none stale), "
+            "else 0 (with several workers: 1 only when every live worker is).",
+            registry=self.registry,
+            multiprocess_mode="livemin",
+        )
         self._collectors: list[Collector] = []
         self._watch(_CacheCollector())
         # The labelled children of the per-review metrics, by their raw label values: `labels()`
@@ -249,9 +263,22 @@ class Metrics:
         self._collectors.append(collector)
         self.registry.register(collector)
 
+    def watch_migration(self, progress: MigrationCounts) -> None:
+        """Expose the legacy workloads the PolicyReports count, read at every scrape."""
+        collector = MigrationCollector(progress)
+        self._collectors.append(collector)
+        self.registry.register(collector)
+
+    def watch_certificate(self, cert_file: Path) -> None:
+        """Expose the serving certificate's notAfter, read from `cert_file` at scrape time."""
+        collector = CertificateCollector(cert_file)
+        self._collectors.append(collector)
+        self.registry.register(collector)
+
     def observe_view(self, view: ClusterView) -> None:
         """Copy the cluster view's sync state and sizes into the gauges."""
         synced, stale = view.synced_kinds(), view.stale_kinds
+        self.ready.set(1 if len(synced) == len(Kind) and not stale else 0)
         for kind in Kind:
             self.cluster_synced.labels(kind.value).set(1 if kind in synced else 0)
             self.cluster_stale.labels(kind.value).set(1 if kind in stale else 0)

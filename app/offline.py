@@ -155,13 +155,23 @@ class NamespaceReport:
 
 
 @dataclass(frozen=True, slots=True)
-class _Rules:
+class ReportRules:
     """What the report reads of the policy, built as the webhook builds it."""
 
     legacy: LegacyMatcher
     mappings: MappingResolver
     sharing: SharingRules
     exceptions: Exceptions
+
+    @classmethod
+    def build(cls, policy: Policy, clock: Clock = system_clock) -> ReportRules:
+        parts = Parts(policy, clock=clock)
+        return cls(
+            parts.build(legacy_matcher),
+            parts.build(mapping_resolver),
+            parts.build(sharing_rules),
+            parts.build(policy_exceptions),
+        )
 
 
 def report(
@@ -172,13 +182,7 @@ def report(
 ) -> list[NamespaceReport]:
     """Per namespace: which objects still ask for legacy extended resources; exceptions are
     judged at `clock`'s time."""
-    parts = Parts(policy, clock=clock)
-    rules = _Rules(
-        parts.build(legacy_matcher),
-        parts.build(mapping_resolver),
-        parts.build(sharing_rules),
-        parts.build(policy_exceptions),
-    )
+    rules = ReportRules.build(policy, clock)
     label = policy.namespace_modes.label
     found: dict[str, NamespaceReport] = {}
     owned_by_workload: set[tuple[str, str]] = set()
@@ -211,7 +215,7 @@ def _count(
     entry: NamespaceReport,
     where: str,
     obj: Obj,
-    rules: _Rules,
+    rules: ReportRules,
     view: ClusterView,
 ) -> None:
     kind = str(obj["kind"])
@@ -237,3 +241,35 @@ def _count(
             coverage = cover(rules.exceptions.selecting(kind, obj, labels), legacy)
             if not coverage.rest:
                 entry.excepted[name] = ", ".join(f"{a.name} {a.when()}" for a in coverage.used)
+
+
+def classify(
+    where: str, obj: Obj, mode: str, rules: ReportRules, view: ClusterView
+) -> NamespaceReport:
+    """One object's verdict, as the report of a namespace holding only it.
+
+    For callers that stream objects (`app.report`, over the live cluster): the classification is
+    the one `report` applies, object by object, and `merge` adds it to a namespace's totals.
+    """
+    meta = obj.get("metadata") if isinstance(obj.get("metadata"), dict) else {}
+    assert isinstance(meta, dict)
+    entry = NamespaceReport(str(meta.get("namespace") or ""), mode)
+    _count(entry, where, obj, rules, view)
+    return entry
+
+
+def merge(into: NamespaceReport, part: NamespaceReport) -> None:
+    """Add `part`'s counts and findings to `into`, field by field (numbers add, lists extend,
+    sets join), so a field added to NamespaceReport is carried without a change here."""
+    for name in into.__dataclass_fields__:
+        mine, theirs = getattr(into, name), getattr(part, name)
+        if isinstance(mine, (bool, str)):
+            continue
+        if isinstance(mine, int):
+            setattr(into, name, mine + theirs)
+        elif isinstance(mine, list):
+            mine.extend(theirs)
+        elif isinstance(mine, set):
+            mine |= theirs
+        elif isinstance(mine, dict):
+            mine.update(theirs)

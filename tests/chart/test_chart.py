@@ -116,6 +116,7 @@ def test_the_values_matrix_covers_defaults_cert_manager_self_signed_and_hpa() ->
         "hpa-values",
         "policy-wide-values",
         "external-url-values",
+        "report-values",
     } <= names
 
 
@@ -200,6 +201,12 @@ _REQUIRED_CRD_FIELDS: dict[tuple[str, str], tuple[tuple[str, ...], ...]] = {
         ("metadata", "name"),
         ("spec", "selector"),
         ("spec", "endpoints"),
+    ),
+    # Checked against the upstream CRD by the API server in tests/e2e/test_report.py, and its
+    # rules by promtool in tests/alerts.
+    ("monitoring.coreos.com/v1", "PrometheusRule"): (
+        ("metadata", "name"),
+        ("spec", "groups"),
     ),
 }
 _ISSUER_TYPES = {"selfSigned", "ca", "vault", "venafi", "acme"}

@@ -1,21 +1,28 @@
-"""docs/rbac.md grants exactly what the live source uses: every request it makes is allowed,
+"""docs/rbac.md grants exactly what the code uses: every request the live source makes is allowed,
 and nothing beyond get/list/watch on the six kinds and create, patch and delete on
-resourceclaimtemplates (translation's templates: made, touched, garbage-collected)."""
+resourceclaimtemplates (translation's templates: made, touched, garbage-collected); the report's
+role is exactly what `dra-webhook report --policy-reports` asks for, and the webhook's gauge of
+the report's PolicyReports lists them and does nothing else."""
 
 from __future__ import annotations
 
+import asyncio
 import re
 from pathlib import Path
 
 import pytest
 import yaml
 
+from app.cli import main
+from app.cluster.listing import Cluster, connect
 from app.cluster.live import LiveSource
+from app.cluster.progress import MigrationProgress
 from app.cluster.view import ClusterView, Kind
 from app.config import Settings
 from tests.cluster import objects
 from tests.cluster.conftest import eventually
 from tests.cluster.fake_apiserver import FakeApiServer
+from tests.report.conftest import Running, seed
 
 RBAC_DOC = Path(__file__).resolve().parents[2] / "docs" / "rbac.md"
 VIEW_KINDS = {
@@ -30,10 +37,14 @@ TEMPLATE_WRITES = ("create", "patch", "delete")
 Grant = tuple[str, str, str]  # (apiGroup, resource, verb)
 
 
-def documented_grants() -> set[Grant]:
+def documented_grants(name: str = "dra-webhook") -> set[Grant]:
     blocks = re.findall(r"```yaml\n(.*?)```", RBAC_DOC.read_text(), re.DOTALL)
     documents = [doc for block in blocks for doc in yaml.safe_load_all(block)]
-    (role,) = [doc for doc in documents if doc.get("kind") == "ClusterRole"]
+    (role,) = [
+        doc
+        for doc in documents
+        if doc.get("kind") == "ClusterRole" and doc["metadata"]["name"] == name
+    ]
     return {
         (group, resource, verb)
         for rule in role["rules"]
@@ -86,3 +97,44 @@ async def test_every_request_the_live_source_makes_is_allowed_by_the_documented_
     used = {needed(method, path, query) for method, path, query in apiserver.requests}
     assert used <= documented_grants()
     assert {verb for _, _, verb in used} == {"list", "watch", "create", "get", "patch", "delete"}
+
+
+REPORT_ROLE = "dra-webhook-report"
+
+
+def test_the_report_needs_exactly_the_documented_report_role(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with Running() as cluster:
+        seed(cluster)
+        kubeconfig = cluster.write_kubeconfig(tmp_path / "kubeconfig")
+        assert main(["report", "--kubeconfig", str(kubeconfig), "--policy-reports"]) == 0
+        requests = list(cluster.requests)
+    capsys.readouterr()
+    used = {needed(method, path, query) for method, path, query in requests}
+    # An apply that creates the report is also checked for `create` by the API server (the
+    # test server does not model that check; tests/e2e/test_report.py meets the real one).
+    used.add(("wgpolicyk8s.io", "policyreports", "create"))
+    assert used == documented_grants(REPORT_ROLE)
+
+
+def test_the_webhooks_gauge_only_lists_policy_reports(tmp_path: Path) -> None:
+    with Running() as cluster:
+        kubeconfig = cluster.write_kubeconfig(tmp_path / "kubeconfig")
+
+        async def read() -> None:
+            progress = MigrationProgress(lambda: connect(kubeconfig), interval=1)
+            client = Cluster(await connect(kubeconfig))
+            try:
+                await progress.read(client)
+            finally:
+                await client.close()
+
+        asyncio.run(read())
+        requests = list(cluster.requests)
+    assert {needed(m, p, q) for m, p, q in requests} == {
+        ("wgpolicyk8s.io", "policyreports", "list")
+    }
+    assert (
+        "wgpolicyk8s.io" in RBAC_DOC.read_text().split("**The webhook's gauge of the report.**")[1]
+    )

@@ -37,6 +37,7 @@ JOURNEYS = (
     "defaults",
     "satisfiability",
     "cel-cost",
+    "report",
     "faults",
     "latency",
 )

@@ -298,3 +298,10 @@ clock, so the objects an exception selects are left to the webhook, which judges
 {{- end }}
 {{- if $any }}{{ join " || " $any }}{{ else }}false{{ end }}
 {{- end }}
+
+{{/* Seconds between the webhook's reads of the report's PolicyReports; 0: no gauge. */}}
+{{- define "dra-webhook.migrationGaugeInterval" -}}
+{{- if and .Values.report.enabled .Values.report.policyReports }}
+{{- .Values.report.gaugeIntervalSeconds }}
+{{- else }}0{{ end }}
+{{- end }}

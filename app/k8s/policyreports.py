@@ -1,0 +1,18 @@
+"""What marks the PolicyReports `dra-webhook report --policy-reports` writes.
+
+Shared by the writer (`app.report.policyreport`) and the reader behind the webhook's gauge of
+legacy workloads (`app.cluster.progress`), so the two cannot drift apart.
+"""
+
+from __future__ import annotations
+
+REPORT_NAME = "dra-webhook-migration"
+"""One report per namespace, always this name: a second run updates it in place."""
+MANAGED_BY_LABEL = "app.kubernetes.io/managed-by"
+MANAGED_BY = "dra-webhook"
+MODE_LABEL = "dra-webhook/mode"
+"""The namespace's mode when the report was written (the value of its mode label)."""
+NO_MODE_VALUE = "none"
+"""MODE_LABEL of a namespace without the mode label."""
+SELECTOR = f"{MANAGED_BY_LABEL}={MANAGED_BY}"
+"""The label selector that finds them."""

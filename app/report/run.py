@@ -1,0 +1,125 @@
+"""One live report: list, classify, and (with `--policy-reports`) write one report per namespace.
+
+Namespaces (for their mode label) and DeviceClasses (for `spec.extendedResourceName` mappings)
+are listed first into a `ClusterView`, the same view the offline report and the webhook read;
+then every pod-bearing kind, owners first, a page at a time into the `Tally`. Nothing else is
+held: the peak memory is one page of objects plus the totals (docs/benchmarks.md, "Live
+report").
+
+PolicyReports are written for every namespace with a pod-bearing object or the mode label, by
+server-side apply: created on the first run, updated in place after (never a duplicate), with no
+read first.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TextIO
+
+from app.cluster.listing import (
+    DEVICE_CLASSES,
+    NAMESPACES,
+    POLICY_REPORTS,
+    WORKLOADS,
+    Cluster,
+    ReportError,
+    Resource,
+    connect,
+)
+from app.cluster.view import ClusterView, Kind
+from app.config import Policy
+from app.report.policyreport import Fix, policy_report
+from app.report.progress import Progress
+from app.report.tally import NO_MODE, Tally
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Options:
+    kubeconfig: Path | None
+    """None: the pod's service account (--in-cluster)."""
+    policy_reports: bool = False
+    page_size: int = 500
+
+
+@dataclass(frozen=True)
+class Outcome:
+    tally: Tally
+    listed: dict[str, int]
+    """Objects listed, by kind."""
+    written: int
+    """PolicyReports created or updated."""
+
+
+async def run(policy: Policy, options: Options, progress_to: TextIO) -> Outcome:
+    """List the cluster, tally it, and write the PolicyReports when asked."""
+    cluster = Cluster(await connect(options.kubeconfig), options.page_size)
+    progress = Progress(progress_to)
+    try:
+        view = ClusterView()
+        view.replace(Kind.NAMESPACE, await _all(cluster, NAMESPACES, progress))
+        try:
+            classes = await _all(cluster, DEVICE_CLASSES, progress)
+        except ReportError as exc:
+            if "404" not in str(exc):
+                raise
+            classes = []  # resource.k8s.io/v1 not served: no extendedResourceName mappings
+        view.replace(Kind.DEVICE_CLASS, classes)
+        tally = Tally(policy, view)
+        listed: dict[str, int] = {}
+        for resource in WORKLOADS:
+            seen = 0
+            async for page in cluster.pages(resource):
+                for obj in page.items:
+                    tally.add(obj)
+                seen += len(page.items)
+                progress.update(resource.plural, seen, page.remaining)
+            listed[resource.kind] = seen
+        for ns in view.objects(Kind.NAMESPACE).values():
+            name = ns["metadata"]["name"]
+            if tally.mode(name) != NO_MODE:
+                tally.namespace(name)  # a labelled namespace is reported even when empty
+        written = 0
+        if options.policy_reports:
+            fix = _fix(tally, view)
+            now = dt.datetime.now(dt.UTC)
+            entries = list(tally.reports())
+            for number, entry in enumerate(entries, 1):
+                report = policy_report(entry, policy.namespace_modes, fix, now)
+                await cluster.apply(POLICY_REPORTS, report)
+                written += 1
+                progress.update("policyreports", number, len(entries) - number)
+        progress.done()
+        return Outcome(tally, listed, written)
+    finally:
+        progress.done()
+        await cluster.close()
+
+
+async def _all(cluster: Cluster, resource: Resource, progress: Progress) -> list[dict[str, object]]:
+    """Every object of a small cluster-scoped kind (namespaces, DeviceClasses)."""
+    found: list[dict[str, object]] = []
+    async for page in cluster.pages(resource):
+        found.extend(page.items)
+        progress.update(resource.plural, len(found), page.remaining)
+    return found
+
+
+def _fix(tally: Tally, view: ClusterView) -> Fix:
+    mappings = tally.rules.mappings
+
+    def fix(resource: str) -> str:
+        mapping = mappings.resolve(resource, view)
+        if mapping is None:
+            return f"no DRA mapping yet: {mappings.missing_hint(resource)}"
+        selectors = f" with selectors {list(mapping.selectors)}" if mapping.selectors else ""
+        return (
+            f"request a ResourceClaimTemplate of DeviceClass {mapping.device_class_name}"
+            f"{selectors} instead (`dra-webhook check` on the manifest prints the translation)"
+        )
+
+    return fix

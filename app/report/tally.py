@@ -1,0 +1,133 @@
+"""The live report's running totals: objects go in one at a time, counts and findings stay.
+
+Each object is classified by `app.offline.classify`, the same verdict the dump-based `report`
+gives, and added to its namespace's `NamespaceReport` with `offline.merge`; the object itself is
+dropped at once. What is kept grows with namespaces, legacy workloads and owners, never with
+the objects listed:
+
+- per namespace, one `NamespaceReport` (counts, the legacy objects' names) and its pass count;
+- one small `Finding` per object with a legacy request or a spec that does not parse (the
+  PolicyReport needs one result each);
+- the (namespace, kind, name) of every listed object that can own another pod-bearing one, so
+  that pods are counted under their ReplicaSet, Job, StatefulSet..., ReplicaSets under their
+  Deployment and Jobs under their CronJob, as `kubectl get` users think of them. Owners are
+  listed first (`app.report.listing.WORKLOADS`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from app import offline
+from app.cluster.view import ClusterView
+from app.config import Policy
+from app.offline import NamespaceReport
+
+Obj = dict[str, Any]
+
+OWNER_KINDS = frozenset(
+    {"CronJob", "Deployment", "StatefulSet", "DaemonSet", "ReplicationController"}
+    | {"ReplicaSet", "Job"}
+)
+"""Kinds whose objects own other pod-bearing objects (Jobs, ReplicaSets, Pods)."""
+NO_MODE = "-"
+"""The mode column of a namespace without the mode label (as the dump-based report prints)."""
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One object the PolicyReport has a result for: legacy requests, or a spec that does not
+    parse (`invalid` holds the field path and what is wrong)."""
+
+    kind: str
+    api_version: str
+    name: str
+    uid: str
+    resources: tuple[str, ...] = ()
+    unmapped: tuple[str, ...] = ()
+    invalid: str = ""
+    excepted: str = ""
+    """The policy exceptions (with their end dates) that allow every legacy request of it."""
+
+
+@dataclass
+class Namespace:
+    """A namespace's totals: the dump report's entry, the objects that pass, the findings."""
+
+    report: NamespaceReport
+    passed: int = 0
+    findings: list[Finding] = field(default_factory=list)
+
+
+class Tally:
+    """Classify objects as they stream by; keep counts and findings only."""
+
+    def __init__(self, policy: Policy, view: ClusterView) -> None:
+        self._rules = offline.ReportRules.build(policy)
+        self._view = view
+        self._label = policy.namespace_modes.label
+        self.namespaces: dict[str, Namespace] = {}
+        self.owned = 0
+        """Objects counted under their owner instead of on their own."""
+        self._owners: set[tuple[str, str, str]] = set()
+
+    @property
+    def rules(self) -> offline.ReportRules:
+        return self._rules
+
+    def mode(self, namespace: str) -> str:
+        labels = self._view.namespace_labels(namespace) or {}
+        return labels.get(self._label, NO_MODE)
+
+    def namespace(self, name: str) -> Namespace:
+        found = self.namespaces.get(name)
+        if found is None:
+            found = self.namespaces[name] = Namespace(NamespaceReport(name, self.mode(name)))
+        return found
+
+    def add(self, obj: Obj) -> None:
+        """Classify one object (with `kind` and `apiVersion` set) into its namespace's totals."""
+        meta = obj.get("metadata")
+        if not isinstance(meta, dict) or not isinstance(meta.get("namespace"), str):
+            return
+        ns, kind, name = meta["namespace"], str(obj.get("kind")), str(meta.get("name", ""))
+        if kind in OWNER_KINDS:
+            self._owners.add((ns, kind, name))
+        if self._owned(ns, meta.get("ownerReferences")):
+            self.owned += 1
+            return
+        entry = self.namespace(ns)
+        part = offline.classify(
+            f"{kind} {ns}/{name}", obj, entry.report.mode, self._rules, self._view
+        )
+        offline.merge(entry.report, part)
+        if part.invalid or part.legacy_objects:
+            entry.findings.append(
+                Finding(
+                    kind=kind,
+                    api_version=str(obj.get("apiVersion", "")),
+                    name=name,
+                    uid=str(meta.get("uid", "")),
+                    resources=tuple(sorted(part.resources)),
+                    unmapped=tuple(sorted(part.unmapped)),
+                    invalid="; ".join(part.invalid),
+                    excepted="; ".join(part.excepted.values()),
+                )
+            )
+        elif part.objects:
+            entry.passed += 1
+
+    def _owned(self, namespace: str, owners: Any) -> bool:
+        if not isinstance(owners, list):
+            return False
+        return any(
+            isinstance(o, dict) and (namespace, o.get("kind"), o.get("name")) in self._owners
+            for o in owners
+        )
+
+    def reports(self) -> Iterator[Namespace]:
+        """The namespaces in name order."""
+        for name in sorted(self.namespaces):
+            yield self.namespaces[name]

@@ -1,0 +1,189 @@
+"""A fake API server for the report's tests (aiohttp.web on 127.0.0.1).
+
+It serves what `dra-webhook report` and the webhook's migration gauge ask for, in the wire
+format of kube-apiserver:
+
+- `GET <collection>?limit=N&continue=T[&labelSelector=k=v]`: a list page, items without kind and
+  apiVersion, `metadata.continue` and `metadata.remainingItemCount` while more follow. The items
+  of a collection come from a function of their index, made when the page is asked for: the
+  server holds no objects, so a memory measurement of the client is not blurred by the server.
+- `PATCH .../namespaces/{ns}/policyreports/{name}` with `application/apply-patch+yaml`: stored
+  (created 201, or updated in place 200, keeping its uid).
+- `forbid(verb, plural)`: that request is answered 403 with kube-apiserver's message.
+
+Every request is recorded as (method, path, query) for the RBAC document test.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import orjson
+import yaml
+from aiohttp import web
+
+Obj = dict[str, Any]
+TOKEN = "fake-report-token"
+Items = tuple[int, Callable[[int], Obj]]
+"""(how many, the i-th object)."""
+
+
+def _status(code: int, reason: str, message: str) -> web.Response:
+    body = {"kind": "Status", "apiVersion": "v1", "status": "Failure", "message": message,
+            "reason": reason, "code": code}  # fmt: skip
+    return web.Response(status=code, body=orjson.dumps(body), content_type="application/json")
+
+
+class FakeCluster:
+    def __init__(self) -> None:
+        self.collections: dict[str, Items] = {}
+        self.reports: dict[tuple[str, str], Obj] = {}
+        self.requests: list[tuple[str, str, dict[str, str]]] = []
+        self.forbidden: set[tuple[str, str]] = set()
+        self.pages_served = 0
+        self._runner: web.AppRunner | None = None
+        self.port = 0
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def serve(self, path: str, count: int, make: Callable[[int], Obj]) -> None:
+        self.collections[path] = (count, make)
+
+    def forbid(self, verb: str, plural: str) -> None:
+        self.forbidden.add((verb, plural))
+
+    async def start(self) -> None:
+        app = web.Application()
+        app.router.add_route("*", "/{tail:.*}", self._handle)
+        self._runner = web.AppRunner(app, access_log=None)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, "127.0.0.1", 0)
+        await site.start()
+        self.port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+
+    async def stop(self) -> None:
+        if self._runner is not None:
+            await self._runner.cleanup()
+
+    def write_kubeconfig(self, path: Path) -> Path:
+        config = {
+            "apiVersion": "v1",
+            "kind": "Config",
+            "clusters": [{"name": "fake", "cluster": {"server": self.url}}],
+            "users": [{"name": "fake", "user": {"token": TOKEN}}],
+            "contexts": [{"name": "fake", "context": {"cluster": "fake", "user": "fake"}}],
+            "current-context": "fake",
+        }
+        path.write_text(yaml.safe_dump(config))
+        return path
+
+    async def _handle(self, request: web.Request) -> web.StreamResponse:
+        query = dict(request.query)
+        self.requests.append((request.method, request.path, query))
+        if request.headers.get("Authorization") != f"Bearer {TOKEN}":
+            return _status(401, "Unauthorized", "Unauthorized")
+        parts = request.path.strip("/").split("/")
+        plural = parts[-1] if request.method == "GET" else parts[-2]
+        verb = "list" if request.method == "GET" else "patch"
+        if (verb, plural) in self.forbidden:
+            group = "" if parts[0] == "api" else parts[1]
+            return _status(
+                403,
+                "Forbidden",
+                f'{plural} is forbidden: User "system:serviceaccount:x:nobody" cannot {verb} '
+                f'resource "{plural}" in API group "{group}" at the cluster scope',
+            )
+        if request.method == "GET":
+            return self._list(request.path, query)
+        if request.method == "PATCH" and plural == "policyreports":
+            return await self._apply(request, parts[-3], parts[-1])
+        return _status(405, "MethodNotAllowed", f"{request.method} {request.path}")
+
+    def _list(self, path: str, query: dict[str, str]) -> web.Response:
+        if path.endswith("/policyreports"):
+            selector = query.get("labelSelector", "")
+            key, _, value = selector.partition("=")
+            items = [
+                r
+                for r in self.reports.values()
+                if not selector or r["metadata"].get("labels", {}).get(key) == value
+            ]
+            return self._page(len(items), items.__getitem__, query)
+        if path not in self.collections:
+            return _status(404, "NotFound", "the server could not find the requested resource")
+        count, make = self.collections[path]
+        return self._page(count, make, query)
+
+    def _page(self, count: int, make: Callable[[int], Obj], query: dict[str, str]) -> web.Response:
+        self.pages_served += 1
+        start = int(query.get("continue") or 0)
+        limit = int(query.get("limit") or 0) or count
+        end = min(start + limit, count)
+        meta: Obj = {"resourceVersion": "1"}
+        if end < count:
+            meta["continue"] = str(end)
+            meta["remainingItemCount"] = count - end
+        body = {"kind": "List", "apiVersion": "v1", "metadata": meta,
+                "items": [make(i) for i in range(start, end)]}  # fmt: skip
+        return web.Response(body=orjson.dumps(body), content_type="application/json")
+
+    async def _apply(self, request: web.Request, namespace: str, name: str) -> web.Response:
+        if request.content_type != "application/apply-patch+yaml":
+            return _status(415, "UnsupportedMediaType", request.content_type)
+        if request.query.get("fieldManager") != "dra-webhook-report":
+            return _status(422, "Invalid", "fieldManager is required for apply requests")
+        sent = yaml.safe_load(await request.text())
+        key = (namespace, name)
+        existing = self.reports.get(key)
+        meta = {
+            **sent["metadata"],
+            "uid": existing["metadata"]["uid"] if existing else str(uuid.uuid4()),
+        }
+        self.reports[key] = {**sent, "metadata": meta}
+        return web.Response(
+            status=200 if existing else 201,
+            body=orjson.dumps(self.reports[key]),
+            content_type="application/json",
+        )
+
+
+def namespace(name: str, **labels: str) -> Obj:
+    return {"metadata": {"name": name, "labels": labels, "uid": f"uid-ns-{name}"}}
+
+
+def pod(
+    namespace: str, name: str, resource: str | None = None, owner: tuple[str, str] | None = None
+) -> Obj:
+    container: Obj = {"name": "main", "image": "app:1"}
+    if resource:
+        container["resources"] = {"limits": {resource: "1"}}
+    meta: Obj = {"name": name, "namespace": namespace, "uid": f"uid-{namespace}-{name}"}
+    if owner:
+        meta["ownerReferences"] = [
+            {"apiVersion": "apps/v1", "kind": owner[0], "name": owner[1], "uid": "x"}
+        ]
+    return {"metadata": meta, "spec": {"containers": [container]}}
+
+
+def workload(
+    kind: str,
+    namespace: str,
+    name: str,
+    resource: str | None = None,
+    owner: tuple[str, str] | None = None,
+) -> Obj:
+    template = {"spec": pod(namespace, name, resource)["spec"]}
+    meta: Obj = {"name": name, "namespace": namespace, "uid": f"uid-{kind}-{namespace}-{name}"}
+    if owner:
+        meta["ownerReferences"] = [
+            {"apiVersion": "apps/v1", "kind": owner[0], "name": owner[1], "uid": "x"}
+        ]
+    spec: Obj = {"template": template}
+    if kind == "CronJob":
+        spec = {"schedule": "0 * * * *", "jobTemplate": {"spec": {"template": template}}}
+    return {"metadata": meta, "spec": spec}

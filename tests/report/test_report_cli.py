@@ -1,0 +1,180 @@
+"""`dra-webhook report --kubeconfig`: counts from the live cluster, PolicyReports, errors."""
+
+from __future__ import annotations
+
+import io
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+
+from app.cli import main
+from app.k8s.policyreports import REPORT_NAME
+from app.report.progress import Progress
+from tests.report.fake_cluster import FakeCluster
+
+Obj = dict[str, Any]
+
+
+def run(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
+    code = main(list(args))
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+def rows(out: str) -> dict[str, Obj]:
+    return {row["namespace"]: row for row in orjson.loads(out)}
+
+
+def test_workloads_are_counted_once_with_their_pods_and_replica_sets_under_them(
+    kubeconfig: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, out, err = run(capsys, "report", "--kubeconfig", str(kubeconfig), "--output", "json")
+    assert code == 0, err
+    found = rows(out)
+    assert found["serve"]["objects"] == 1  # the Deployment; its ReplicaSet and pods under it
+    assert found["serve"]["legacy_objects"] == ["Deployment/api"]
+    assert found["serve"]["mode"] == "audit"
+    assert found["lab"]["objects"] == 2  # the CronJob (Job and pod under it), the loose ReplicaSet
+    assert found["lab"]["legacy_objects"] == ["CronJob/nightly"]
+    assert found["lab"]["unmapped"] == ["habana.ai/gaudi"]
+    # bare pods, and a pod whose owner is not a listed workload (a Node's mirror pod), count
+    assert found["train"]["objects"] == 3
+    assert found["train"]["legacy_objects"] == ["Pod/bare"]
+    assert found["kube-system"]["mode"] == "-"
+    assert found["empty"] == {**found["empty"], "objects": 0, "legacy_objects": []}
+    assert "6 counted under their owner" in err  # 1 ReplicaSet, 1 Job, 4 pods
+
+
+def test_the_text_table_is_the_dump_reports(
+    kubeconfig: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, out, _ = run(capsys, "report", "--kubeconfig", str(kubeconfig))
+    assert code == 0
+    lines = out.splitlines()
+    assert lines[0].split() == ["NAMESPACE", "MODE", "PODSPECS", "LEGACY", "READY", "RESOURCES"]
+    assert any(line.split()[:5] == ["train", "dra-only", "3", "1", "no"] for line in lines)
+
+
+def test_policy_reports_one_per_namespace_created_then_updated_in_place(
+    cluster: FakeCluster, kubeconfig: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, _, err = run(capsys, "report", "--kubeconfig", str(kubeconfig), "--policy-reports")
+    assert code == 0, err
+    assert "5 PolicyReports written" in err
+    assert {ns for ns, _ in cluster.reports} == {"kube-system", "train", "serve", "lab", "empty"}
+    assert {name for _, name in cluster.reports} == {REPORT_NAME}
+    train = cluster.reports[("train", REPORT_NAME)]
+    assert train["summary"] == {"pass": 2, "fail": 1, "warn": 0, "error": 0, "skip": 0}
+    (result,) = train["results"]
+    assert result["result"] == "fail" and result["severity"] == "high"
+    assert result["resources"] == [
+        {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "name": "bare",
+            "namespace": "train",
+            "uid": "uid-train-bare",
+        }
+    ]
+    assert "DeviceClass gpu.nvidia.com" in result["message"]
+    serve = cluster.reports[("serve", REPORT_NAME)]
+    assert serve["summary"]["warn"] == 1 and serve["results"][0]["severity"] == "medium"
+    lab = cluster.reports[("lab", REPORT_NAME)]
+    assert "habana.ai/gaudi: no DRA mapping yet" in lab["results"][0]["message"]
+    assert lab["metadata"]["labels"]["dra-webhook/mode"] == "translate"
+    uids = {key: r["metadata"]["uid"] for key, r in cluster.reports.items()}
+
+    code, _, err = run(capsys, "report", "--kubeconfig", str(kubeconfig), "--policy-reports")
+    assert code == 0, err
+    assert {key: r["metadata"]["uid"] for key, r in cluster.reports.items()} == uids
+
+
+def test_one_line_naming_verb_and_resource_when_rbac_forbids_a_list(
+    cluster: FakeCluster, kubeconfig: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    cluster.forbid("list", "statefulsets")
+    code, out, err = run(capsys, "report", "--kubeconfig", str(kubeconfig))
+    assert code == 2
+    assert out == ""
+    (line,) = err.strip().splitlines()
+    assert line.startswith("dra-webhook: report: not allowed to list statefulsets (apps API group)")
+    assert "grant `list` on `statefulsets`" in line
+
+
+def test_one_line_naming_the_write_when_rbac_forbids_policy_reports(
+    cluster: FakeCluster, kubeconfig: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    cluster.forbid("patch", "policyreports")
+    code, _, err = run(capsys, "report", "--kubeconfig", str(kubeconfig), "--policy-reports")
+    assert code == 2
+    (line,) = err.strip().splitlines()
+    assert "not allowed to patch policyreports (wgpolicyk8s.io API group)" in line
+
+
+def test_an_unreachable_api_server_is_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    cluster = FakeCluster()
+    cluster.port = 1  # nothing listens there
+    kubeconfig = cluster.write_kubeconfig(tmp_path / "kubeconfig")
+    code, _, err = run(capsys, "report", "--kubeconfig", str(kubeconfig))
+    assert code == 2
+    (line,) = err.strip().splitlines()
+    assert "cannot reach the API server" in line
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (("--policy-reports", "dump.json"), "--policy-reports needs --kubeconfig or --in-cluster"),
+        ((), "name cluster dump files, or pass --kubeconfig or --in-cluster"),
+        (("--kubeconfig", "k", "dump.json"), "drop the dump files"),
+        (("--kubeconfig", "k", "--page-size", "0"), "--page-size must be at least 1"),
+    ],
+)
+def test_flags_that_do_not_go_together_are_refused(
+    args: tuple[str, ...], message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, _, err = run(capsys, "report", *args)
+    assert code == 2
+    assert message in err
+
+
+def test_a_missing_kubeconfig_is_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, _, err = run(capsys, "report", "--kubeconfig", str(tmp_path / "absent"))
+    assert code == 2
+    assert len(err.strip().splitlines()) == 1
+    assert "report: kubeconfig" in err
+
+
+class _Tty(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_the_progress_bar_is_drawn_on_a_terminal_only() -> None:
+    piped = io.StringIO()
+    Progress(piped).update("pods", 500, 1500)
+    assert piped.getvalue() == ""
+    tty = _Tty()
+    progress = Progress(tty)
+    progress.update("pods", 500, 1500)
+    assert "pods" in tty.getvalue() and "500/2000" in tty.getvalue()
+    assert "#" * 7 in tty.getvalue()
+    progress.update("namespaces", 3, None)
+    progress.done()
+    assert tty.getvalue().endswith("\r\x1b[2K")
+
+
+def test_in_cluster_outside_a_pod_is_one_line(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
+    code, _, err = run(capsys, "report", "--in-cluster")
+    assert code == 2
+    (line,) = err.strip().splitlines()
+    assert line.startswith("dra-webhook: report: in-cluster service account:")
