@@ -33,7 +33,7 @@ from app.cluster.usage import ClaimUsage, SliceNodes, TemplateCounts, claim_usag
 from app.cluster.view import ClusterView, Kind
 from app.config.policy import ANY_CLASS, Quota
 from app.errors import ObjectShapeError
-from app.k8s.claims import count_claim
+from app.k8s.claim_count import count_claim
 from app.k8s.labels import Selector
 from app.k8s.objects import PodSpecRef, list_field, object_name, pod_spec
 from app.k8s.quantity import QuantityError, parse_quantity
