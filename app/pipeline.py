@@ -207,6 +207,7 @@ class Pipeline:
         self.compiled = Compiled.build(policy)
         # Derived indexes are subscribed now, so replaying the view happens at startup.
         claim_usage(view)
+        view.subscribe(self.compiled.cel.index.on_change)
         view.derived(SliceNodes)
         view.derived(TemplateCounts)
         view.derived(ManagedTemplates)

@@ -91,7 +91,6 @@ def _check(request: Request, ctx: Context, budget: Budget) -> Result:
     action = _action(ctx)
     if action == "off" or not requests or Kind.RESOURCE_SLICE not in ctx.view.synced_kinds():
         return Result(warnings=not_checked) if not_checked else ALLOW
-    runtime.index.sync(ctx.view.resource_slices(), ctx.view.generation(Kind.RESOURCE_SLICE))
     notes: list[str] = []
     problems = [
         (r.path, problem)
