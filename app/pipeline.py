@@ -12,6 +12,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from enum import StrEnum
 
+from app.allocation import Allocations
 from app.cluster.templates import ManagedTemplates
 from app.cluster.usage import SliceNodes, TemplateCounts, claim_usage
 from app.cluster.view import ClusterView, Kind
@@ -208,6 +209,7 @@ class Pipeline:
         # Derived indexes are subscribed now, so replaying the view happens at startup.
         claim_usage(view)
         view.subscribe(self.compiled.cel.index.on_change)
+        view.derived(Allocations)
         view.derived(SliceNodes)
         view.derived(TemplateCounts)
         view.derived(ManagedTemplates)

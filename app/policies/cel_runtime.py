@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from app.allocation import Model
 from app.cel.cache import CompileCache
 from app.cel.engine import SELECTOR, Engine
 from app.cel.factory import get_engine
@@ -20,6 +21,8 @@ class CelRuntime:
     engine: Engine
     cache: CompileCache
     index: DeviceIndex
+    model: Model
+    """The allocation model over ``index`` (its verdict memo lives as long as the runtime)."""
 
     @classmethod
     def build(cls, policy: Policy) -> CelRuntime:
@@ -27,4 +30,5 @@ class CelRuntime:
         # Build the backend's selector environment now (~0.1 s), not on the first claim.
         engine.compile("true", SELECTOR)
         cache = CompileCache(policy.cel.cache_size)
-        return cls(engine=engine, cache=cache, index=DeviceIndex(engine, cache))
+        index = DeviceIndex(engine, cache)
+        return cls(engine=engine, cache=cache, index=index, model=Model(index))
