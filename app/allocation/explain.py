@@ -86,7 +86,9 @@ def class_gap(alt: Alternative, gap: str) -> str:
 
 # -- CEL runtime errors ----------------------------------------------------------------------
 
-_MISSING_KEY = re.compile(r'no such key: ([\w.-]+)|Key not found in map : "([^"]+)"')
+_MISSING_KEY = re.compile(
+    r'no such key: ([\w.-]+)|Key not found in map : "([^"]+)"|no such member in mapping: .([^\']+).'
+)
 _SELECTOR = re.compile(r"selector #(\d+): ")
 
 
@@ -108,7 +110,7 @@ def cel_abort(
     hint = ""
     missing = _MISSING_KEY.search(error)
     if missing is not None and expression:
-        key = missing.group(1) or missing.group(2)
+        key = missing.group(1) or missing.group(2) or missing.group(3)
         read = re.search(r'device\.attributes\["([^"]+)"\]\.' + re.escape(key), expression)
         if read is not None:
             hint = f'; guard it: "{key}" in device.attributes["{read.group(1)}"] && {expression}'
