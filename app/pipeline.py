@@ -132,6 +132,21 @@ REGISTRATIONS: tuple[Registration, ...] = (
         reads=frozenset({Kind.DEVICE_CLASS, Kind.RESOURCE_SLICE}),
     ),
     Registration(
+        "pod-satisfiability",
+        Endpoint.VALIDATE,
+        frozenset({("", "Pod")}),
+        frozenset({"CREATE"}),
+        selectors.check_pod,
+        reads=frozenset(
+            {
+                Kind.DEVICE_CLASS,
+                Kind.RESOURCE_SLICE,
+                Kind.RESOURCE_CLAIM,
+                Kind.RESOURCE_CLAIM_TEMPLATE,
+            }
+        ),
+    ),
+    Registration(
         "claim-defaults",
         Endpoint.MUTATE,
         CLAIM_KINDS,

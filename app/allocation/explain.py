@@ -121,10 +121,9 @@ def cel_abort(
     whose = f"DeviceClass {alt.device_class}'s" if of_class else "its"
     return Problem(
         want.path,
-        f"{_asks(alt)}, but {whose} selector #{number} fails on device {abort.device} with a "
-        f"CEL runtime error ({error}){'; ' + offered if offered else ''}; the scheduler aborts "
-        f"the whole pod on such an error (SchedulerError) instead of trying other "
-        f"devices{hint}",
+        f"{_asks(alt)}, but {whose} selector #{number} errs on device {abort.device} ({error})"
+        f"{'; ' + offered if offered else ''}; the scheduler aborts the whole pod on a CEL "
+        f"runtime error (SchedulerError) instead of trying other devices{hint}",
     )
 
 
@@ -320,11 +319,9 @@ def not_now(
             problems.append(Problem(request.path, "not now: " + "; ".join(texts)))
     if problems:
         return problems
+    where = resolved.plans[0].path if len(resolved.plans) == 1 else "spec.resourceClaims"
     return [
-        Problem(
-            resolved.plans[0].path,
-            "not now: the free devices cannot satisfy all requests together on one node",
-        )
+        Problem(where, "not now: the free devices cannot satisfy all requests together on one node")
     ]
 
 

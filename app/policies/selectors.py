@@ -121,6 +121,87 @@ def _check(request: Request, ctx: Context, budget: Budget) -> Result:
     return Result(warnings=(*warnings, *(f"{path}: {problem}" for path, problem in problems)))
 
 
+def check_pod(request: Request, ctx: Context) -> Result:
+    """A pod's claims taken together: the scheduler allocates all of them on one node.
+
+    Each claim was checked alone when it (or its template) was created; a pod with two or more
+    claims is checked here jointly (a pod with two 2-GPU claims on 2-GPU nodes is never
+    schedulable though each claim is fine); one with a single claim is not checked again. A named
+    claim that is already allocated is left out: its devices are taken and its node is fixed,
+    which the view (no Node objects, no allocation node selectors) cannot match against the
+    others. Within the review's CEL budget, as :func:`check`.
+    """
+    obj = request.object
+    spec = obj.get("spec") if obj is not None else None
+    entries = spec.get("resourceClaims") if isinstance(spec, Mapping) else None
+    action = _action(ctx)
+    if not entries or not isinstance(entries, list) or action == "off":
+        return ALLOW
+    if Kind.RESOURCE_SLICE not in ctx.view.synced_kinds():
+        return ALLOW
+    claims_in = []
+    for i, entry in enumerate(entries):
+        found = _pod_claim(entry, request.namespace, ctx)
+        if found is not None:
+            label, parsed = found
+            claims_in.append(ClaimInput(label, parsed, f"spec.resourceClaims[{i}] ({label}) "))
+    if len(claims_in) < 2:
+        return ALLOW
+    budget = Budget(ctx.policy.cel.review_budget)
+    try:
+        verdict = ctx.compiled.cel.model.check(
+            claims_in,
+            ctx.view.device_classes(),
+            ctx.view.derived(Allocations),
+            classes_generation=ctx.view.generation(Kind.DEVICE_CLASS),
+            budget=budget,
+            engine_gap=engine_gap,
+        )
+    except BudgetExceededError as exc:
+        return Result(warnings=(f"Pod {request.name}: {exc}; claims not checked together",))
+    problems = tuple(Violation(p.path, p.message) for p in verdict.problems)
+    if verdict.outcome == NEVER and action == "deny":
+        return Result(
+            violations=problems,
+            summary=f"no node in the cluster can satisfy the claims of Pod {request.name}",
+            details="The scheduler allocates all of a pod's claims on one node; it would stay "
+            "Pending.",
+        )
+    if verdict.outcome in (NEVER, NOT_NOW):
+        return Result(warnings=tuple(str(p) for p in problems))
+    return ALLOW
+
+
+def _pod_claim(entry: Any, namespace: str, ctx: Context) -> tuple[str, claims.ClaimSpec] | None:
+    """The claim spec behind a pod's ``resourceClaims`` entry (named claim or template), from
+    the view; None when it is unknown, already allocated, or malformed (its own admission
+    reports that)."""
+    if not isinstance(entry, Mapping):
+        return None
+    name, template = entry.get("resourceClaimName"), entry.get("resourceClaimTemplateName")
+    if isinstance(name, str) and name:
+        claim = ctx.view.get(Kind.RESOURCE_CLAIM, name, namespace)
+        if claim is None or (claim.get("status") or {}).get("allocation"):
+            return None
+        parsed = claims.parse_claim_spec(claim.get("spec"))
+        label = f"claim {name}"
+    elif isinstance(template, str) and template:
+        found = ctx.view.get(Kind.RESOURCE_CLAIM_TEMPLATE, template, namespace)
+        if found is None:
+            return None
+        try:
+            inner, path = claims.template_claim_spec(found)
+        except ObjectShapeError:
+            return None
+        parsed = claims.parse_claim_spec(inner, path)
+        label = f"template {template}"
+    else:
+        return None
+    if parsed.first_error(SELECTING) is not None or not parsed.requests:
+        return None
+    return label, parsed
+
+
 def compile_check(
     runtime: CelRuntime, selectors: Sequence[tuple[str, str]], budget: Budget | None = None
 ) -> tuple[tuple[Violation, ...], tuple[str, ...]]:
