@@ -360,7 +360,7 @@ def _want_not_now(want: Want, inventory: Inventory, allocations: Allocations) ->
 def _counter_set_text(
     set_name: str,
     counter_sets: Mapping[str, Mapping[str, Any]],
-    available: Mapping[tuple[str, str], Fraction],
+    available: Mapping[tuple[str, str], int | Fraction],
 ) -> str:
     counters = counter_sets.get(set_name, {})
     slices = [n for n in counters if n.startswith("memory-slice")]

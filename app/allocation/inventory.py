@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from fractions import Fraction
 from typing import Any, Final
 
 from app.cel.device import Device
@@ -80,6 +81,8 @@ class Candidate:
     capacity: Mapping[str, CapacitySpec]
     """By fully qualified name (``<domain>/<name>``)."""
     allow_multiple: bool
+    usage: tuple[tuple[tuple[str, str], int | Fraction], ...] = ()
+    """``consumes`` flattened to ((counter set, counter), amount), for the search."""
 
     @property
     def label(self) -> str:
@@ -95,19 +98,37 @@ class Inventory:
     """Node name -> the pools gathered for it (incomplete and invalid ones included)."""
 
     @classmethod
-    def build(cls, slices: Iterable[IndexedSlice], generation: int) -> Inventory:
+    def build(
+        cls,
+        slices: Iterable[IndexedSlice],
+        generation: int,
+        cache: dict[str, tuple[IndexedSlice, SliceFacts]] | None = None,
+    ) -> Inventory:
+        """Group the devices per node. ``cache`` keeps what was read of each slice version
+        (taints, counters, capacities) between builds: after a slice change only that slice
+        is read again, the rest is grouping."""
         ordered = sorted(slices, key=lambda s: s.name)
+        facts = _read_all(ordered, {} if cache is None else cache)
         names = _node_names(ordered)
         has_shared = any(_reaches_beyond(s, names) for s in ordered)
         nodes = sorted(names) + ([ANY_NODE] if has_shared or not names else [])
         newest = _newest_generations(ordered)
         counts = _slice_counts(ordered)
-        shared = _pool_counters(ordered, newest)
+        shared = _pool_counters(ordered, newest, facts)
         by_node: dict[str, tuple[Candidate, ...]] = {}
         pools_by_node: dict[str, list[Pool]] = {}
+        local: dict[str, list[IndexedSlice]] = {}
+        shared_slices: list[IndexedSlice] = []
+        for indexed in ordered:
+            name = _spec(indexed).get("nodeName")
+            if isinstance(name, str) and name:
+                local.setdefault(name, []).append(indexed)
+            else:
+                shared_slices.append(indexed)
         for node in nodes:
             pools: dict[tuple[str, str], tuple[Pool, list[IndexedSlice]]] = {}
-            for indexed in ordered:
+            reaching = sorted([*local.get(node, ()), *shared_slices], key=lambda s: s.name)
+            for indexed in reaching:
                 spec = _spec(indexed)
                 if not _slice_reaches(spec, node):
                     continue
@@ -133,7 +154,7 @@ class Inventory:
                 pool.counter_sets, pool.consumers = shared.get(pool_id, ({}, []))
                 seen: set[str] = set()
                 for indexed in members:
-                    for candidate in _candidates(indexed, pool, node):
+                    for candidate in _candidates(indexed, facts[indexed.name], pool, node):
                         if candidate.device.name in seen:
                             pool.invalid = f"duplicate device name {candidate.device.name}"
                         seen.add(candidate.device.name)
@@ -214,27 +235,85 @@ def _consumes(device: Mapping[str, Any]) -> tuple[tuple[str, dict[str, Quantity]
     )
 
 
+@dataclass(frozen=True, slots=True)
+class DeviceFacts:
+    raw: Mapping[str, Any]
+    taints: tuple[Mapping[str, Any], ...]
+    consumes: tuple[tuple[str, dict[str, Quantity]], ...]
+    capacity: Mapping[str, CapacitySpec]
+    allow_multiple: bool
+    usage: tuple[tuple[tuple[str, str], int | Fraction], ...]
+
+
+@dataclass(frozen=True, slots=True)
+class SliceFacts:
+    """What the allocator reads of one slice version besides the CEL view of its devices."""
+
+    counter_sets: dict[str, dict[str, Quantity]]
+    devices: dict[str, DeviceFacts]
+
+
+def _read_all(
+    slices: list[IndexedSlice], cache: dict[str, tuple[IndexedSlice, SliceFacts]]
+) -> dict[str, SliceFacts]:
+    out = {}
+    for indexed in slices:
+        known = cache.get(indexed.name)
+        if known is None or known[0] is not indexed:
+            known = (indexed, _read(indexed))
+            cache[indexed.name] = known
+        out[indexed.name] = known[1]
+    for name in [n for n in cache if n not in out]:
+        del cache[name]
+    return out
+
+
+def _read(indexed: IndexedSlice) -> SliceFacts:
+    spec = _spec(indexed)
+    driver = str(spec.get("driver", ""))
+    sets = {}
+    shared = spec.get("sharedCounters")
+    if isinstance(shared, list):
+        for entry in shared:
+            if isinstance(entry, Mapping) and isinstance(entry.get("name"), str):
+                sets[entry["name"]] = _counters(entry.get("counters"))
+    devices = {}
+    for raw in _raw_devices(spec):
+        taints = raw.get("taints")
+        consumes = _consumes(raw)
+        devices[str(raw.get("name"))] = DeviceFacts(
+            raw,
+            tuple(t for t in taints if isinstance(t, Mapping)) if isinstance(taints, list) else (),
+            consumes,
+            _capacity(raw, driver),
+            raw.get("allowMultipleAllocations") is True,
+            tuple(
+                ((set_name, name), _number(amount))
+                for set_name, counters in consumes
+                for name, amount in counters.items()
+            ),
+        )
+    return SliceFacts(sets, devices)
+
+
 def _pool_counters(
-    slices: list[IndexedSlice], newest: Mapping[tuple[str, str], int]
+    slices: list[IndexedSlice],
+    newest: Mapping[tuple[str, str], int],
+    facts: Mapping[str, SliceFacts],
 ) -> dict[tuple[str, str], tuple[dict[str, dict[str, Quantity]], list[Any]]]:
     """Per pool (its newest generation): the counter sets of all its slices, and the devices
     that consume counters (so allocated ones can be charged whatever node they are on)."""
     out: dict[tuple[str, str], tuple[dict[str, dict[str, Quantity]], list[Any]]] = {}
     for indexed in slices:
-        spec = _spec(indexed)
-        pool_id, generation = _pool_id(spec)
+        pool_id, generation = _pool_id(_spec(indexed))
         if generation != newest.get(pool_id):
             continue
         sets, consumers = out.setdefault(pool_id, ({}, []))
-        shared = spec.get("sharedCounters")
-        if isinstance(shared, list):
-            for entry in shared:
-                if isinstance(entry, Mapping) and isinstance(entry.get("name"), str):
-                    sets[entry["name"]] = _counters(entry.get("counters"))
-        for device in _raw_devices(spec):
-            consumes = _consumes(device)
-            if consumes:
-                consumers.append(((pool_id[0], pool_id[1], str(device.get("name"))), consumes))
+        found = facts[indexed.name]
+        sets.update(found.counter_sets)
+        for name, device in found.devices.items():
+            if device.consumes:
+                consumers.append(((pool_id[0], pool_id[1], name), device.consumes))
     return out
 
 
@@ -279,24 +358,31 @@ def _capacity(device: Mapping[str, Any], driver: str) -> dict[str, CapacitySpec]
     return out
 
 
-def _candidates(indexed: IndexedSlice, pool: Pool, node: str) -> Iterable[Candidate]:
-    spec = _spec(indexed)
-    per_device = spec.get("perDeviceNodeSelection") is True
-    raw_by_name = {str(d.get("name")): d for d in _raw_devices(spec)}
+def _candidates(
+    indexed: IndexedSlice, facts: SliceFacts, pool: Pool, node: str
+) -> Iterable[Candidate]:
+    per_device = _spec(indexed).get("perDeviceNodeSelection") is True
     for device in indexed.devices:
-        raw = raw_by_name.get(device.name, {})
-        if per_device and not _reaches(raw, node):
+        found = facts.devices.get(device.name)
+        if found is None:
             continue
-        taints = raw.get("taints")
+        if per_device and not _reaches(found.raw, node):
+            continue
         yield Candidate(
             device,
             (pool.driver, pool.name, device.name),
             pool,
-            tuple(t for t in taints if isinstance(t, Mapping)) if isinstance(taints, list) else (),
-            _consumes(raw),
-            _capacity(raw, pool.driver),
-            raw.get("allowMultipleAllocations") is True,
+            found.taints,
+            found.consumes,
+            found.capacity,
+            found.allow_multiple,
+            found.usage,
         )
+
+
+def _number(quantity: Quantity) -> int | Fraction:
+    value = quantity.value
+    return value.numerator if value.denominator == 1 else value
 
 
 # -- node selection ---------------------------------------------------------------------------

@@ -68,6 +68,7 @@ class Model:
     def __init__(self, index: DeviceIndex, memo_size: int = MEMO_SIZE) -> None:
         self.index = index
         self._inventory: Inventory | None = None
+        self._facts: dict[str, Any] = {}
         self._memo: OrderedDict[Any, Verdict] = OrderedDict()
         self._memo_size = memo_size
         self.memo_hits = 0
@@ -78,7 +79,7 @@ class Model:
         found = self._inventory
         generation = self.index.generation
         if found is None or found.generation != generation:
-            found = Inventory.build(self.index.slices(), generation)
+            found = Inventory.build(self.index.slices(), generation, self._facts)
             self._inventory = found
         return found
 

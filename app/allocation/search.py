@@ -147,16 +147,33 @@ class Search:
         self.ignore_taints = ignore_taints
         self.allocating: dict[DeviceKey, set[int]] = {}
         self.allocating_capacity: dict[DeviceKey, list[dict[str, Any]]] = {}
-        self.counters: dict[int, dict[tuple[str, str], Fraction]] = {}
+        self.counters: dict[int, dict[tuple[str, str], int | Fraction]] = {}
         """Per pool (by id()): counter -> what is left after allocated devices."""
-        self.consuming: dict[int, dict[tuple[str, str], Fraction]] = {}
+        self.consuming: dict[int, dict[tuple[str, str], int | Fraction]] = {}
         self.constraints = [[_ConstraintState(c) for c in claim.constraints] for claim in claims]
         self.steps = 0
         self.chosen: list[tuple[int, str, Candidate]] = []
 
     def run(self) -> bool:
         """Whether every claim can be allocated on this node; raises :class:`Abort`."""
+        if not self._could(self.candidates):
+            return False
         return self._one(0, 0, None, 0, 0)
+
+    def _could(self, candidates: Sequence[Candidate]) -> bool:
+        """False when some request has fewer matching devices on the node than it needs, so
+        the search cannot succeed. Only used when no selector errs on any device (then the
+        scheduler's search, which would reach no error either, fails the same way)."""
+        if any(w.erring for claim in self.claims for r in claim.requests for w in r.alternatives):
+            return True
+        refs = {_ref(c) for c in candidates}
+        for claim in self.claims:
+            for request in claim.requests:
+                if not any(
+                    len(w.matched & refs) >= w.alternative.needed for w in request.alternatives
+                ):
+                    return False
+        return True
 
     # -- upstream's allocateOne -----------------------------------------------------------------
 
@@ -326,12 +343,12 @@ class Search:
 
     # -- counters -------------------------------------------------------------------------------
 
-    def available_counters(self, pool: Pool) -> dict[tuple[str, str], Fraction]:
+    def available_counters(self, pool: Pool) -> dict[tuple[str, str], int | Fraction]:
         """What is left of each counter of the pool after the devices allocated to claims."""
         found = self.counters.get(id(pool))
         if found is None:
             found = {
-                (set_name, name): amount.value
+                (set_name, name): _number(amount.value)
                 for set_name, counters in pool.counter_sets.items()
                 for name, amount in counters.items()
             }
@@ -349,21 +366,23 @@ class Search:
         available = self.available_counters(candidate.pool)
         consuming = self.consuming.setdefault(id(candidate.pool), {})
         fits_all = True
-        for set_name, counters in candidate.consumes:
-            for name, amount in counters.items():
-                slot = (set_name, name)
-                consuming[slot] = consuming.get(slot, Fraction(0)) + amount.value
-                if slot in available and consuming[slot] > available[slot]:
-                    fits_all = False
+        for slot, amount in candidate.usage:
+            total = consuming.get(slot, 0) + amount
+            consuming[slot] = total
+            if fits_all and slot in available and total > available[slot]:
+                fits_all = False
         if not fits_all:
             self._release_counters(candidate)
         return fits_all
 
     def _release_counters(self, candidate: Candidate) -> None:
         consuming = self.consuming[id(candidate.pool)]
-        for set_name, counters in candidate.consumes:
-            for name, amount in counters.items():
-                consuming[(set_name, name)] -= amount.value
+        for slot, amount in candidate.usage:
+            consuming[slot] -= amount
+
+
+def _number(value: Fraction) -> int | Fraction:
+    return value.numerator if value.denominator == 1 else value
 
 
 def scan(
@@ -372,15 +391,20 @@ def scan(
     allocations: Allocations | None,
     *,
     ignore_taints: bool = False,
+    every: bool = False,
 ) -> tuple[list[str], Abort | None]:
-    """The nodes that can take every claim, and the CEL runtime error the scheduler would
-    abort the pod on. It filters every node (in a cluster under 100 nodes), and an error on any
-    one of them fails the scheduling attempt, whatever the other nodes offer."""
+    """The nodes that can take every claim (the first one only, unless ``every``), and the CEL
+    runtime error the scheduler would abort the pod on. It filters every node (in a cluster
+    under 100 nodes), and an error on any one of them fails the scheduling attempt, whatever
+    the other nodes offer."""
     possible = []
+    erring = any(w.erring for p in plans for r in p.requests for w in r.alternatives)
     for node, candidates in nodes.items():
         try:
             if Search(plans, candidates, allocations, ignore_taints=ignore_taints).run():
                 possible.append(node)
+                if not erring and not every:
+                    break  # no selector errs anywhere: no other node can abort the pod
         except Abort as abort:
             return [], abort
     return possible, None
