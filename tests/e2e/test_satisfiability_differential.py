@@ -75,8 +75,10 @@ def test_claims_cover_every_feature_the_scheduler_checks() -> None:
 @pytest.fixture(scope="module")
 def generated_fleet(kube: Kube, request: pytest.FixtureRequest) -> Iterator[generated.Fleet]:
     reporter = request.config.pluginmanager.get_plugin("terminalreporter")
-    if reporter is not None:
-        reporter.write_line(f"\nsatisfiability differential: seed {SEED} (DRA_E2E_SEED={SEED})")
+    capture = request.config.pluginmanager.get_plugin("capturemanager")
+    if reporter is not None and capture is not None:
+        with capture.global_and_fixture_disabled():  # printed whatever the capture mode
+            reporter.write_line(f"\nsatisfiability differential: seed {SEED} (DRA_E2E_SEED={SEED})")
     fleet = generated.fleet(random.Random(SEED))
     for name in fleet.nodes:
         kube.apply(node(name))
