@@ -84,6 +84,8 @@ class CacheName(StrEnum):
     """The pipeline's merged decision by the identity of the shared results merged."""
     DENIAL_TEXTS = "denial-texts"
     """A memoized denial's message text."""
+    SATISFIABILITY_VERDICTS = "satisfiability-verdicts"
+    """never / not now / ok by claim shape and the generations of slices, claims and classes."""
     CAPACITY_POLICIES = "capacity-policies"
     """The requestPolicy a DeviceClass's shareable devices agree on, per capacity."""
     NAMESPACE_LOOKUPS = "namespace-lookups"

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
+from app.allocation import Allocations
 from app.bounded import DEFAULT_MAX_BYTES, BoundedCache, CacheName
 from app.cluster.templates import ManagedTemplates
 from app.cluster.usage import ClaimUsage, SliceNodes, TemplateCounts
@@ -156,6 +157,24 @@ REGISTRATIONS: tuple[Registration, ...] = (
         selectors.check,
         reads=frozenset({Kind.DEVICE_CLASS, Kind.RESOURCE_SLICE}),
         builds=(cel_runtime,),
+        indexes=(Allocations,),
+    ),
+    Registration(
+        "pod-satisfiability",
+        Endpoint.VALIDATE,
+        frozenset({("", "Pod")}),
+        frozenset({"CREATE"}),
+        selectors.check_pod,
+        reads=frozenset(
+            {
+                Kind.DEVICE_CLASS,
+                Kind.RESOURCE_SLICE,
+                Kind.RESOURCE_CLAIM,
+                Kind.RESOURCE_CLAIM_TEMPLATE,
+            }
+        ),
+        builds=(cel_runtime,),
+        indexes=(Allocations,),
     ),
     Registration(
         "claim-defaults",
@@ -253,6 +272,9 @@ class Pipeline:
             for builder in reg.builds:
                 self.parts.build(builder)  # raises PolicyError naming what does not compile
         self.parts.seal()
+        if cel_runtime in self.parts:
+            # the CEL device index follows the slices as they change, never on a request
+            view.subscribe(self.parts[cel_runtime].index.on_change)
         for reg in registrations:
             for index in reg.indexes:
                 view.derived(index)  # replayed the view now, at startup, then kept current

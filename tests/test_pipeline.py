@@ -81,7 +81,12 @@ def all_reviews() -> list[tuple[Endpoint, dict[str, Any]]]:
 @pytest.mark.parametrize(
     ("endpoint", "fixture", "ns", "expected"),
     [
-        (Endpoint.VALIDATE, "pod-create-legacy-gpu", "gpu-e2e", ("dra-only", "claim-quota")),
+        (
+            Endpoint.VALIDATE,
+            "pod-create-legacy-gpu",
+            "gpu-e2e",
+            ("dra-only", "pod-satisfiability", "claim-quota"),
+        ),
         (Endpoint.MUTATE, "pod-create-legacy-gpu", "ml-research", ("translate",)),
         (
             Endpoint.VALIDATE,

@@ -14,13 +14,16 @@ any slice changes (``generation("ResourceSlice")``). It
   :func:`app.cel.syntax.device_paths`; an expression that uses ``device`` any other way is
   evaluated per device).
 
-What the code does with an evaluation error (an attribute the device does not have): that device
-does not match, the others are still tried; the errors are counted and the first is kept in
-:attr:`Match.first_error` for diagnostics. This is *not* what the scheduler does: in
-kube-scheduler's allocator (k8s.io/dynamic-resource-allocation/structured, ``selectorsMatch``) a
-CEL runtime error aborts the whole claim, even when other devices match (DESIGN.md, "A CEL
-runtime error is fatal to the whole claim"). The control-plane suite pins that gap
-(tests/e2e/test_satisfiability.py, a strict xfail). A selector that does not compile raises
+It is fed either way: as a listener of the cluster view (:meth:`DeviceIndex.on_change`,
+subscribed at startup, so a slice event converts only that slice's devices and the request path
+never changes the index), or in bulk with :meth:`DeviceIndex.sync` (tests, benchmarks, offline).
+
+An evaluation error (an attribute the device does not have) does not make the device match;
+the others are still tried. Each erring device is kept in :attr:`Match.erring` with the selector
+that erred, because kube-scheduler's allocator (k8s.io/dynamic-resource-allocation/structured,
+``selectorsMatch``) aborts the whole claim on a CEL runtime error, even when other devices match
+(DESIGN.md, "A CEL runtime error is fatal to the whole claim"): :mod:`app.allocation` decides
+whether the scheduler would reach that device. A selector that does not compile raises
 :class:`~app.cel.errors.CelCompileError`.
 """
 
@@ -38,9 +41,10 @@ from app.cel.cost import Budget
 from app.cel.device import Device, devices_of_slice
 from app.cel.engine import SELECTOR, Engine, Program
 from app.cel.errors import CelEvalError
+from app.cluster.view import Kind
 from app.k8s.claims import device_class_expressions
 
-__all__ = ["DeviceIndex", "Match", "class_selectors"]
+__all__ = ["DeviceIndex", "IndexedSlice", "Match", "class_selectors"]
 
 _MISSING: Final = object()
 _MEMO_LIMIT: Final = 8192
@@ -64,6 +68,9 @@ class Match:
     considered: int
     errors: int = 0
     first_error: str | None = None
+    erring: tuple[tuple[Device, str], ...] = ()
+    """Each device a selector erred on, with ``class <name>: selector #i: <message>`` (a
+    DeviceClass selector) or ``selector #i: <message>`` (the request's)."""
 
     @property
     def count(self) -> int:
@@ -90,16 +97,34 @@ class _Indexed:
         return found
 
 
+@dataclass(frozen=True, slots=True)
+class IndexedSlice:
+    """One ResourceSlice as the view holds it (read-only) and its devices, converted once."""
+
+    name: str
+    version: Any
+    raw: Mapping[str, Any]
+    entries: tuple[_Indexed, ...]
+
+    @property
+    def devices(self) -> tuple[Device, ...]:
+        return tuple(e.device for e in self.entries)
+
+
 @dataclass(slots=True)
 class _Snapshot:
     generation: int
-    devices: tuple[_Indexed, ...]
+    slices: tuple[IndexedSlice, ...]
+
+    def devices(self) -> Iterable[_Indexed]:
+        for indexed in self.slices:
+            yield from indexed.entries
 
 
 def _match_bytes(match: Match) -> int:
-    """About what a memoized Match holds on its own: the tuple of device references (the
+    """About what a memoized Match holds on its own: the tuples of device references (the
     devices themselves belong to the snapshot), the object and its key."""
-    return 200 + 8 * len(match.devices) + len(match.first_error or "")
+    return 200 + 8 * len(match.devices) + 64 * len(match.erring) + len(match.first_error or "")
 
 
 def _typed(value: Any) -> Any:
@@ -155,12 +180,13 @@ class DeviceIndex:
         self.engine = engine
         self.cache = cache if cache is not None else CompileCache()
         self._lock = threading.Lock()
-        self._snapshot = _Snapshot(generation=-1, devices=())
-        self._slices: dict[str, tuple[Any, tuple[_Indexed, ...]]] = {}
+        self._snapshot = _Snapshot(generation=-1, slices=())
+        self._slices: dict[str, IndexedSlice] = {}
         self._views: BoundedCache[str, tuple[tuple[str, ...], ...] | None] = BoundedCache(
             CacheName.CEL_DEVICE_PATHS, VIEWS_KEPT
         )
-        # Keyed by generation too: a lookup racing a sync cannot answer from the old slices.
+        self._changes = 0
+        # Keyed by generation too: a lookup racing a change cannot answer from the old slices.
         self._memo: BoundedCache[tuple[Any, ...], Match] = BoundedCache(
             CacheName.CEL_DEVICE_MATCH, _MEMO_LIMIT, max_bytes=max_bytes, size=_match_bytes
         )
@@ -175,18 +201,38 @@ class DeviceIndex:
 
     @property
     def generation(self) -> int:
+        """Changes whenever a slice changes (what memos of match results are keyed by)."""
         return self._snapshot.generation
 
     @property
     def devices(self) -> tuple[Device, ...]:
-        return tuple(i.device for i in self._snapshot.devices)
+        return tuple(i.device for i in self._snapshot.devices())
+
+    def slices(self) -> tuple[IndexedSlice, ...]:
+        """The slices of this generation (view order), each with its converted devices."""
+        return self._snapshot.slices
+
+    def on_change(self, kind: Kind, old: Mapping[str, Any] | None, new: Any) -> None:
+        """ClusterView listener: convert the changed slice's devices (only those)."""
+        if kind is not Kind.RESOURCE_SLICE:
+            return
+        with self._lock:
+            if old is not None:
+                self._slices.pop(_name(old), None)
+            if new is not None:
+                name = _name(new)
+                self._slices[name] = self._indexed(name, new, self._slices.get(name))
+            self._changes += 1
+            self._snapshot = _Snapshot(self._changes, tuple(self._slices.values()))
+            self._memo.clear()  # keyed by generation: the old entries can no longer be hit
 
     def sync(
         self,
         resource_slices: Mapping[str, Mapping[str, Any]] | Iterable[Mapping[str, Any]],
         generation: int,
     ) -> None:
-        """Take the cluster's slices at ``generation`` (a no-op when it has not changed)."""
+        """Take the cluster's slices at ``generation`` (a no-op when it has not changed): the
+        bulk form of :meth:`on_change`, for callers without a view."""
         if generation == self._snapshot.generation:
             return
         with self._lock:
@@ -197,22 +243,25 @@ class DeviceIndex:
                 if isinstance(resource_slices, Mapping)
                 else [(_name(s), s) for s in resource_slices]
             )
-            slices: dict[str, tuple[Any, tuple[_Indexed, ...]]] = {}
+            slices: dict[str, IndexedSlice] = {}
             for name, raw in sorted(items, key=lambda item: item[0]):
-                version = _version(raw)
-                known = self._slices.get(name)
-                if known is not None and version is not None and known[0] == version:
-                    slices[name] = known
-                    continue
-                indexed = tuple(
-                    _Indexed(device, self.engine.device_activation(device))
-                    for device in devices_of_slice(raw)
-                )
-                slices[name] = (version, indexed)
+                slices[name] = self._indexed(name, raw, self._slices.get(name))
             self._slices = slices
-            devices = tuple(d for _, entries in slices.values() for d in entries)
-            self._snapshot = _Snapshot(generation=generation, devices=devices)
+            self._changes = max(self._changes, generation)
+            self._snapshot = _Snapshot(generation, tuple(slices.values()))
             self._memo.clear()
+
+    def _indexed(
+        self, name: str, raw: Mapping[str, Any], known: IndexedSlice | None
+    ) -> IndexedSlice:
+        version = _version(raw)
+        if known is not None and version is not None and known.version == version:
+            return known
+        entries = tuple(
+            _Indexed(device, self.engine.device_activation(device))
+            for device in devices_of_slice(raw)
+        )
+        return IndexedSlice(name, version, raw, entries)
 
     def matching(
         self,
@@ -234,14 +283,17 @@ class DeviceIndex:
         if selectors:
             base = self.matching(class_name, class_expressions, budget=budget)
             chosen = {id(d) for d in base.devices}
-            candidates = [i for i in snapshot.devices if id(i.device) in chosen]
+            candidates = [i for i in snapshot.devices() if id(i.device) in chosen]
             result = self._evaluate(candidates, selectors, base, budget)
         else:
-            candidates = [i for i in snapshot.devices if i.device.problem is None]
-            result = self._evaluate(candidates, class_expressions, None, budget)
-            if len(candidates) != len(snapshot.devices):
+            every = list(snapshot.devices())
+            candidates = [i for i in every if i.device.problem is None]
+            result = self._evaluate(
+                candidates, class_expressions, None, budget, f"class {class_name}: "
+            )
+            if len(candidates) != len(every):
                 result = Match(
-                    result.devices, len(snapshot.devices), result.errors, result.first_error
+                    result.devices, len(every), result.errors, result.first_error, result.erring
                 )
         return self._memo.put(key, result)
 
@@ -261,17 +313,21 @@ class DeviceIndex:
         expressions: Sequence[str],
         base: Match | None,
         budget: Budget | None = None,
+        source: str = "",
     ) -> Match:
         programs = self.programs(expressions)
         considered = base.considered if base is not None else len(candidates)
         errors = base.errors if base is not None else 0
         first_error = base.first_error if base is not None else None
+        erring = list(base.erring) if base is not None else []
         if not programs:
-            return Match(tuple(i.device for i in candidates), considered, errors, first_error)
+            return Match(
+                tuple(i.device for i in candidates), considered, errors, first_error, tuple(erring)
+            )
         views = [self._view(e) for e in expressions]
         grouped = None not in views
         paths = tuple(sorted({p for v in views if v is not None for p in v}))
-        seen: dict[Any, bool | str] = {}
+        seen: dict[Any, bool | tuple[int, str]] = {}
         matched = []
         cost = sum(p.cost for p in programs) if budget is not None else 0
         for item in candidates:
@@ -287,17 +343,19 @@ class DeviceIndex:
                 matched.append(item.device)
             elif outcome is not False:
                 errors += 1
-                first_error = first_error or f"{item.device.id}: {outcome}"
-        return Match(tuple(matched), considered, errors, first_error)
+                first_error = first_error or f"{item.device.id}: {outcome[1]}"
+                erring.append((item.device, f"{source}selector #{outcome[0]}: {outcome[1]}"))
+        return Match(tuple(matched), considered, errors, first_error, tuple(erring))
 
 
-def _run(programs: Sequence[Program], activation: Any) -> bool | str:
-    """True if every program is true; False if one is false; else the first error message."""
-    for program in programs:
+def _run(programs: Sequence[Program], activation: Any) -> bool | tuple[int, str]:
+    """True if every program is true; False if one is false (the later ones are not run, as
+    in the scheduler); else (index, message) of the first that errs."""
+    for index, program in enumerate(programs):
         try:
             result = program.evaluate(activation)
         except CelEvalError as error:
-            return error.message or "evaluation error"
+            return index, error.message or "evaluation error"
         if result is not True:
             return False
     return True

@@ -8,10 +8,16 @@ a policy, and on a large cluster it is most of the memory. Kept, per kind:
 | --- | --- |
 | Namespace | nothing (the mode label is in `metadata.labels`) |
 | DeviceClass, ResourceSlice, ResourceClaimTemplate | `spec` |
-| ResourceClaim | `spec`; `status.allocation.devices.results[]` as {request, driver, pool, device} |
+| ResourceClaim | `spec`; `status.allocation.devices.results[]` (see below) |
 | ResourceQuota | `spec`, `status.used` |
 
+An allocation result keeps {request, driver, pool, device, adminAccess, shareID,
+consumedCapacity}, the ones set (not null).
+
 Common metadata: name, namespace, labels, uid, resourceVersion, generation, deletionTimestamp.
+ResourceSlice `spec` is kept whole: the allocation model reads its node selection, pools, shared
+counters and each device's taints, counter consumption, capacities with their request policies
+and `allowMultipleAllocations`.
 `spec` is shared with the decoded object, not copied: slimming costs two small dicts per object.
 Slimming a slimmed object gives an equal object, so sources may slim early (per list page, to
 bound peak memory) and the view slims again on `apply`/`replace`.
@@ -44,7 +50,17 @@ KEPT_METADATA = (
 _KEEPS_SPEC = frozenset(
     {"DeviceClass", "ResourceSlice", "ResourceClaim", "ResourceClaimTemplate", "ResourceQuota"}
 )
-_ALLOCATION_RESULT_FIELDS = ("request", "driver", "pool", "device")
+_ALLOCATION_RESULT_FIELDS = (
+    "request",
+    "driver",
+    "pool",
+    "device",
+    "adminAccess",
+    "shareID",
+    "consumedCapacity",
+)
+"""What the allocation model reads of a result: which device is taken, and whether wholly (no
+`shareID`), as a share (`consumedCapacity`), or not at all (`adminAccess`)."""
 _SCALARS = (str, int, bool)
 
 
@@ -141,7 +157,7 @@ def _claim_status(status: Obj) -> Obj | None:
         "allocation": {
             "devices": {
                 "results": [
-                    {k: r[k] for k in _ALLOCATION_RESULT_FIELDS if k in r}
+                    {k: r[k] for k in _ALLOCATION_RESULT_FIELDS if r.get(k) is not None}
                     for r in results
                     if isinstance(r, dict)
                 ]

@@ -20,7 +20,8 @@ from types import MappingProxyType
 
 from app.cluster.view import ClusterReader, Key, Kind, Obj, object_key
 from app.errors import ObjectShapeError
-from app.k8s.claims import EMPTY, ClaimCount, count_claim_spec, template_claim_spec
+from app.k8s.claim_count import EMPTY, ClaimCount, count_claim_spec
+from app.k8s.claims import template_claim_spec
 
 logger = logging.getLogger(__name__)
 

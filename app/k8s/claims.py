@@ -10,7 +10,8 @@ reading goes on with a neutral value in its place.
 Two readers ask different things of the same spec, so an error says which of them it stops:
 
 - ``COUNTING`` (quota, cluster usage: :func:`count_claim_spec`): the class, allocation mode,
-  count (at least 1) and adminAccess of each request must be well typed;
+  count (at least 1) and adminAccess of each request must be well typed
+  (:mod:`app.k8s.claim_count`);
 - ``SELECTING`` (the selector check): the selectors must be well formed, and a ``count`` that is
   present must be an integer.
 
@@ -29,13 +30,7 @@ both (only offline files and the mutating endpoint can see one), the counting re
 ``exactly`` and :attr:`DeviceRequest.alternatives` takes ``firstAvailable``, as each did before
 the two readings were one.
 
-Counting rules (DESIGN feature 3):
-
-- ``allocationMode: ExactCount`` (the default) counts ``count`` devices (default 1);
-- ``allocationMode: All`` is unbounded: the request gets every matching device, however many;
-- ``firstAvailable`` counts, per DeviceClass, its largest alternative of that class (the scheduler
-  may pick any of them, so a limit must hold for the largest);
-- requests with ``adminAccess`` count like any other.
+Counting (quota, usage) lives in :mod:`app.k8s.claim_count`.
 """
 
 from __future__ import annotations
@@ -45,6 +40,29 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Final
 
 from app.errors import ObjectShapeError
+from app.k8s.claim_parts import Config, Constraint, Toleration, capacity_requests, configs
+from app.k8s.claim_parts import constraints as read_constraints
+from app.k8s.claim_parts import tolerations as read_tolerations
+from app.k8s.quantity import Quantity
+
+__all__ = [
+    "ALL",
+    "COUNTING",
+    "EXACT_COUNT",
+    "SELECTING",
+    "Alternative",
+    "Branch",
+    "ClaimSpec",
+    "Config",
+    "Constraint",
+    "DeviceRequest",
+    "FieldError",
+    "Toleration",
+    "device_class_expressions",
+    "device_class_selectors",
+    "parse_claim_spec",
+    "template_claim_spec",
+]
 
 Obj = dict[str, Any]
 
@@ -90,6 +108,10 @@ class Alternative:
     """``capacity.requests``: capacity name -> quantity as written."""
     tolerations: Final[tuple[Obj, ...]] = ()
     errors: Final[tuple[FieldError, ...]] = ()
+    capacity_requests: Final[Mapping[str, Quantity]] = field(default_factory=dict)
+    """``capacity.requests`` read as quantities (a malformed amount is an error above)."""
+    device_tolerations: Final[tuple[Toleration, ...]] = ()
+    """``tolerations`` read as values."""
 
     @property
     def all_devices(self) -> bool:
@@ -146,24 +168,6 @@ class DeviceRequest:
         if self.first_available is not None and self.first_available.written:
             return self.first_available
         return self.flat if self.has_device_class else None
-
-
-@dataclass(slots=True)
-class Constraint:
-    path: Final[str]
-    requests: Final[tuple[str, ...]]
-    match_attribute: Final[str | None]
-    distinct_attribute: Final[str | None]
-
-
-@dataclass(slots=True)
-class Config:
-    path: Final[str]
-    requests: Final[tuple[str, ...]]
-    """Requests (``request`` or ``request/subrequest``) it applies to; () = all."""
-    driver: Final[str | None]
-    """The opaque config's driver; None when the entry is not opaque config."""
-    parameters: Final[Any] = None
 
 
 @dataclass(slots=True)
@@ -243,8 +247,8 @@ def parse_claim_spec(spec: Any, path: str = "spec") -> ClaimSpec:
     return ClaimSpec(
         path,
         requests,
-        _constraints(constraints, f"{devices_path}.constraints") if constraints else (),
-        _config(config, f"{devices_path}.config") if config else (),
+        read_constraints(constraints, f"{devices_path}.constraints") if constraints else (),
+        configs(config, f"{devices_path}.config") if config else (),
         errors,
         bool(errors or found),
     )
@@ -367,6 +371,8 @@ def _alternative(
     )
     capacity = body.get("capacity")
     requests = capacity.get("requests") if type(capacity) is dict else None
+    amounts, bad = capacity_requests(requests, f"{path}.capacity.requests")
+    errors.extend(FieldError(where, message, SELECTING) for where, message in bad)
     tolerations = body.get("tolerations")
     if errors:
         found.extend(errors)
@@ -381,6 +387,8 @@ def _alternative(
         requests if type(requests) is dict else {},
         tuple(t for t in tolerations if type(t) is dict) if type(tolerations) is list else (),
         tuple(errors) if errors else (),
+        amounts,
+        read_tolerations(tolerations) if tolerations else (),
     )
 
 
@@ -454,141 +462,3 @@ def device_class_expressions(device_class: Mapping[str, Any] | None) -> tuple[st
     if not value or type(value) is not list:
         return ()
     return tuple(_expressions(value, "spec.selectors", []))
-
-
-def _names(value: Any) -> tuple[str, ...]:
-    return tuple(r for r in value if isinstance(r, str)) if type(value) is list else ()
-
-
-def _constraints(value: Any, path: str) -> tuple[Constraint, ...]:
-    if type(value) is not list:
-        return ()
-    out = []
-    for index, entry in enumerate(value):
-        if type(entry) is not dict:
-            continue
-        match = entry.get("matchAttribute")
-        distinct = entry.get("distinctAttribute")
-        out.append(
-            Constraint(
-                f"{path}[{index}]",
-                _names(entry.get("requests")),
-                match if isinstance(match, str) else None,
-                distinct if isinstance(distinct, str) else None,
-            )
-        )
-    return tuple(out)
-
-
-def _config(value: Any, path: str) -> tuple[Config, ...]:
-    if type(value) is not list:
-        return ()
-    out = []
-    for index, entry in enumerate(value):
-        if type(entry) is not dict:
-            continue
-        opaque = entry.get("opaque")
-        driver = opaque.get("driver") if type(opaque) is dict else None
-        out.append(
-            Config(
-                f"{path}[{index}]",
-                _names(entry.get("requests")),
-                driver if isinstance(driver, str) else None,
-                opaque.get("parameters") if type(opaque) is dict else None,
-            )
-        )
-    return tuple(out)
-
-
-# -- counting ------------------------------------------------------------------------------------
-
-
-@dataclass(slots=True)
-class RequestCount:
-    """What one request of a claim asks for."""
-
-    name: Final[str]
-    path: Final[str]
-    """Field path of the request, for messages: spec.devices.requests[0]."""
-    devices: Final[Mapping[str, int]]
-    """DeviceClass -> devices asked for (ExactCount; for firstAvailable the largest)."""
-    unbounded: Final[frozenset[str]] = frozenset()
-    """DeviceClasses asked for with allocationMode: All."""
-    admin_access: Final[bool] = False
-
-
-@dataclass(slots=True)
-class ClaimCount:
-    """What a whole claim spec asks for."""
-
-    requests: Final[tuple[RequestCount, ...]] = ()
-    devices: Final[Mapping[str, int]] = field(default_factory=dict)
-    """DeviceClass -> sum of its bounded requests."""
-    unbounded: Final[frozenset[str]] = frozenset()
-    """DeviceClasses some request asks for with allocationMode: All."""
-
-    @property
-    def classes(self) -> frozenset[str]:
-        return frozenset(self.devices) | self.unbounded
-
-
-EMPTY = ClaimCount()
-
-
-def count_claim_spec(spec: Any, path: str = "spec") -> ClaimCount:
-    """Count a ResourceClaim `spec` (for a template: its `spec.spec`, path `spec.spec`); a field
-    of the wrong type raises ObjectShapeError with its path."""
-    if spec is None:
-        return EMPTY
-    return count_claim(parse_claim_spec(spec, path))
-
-
-def count_claim(parsed: ClaimSpec) -> ClaimCount:
-    """Count a claim spec already read; raises ObjectShapeError at the first error that stops
-    counting."""
-    parsed.check(COUNTING)
-    if not parsed.requests:
-        return EMPTY
-    requests = tuple(_count_request(request) for request in parsed.requests)
-    totals: dict[str, int] = {}
-    unbounded: set[str] = set()
-    for request in requests:
-        for device_class, amount in request.devices.items():
-            totals[device_class] = totals.get(device_class, 0) + amount
-        unbounded |= request.unbounded
-    return ClaimCount(requests, totals, frozenset(unbounded))
-
-
-def _count_request(request: DeviceRequest) -> RequestCount:
-    member = request.counted()
-    if member is None:
-        return RequestCount(request.name, request.path, {})
-    if member is request.first_available:
-        largest: dict[str, int] = {}
-        unbounded: set[str] = set()
-        for alternative in member.alternatives:
-            if alternative.all_devices:
-                unbounded.add(alternative.device_class)
-            else:
-                largest[alternative.device_class] = max(
-                    largest.get(alternative.device_class, 0), alternative.count
-                )
-        for device_class in unbounded:
-            largest.pop(device_class, None)
-        return RequestCount(request.name, request.path, largest, frozenset(unbounded))
-    (alternative,) = member.alternatives
-    if alternative.all_devices:
-        return RequestCount(
-            request.name,
-            request.path,
-            {},
-            frozenset({alternative.device_class}),
-            alternative.admin_access,
-        )
-    return RequestCount(
-        request.name,
-        request.path,
-        {alternative.device_class: alternative.count},
-        frozenset(),
-        alternative.admin_access,
-    )

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from app.allocation import Model
 from app.bounded import DEFAULT_MAX_BYTES
 from app.cel.cache import CompileCache
 from app.cel.engine import SELECTOR, Engine
@@ -22,6 +23,8 @@ class CelRuntime:
     engine: Engine
     cache: CompileCache
     index: DeviceIndex
+    model: Model
+    """The allocation model over ``index`` (its verdict memo lives as long as the runtime)."""
 
     @classmethod
     def build(cls, policy: Policy, cache_max_bytes: int = DEFAULT_MAX_BYTES) -> CelRuntime:
@@ -29,7 +32,8 @@ class CelRuntime:
         # Build the backend's selector environment now (~0.1 s), not on the first claim.
         engine.compile("true", SELECTOR)
         cache = CompileCache(policy.cel.cache_size)
-        return cls(engine=engine, cache=cache, index=DeviceIndex(engine, cache, cache_max_bytes))
+        index = DeviceIndex(engine, cache, cache_max_bytes)
+        return cls(engine=engine, cache=cache, index=index, model=Model(index))
 
 
 def cel_runtime(parts: Parts) -> CelRuntime:

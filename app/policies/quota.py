@@ -32,7 +32,7 @@ from typing import Any
 from app.cluster.usage import ClaimUsage, TemplateCounts
 from app.cluster.view import Kind
 from app.errors import ObjectShapeError
-from app.k8s.claims import count_claim
+from app.k8s.claim_count import count_claim
 from app.k8s.objects import PodSpecRef, list_field, object_name, pod_spec
 from app.k8s.quantity import QuantityError, parse_quantity
 from app.policies import quota_shares

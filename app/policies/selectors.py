@@ -10,17 +10,21 @@ Two checks, both on the validating endpoint:
    such as ``cidr()`` or ``isIP()``, or nesting deeper than cel-cpp's parser allows): such a
    selector is allowed with a warning that it was not checked, and the API server, which
    compiles every selector itself, has the last word on it.
-2. Satisfiability: a request whose DeviceClass + selectors match no device in the cluster's
-   ResourceSlices, or fewer than its ``count``, is warned about or denied (``cel.selectors`` in
-   the policy, per namespace mode), with the nearest miss where it can be told ("largest
-   gpu.nvidia.com/memory among the 4 devices of class gpu.nvidia.com is 80Gi"). A
-   ``firstAvailable`` request is fine when any of its alternatives is.
+2. Satisfiability as the scheduler sees it (:mod:`app.allocation`): a claim that no node could
+   take even with every device free ("never": too few matching devices in the cluster or on any
+   one node, constraints, taints, shared counters, capacity, or a CEL runtime error the
+   scheduler aborts on) is warned about or denied (``cel.selectors`` in the policy, per
+   namespace mode), with the nearest miss ("asks for 4 devices on one node; the most on any
+   node is 2 (node-a, node-b)"); one that some node could take once other claims release their
+   devices ("not now") is always only warned about. A ``firstAvailable`` request is fine when
+   any of its alternatives is.
 
 A request whose selectors (or whose DeviceClass's selectors) hit such a gap is not checked for
 satisfiability either: it is taken as satisfiable, with the same warning.
 
 The scheduler would otherwise leave the pod Pending with no message. Devices come from the cluster
-view through :class:`~app.cel.index.DeviceIndex`, so a repeated claim shape costs a lookup.
+view through :class:`~app.cel.index.DeviceIndex`; the verdict is memoized by the claim's shape and
+the view's generations, so a repeated claim shape costs a lookup.
 """
 
 from __future__ import annotations
@@ -29,20 +33,17 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from app.allocation import NEVER, NOT_NOW, Allocations, ClaimInput
 from app.cel import syntax
 from app.cel.cost import COMPILE_CHARGE, Budget, BudgetExceededError
-from app.cel.device import Device
 from app.cel.engine import SELECTOR
 from app.cel.errors import CelCompileError, does_not_compile
-from app.cel.index import DeviceIndex, class_selectors
 from app.cluster.view import Kind
 from app.errors import ObjectShapeError
 from app.k8s import claims
-from app.k8s.claims import SELECTING, Alternative, DeviceRequest
+from app.k8s.claims import SELECTING, DeviceRequest
 from app.policies.base import ALLOW, Context, Request, Result, Violation
 from app.policies.cel_runtime import CelRuntime, cel_runtime
-
-MAX_HINT_VALUES = 5
 
 
 def check(request: Request, ctx: Context) -> Result:
@@ -81,6 +82,7 @@ def _check(request: Request, ctx: Context, budget: Budget) -> Result:
         return Result(warnings=not_checked) if not_checked else ALLOW
 
     requests = _device_requests(request, obj)
+    parsed = request.claim_spec()
     expressions = [s for r in requests for a in r.alternatives for s in a.selectors]
     violations, not_checked = compile_check(runtime, expressions, budget)
     if violations:
@@ -91,16 +93,23 @@ def _check(request: Request, ctx: Context, budget: Budget) -> Result:
     action = _action(ctx)
     if action == "off" or not requests or Kind.RESOURCE_SLICE not in ctx.view.synced_kinds():
         return Result(warnings=not_checked) if not_checked else ALLOW
-    runtime.index.sync(ctx.view.resource_slices(), ctx.view.generation(Kind.RESOURCE_SLICE))
-    notes: list[str] = []
-    problems = [
-        (r.path, problem)
-        for r in requests
-        if (problem := unsatisfiable(r, ctx, runtime.index, notes, budget))
-    ]
+    label = f"{request.kind} {request.namespace}/{request.name}".replace(" /", " ")
+    verdict = runtime.model.check(
+        [ClaimInput(label, parsed)],
+        ctx.view.device_classes(),
+        ctx.view.index(Allocations),
+        classes_generation=ctx.view.generation(Kind.DEVICE_CLASS),
+        budget=budget,
+        engine_gap=engine_gap,
+    )
+    notes = tuple(str(Violation(n.path, n.message)) for n in verdict.notes)
     warnings = (*not_checked, *notes)
-    if not problems:
+    if verdict.outcome == NOT_NOW:
+        later = tuple(str(Violation(p.path, p.message)) for p in verdict.problems)
+        return Result(warnings=(*warnings, *later))
+    if verdict.outcome != NEVER:
         return Result(warnings=warnings) if warnings else ALLOW
+    problems = [(p.path, p.message) for p in verdict.problems]
     if action == "deny":
         return Result(
             violations=tuple(Violation(path, problem) for path, problem in problems),
@@ -110,6 +119,87 @@ def _check(request: Request, ctx: Context, budget: Budget) -> Result:
             "devices first.",
         )
     return Result(warnings=(*warnings, *(f"{path}: {problem}" for path, problem in problems)))
+
+
+def check_pod(request: Request, ctx: Context) -> Result:
+    """A pod's claims taken together: the scheduler allocates all of them on one node.
+
+    Each claim was checked alone when it (or its template) was created; a pod with two or more
+    claims is checked here jointly (a pod with two 2-GPU claims on 2-GPU nodes is never
+    schedulable though each claim is fine); one with a single claim is not checked again. A named
+    claim that is already allocated is left out: its devices are taken and its node is fixed,
+    which the view (no Node objects, no allocation node selectors) cannot match against the
+    others. Within the review's CEL budget, as :func:`check`.
+    """
+    obj = request.object
+    spec = obj.get("spec") if obj is not None else None
+    entries = spec.get("resourceClaims") if isinstance(spec, Mapping) else None
+    action = _action(ctx)
+    if not isinstance(entries, list) or len(entries) < 2 or action == "off":
+        return ALLOW  # (most pods: nothing to read)
+    if Kind.RESOURCE_SLICE not in ctx.view.synced_kinds():
+        return ALLOW
+    claims_in = []
+    for i, entry in enumerate(entries):
+        found = _pod_claim(entry, request.namespace, ctx)
+        if found is not None:
+            label, parsed = found
+            claims_in.append(ClaimInput(label, parsed, f"spec.resourceClaims[{i}] ({label}) "))
+    if len(claims_in) < 2:
+        return ALLOW
+    budget = Budget(ctx.policy.cel.review_budget)
+    try:
+        verdict = ctx.parts[cel_runtime].model.check(
+            claims_in,
+            ctx.view.device_classes(),
+            ctx.view.index(Allocations),
+            classes_generation=ctx.view.generation(Kind.DEVICE_CLASS),
+            budget=budget,
+            engine_gap=engine_gap,
+        )
+    except BudgetExceededError as exc:
+        return Result(warnings=(f"Pod {request.name}: {exc}; claims not checked together",))
+    problems = tuple(Violation(p.path, p.message) for p in verdict.problems)
+    if verdict.outcome == NEVER and action == "deny":
+        return Result(
+            violations=problems,
+            summary=f"no node in the cluster can satisfy the claims of Pod {request.name}",
+            details="The scheduler allocates all of a pod's claims on one node; it would stay "
+            "Pending.",
+        )
+    if verdict.outcome in (NEVER, NOT_NOW):
+        return Result(warnings=tuple(str(p) for p in problems))
+    return ALLOW
+
+
+def _pod_claim(entry: Any, namespace: str, ctx: Context) -> tuple[str, claims.ClaimSpec] | None:
+    """The claim spec behind a pod's ``resourceClaims`` entry (named claim or template), from
+    the view; None when it is unknown, already allocated, or malformed (its own admission
+    reports that)."""
+    if not isinstance(entry, Mapping):
+        return None
+    name, template = entry.get("resourceClaimName"), entry.get("resourceClaimTemplateName")
+    if isinstance(name, str) and name:
+        claim = ctx.view.get(Kind.RESOURCE_CLAIM, name, namespace)
+        if claim is None or (claim.get("status") or {}).get("allocation"):
+            return None
+        parsed = claims.parse_claim_spec(claim.get("spec"))
+        label = f"claim {name}"
+    elif isinstance(template, str) and template:
+        found = ctx.view.get(Kind.RESOURCE_CLAIM_TEMPLATE, template, namespace)
+        if found is None:
+            return None
+        try:
+            inner, path = claims.template_claim_spec(found)
+        except ObjectShapeError:
+            return None
+        parsed = claims.parse_claim_spec(inner, path)
+        label = f"template {template}"
+    else:
+        return None
+    if parsed.first_error(SELECTING) is not None or not parsed.requests:
+        return None
+    return label, parsed
 
 
 def compile_check(
@@ -307,123 +397,3 @@ def _device_requests(request: Request, obj: Mapping[str, Any]) -> tuple[DeviceRe
     if parsed.malformed:
         parsed.check(SELECTING)
     return parsed.requests
-
-
-# -- satisfiability ----------------------------------------------------------------------------
-
-
-def unsatisfiable(
-    request: DeviceRequest,
-    ctx: Context,
-    index: DeviceIndex,
-    notes: list[str] | None = None,
-    budget: Budget | None = None,
-) -> str | None:
-    """Why no device set in the cluster can satisfy ``request``; None when one can, or when an
-    alternative cannot be checked by this engine (then a warning saying so goes to ``notes``)."""
-    problems = []
-    for alternative in request.alternatives:
-        problem = _alternative_problem(alternative, ctx, index, notes, budget)
-        if problem is None:
-            return None
-        problems.append((alternative, problem))
-    if len(problems) == 1:
-        return problems[0][1]
-    listed = "; ".join(f"[{k}] {problem}" for k, (_, problem) in enumerate(problems))
-    return f"none of its {len(problems)} firstAvailable alternatives can be satisfied: {listed}"
-
-
-def _alternative_problem(
-    alt: Alternative,
-    ctx: Context,
-    index: DeviceIndex,
-    notes: list[str] | None = None,
-    budget: Budget | None = None,
-) -> str | None:
-    if not alt.device_class:
-        return None
-    device_class = ctx.view.device_class(alt.device_class)
-    if device_class is None:
-        return f"DeviceClass {alt.device_class} does not exist"
-    class_expressions = class_selectors(device_class)
-    expressions = [e for _, e in alt.selectors]
-    try:
-        match = index.matching(alt.device_class, class_expressions, expressions, budget)
-    except CelCompileError as error:
-        gap = engine_gap(error)
-        if gap is None:
-            return f"DeviceClass {alt.device_class} has a selector that does not compile: {error}"
-        if notes is not None and error.expression in class_expressions:
-            # (a request selector's gap was already reported by the compile check)
-            notes.append(
-                f"{alt.path}: satisfiability {_not_checked(gap)} "
-                f"in a selector of DeviceClass {alt.device_class}"
-            )
-        return None
-    if match.count >= alt.needed:
-        return None
-    return _nearest_miss(alt, class_expressions, index, match.count, budget)
-
-
-def _nearest_miss(
-    alt: Alternative,
-    class_expressions: Sequence[str],
-    index: DeviceIndex,
-    matched: int,
-    budget: Budget | None = None,
-) -> str:
-    base = index.matching(alt.device_class, class_expressions, budget=budget)
-    wanted = f"{alt.needed} device{'s' if alt.needed != 1 else ''}"
-    if base.count == 0:
-        text = (
-            f"no device in the cluster matches DeviceClass {alt.device_class} "
-            f"({base.considered} devices published)"
-        )
-        return text + (f"; first error: {base.first_error}" if base.first_error else "")
-    blockers = []
-    for _, expression in alt.selectors:
-        alone = index.matching(alt.device_class, class_expressions, [expression], budget)
-        if alone.count < alt.needed:
-            hint = _hint(expression, base.devices)
-            blockers.append(
-                f"{hint}{alone.count} of the {base.count} devices of class {alt.device_class} "
-                f"match {expression!r}"
-            )
-    if not blockers:
-        blockers.append(
-            f"each selector matches enough of the {base.count} devices of class "
-            f"{alt.device_class}, but only {matched} match all of them"
-        )
-    return f"asks for {wanted}, {matched} can match: " + "; ".join(blockers)
-
-
-def _hint(expression: str, devices: Sequence[Device]) -> str:
-    """What the devices offer for the paths the expression reads: the nearest miss."""
-    hints = []
-    seen = set()
-    for path in syntax.device_paths(expression):
-        keys = path.keys
-        if len(keys) < 3 or None in keys[:3] or keys[:3] in seen:
-            continue
-        seen.add(keys[:3])
-        kind, domain, name = str(keys[0]), str(keys[1]), str(keys[2])
-        if kind == "capacity":
-            quantities = [
-                q for d in devices if (q := d.capacity.get(domain, {}).get(name)) is not None
-            ]
-            hints.append(
-                f"largest {domain}/{name} is {max(quantities)}"
-                if quantities
-                else f"no device has capacity {domain}/{name}"
-            )
-        elif kind == "attributes":
-            values = {
-                str(v) for d in devices if (v := d.attributes.get(domain, {}).get(name)) is not None
-            }
-            if not values:
-                hints.append(f"no device has attribute {domain}/{name}")
-            else:
-                shown = sorted(values)[:MAX_HINT_VALUES]
-                more = ", ..." if len(values) > MAX_HINT_VALUES else ""
-                hints.append(f"{domain}/{name} is {', '.join(shown)}{more}")
-    return "".join(f"{h}; " for h in hints)

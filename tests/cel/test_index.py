@@ -178,7 +178,7 @@ def test_per_expression_views_and_per_device_keys_are_bounded(engine: Engine) ->
         domain = f"d{i}.example.com"
         index.matching("gpu.nvidia.com", (), (f'device.attributes["{domain}"].x == {i}',))
     assert len(index._views) <= index_module.VIEWS_KEPT
-    (item,) = index._snapshot.devices
+    (item,) = index._snapshot.devices()
     assert len(item.keys) <= index_module.KEYS_KEPT_PER_DEVICE
 
 

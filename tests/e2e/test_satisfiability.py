@@ -7,14 +7,15 @@ memory capacity, product name, architecture, type and MIG profile, counts from 1
 impossible. What each should get is worked out here from the fleet's devices, per node, so each
 case knows its class:
 
-- agreed: the webhook's cluster-wide count and the scheduler's per-node allocation give the same
-  answer; a disagreement fails with the claim;
+- plain: enough matching devices on some node, or too few in the whole cluster;
 - per-node: more matching devices in the cluster than the claim needs, but fewer on every single
-  node. The webhook's model counts devices cluster-wide (app/policies/selectors.py), the
-  scheduler allocates a claim on one node: strict xfail until satisfiability is per node;
-- cel-error: a selector that reads an attribute some devices lack. The webhook counts an
-  evaluation error as "no match" and finds the devices that have it; the scheduler aborts the
-  claim on the first error (SchedulerError, DESIGN.md). Strict xfail for the same reason.
+  node: the scheduler allocates a claim on one node, and so does the webhook's model
+  (app/allocation);
+- cel-error: a selector that reads an attribute some devices lack. The scheduler aborts the
+  claim on the first error (SchedulerError, DESIGN.md), and the model says so.
+
+Every case must agree; a disagreement fails with the claim. The generated differential test
+(test_satisfiability_differential.py) covers constraints, taints, MIG counters and many nodes.
 """
 
 from __future__ import annotations
@@ -156,20 +157,13 @@ def _cases() -> Iterator[Case]:
 
 
 CASES = list(_cases())
-GAPS = {
-    "per-node": "per-node satisfiability: the webhook counts matching devices cluster-wide, "
-    "the scheduler needs them on one node",
-    "cel-error": "CEL runtime error: the webhook counts it as no match, the scheduler aborts "
-    "the claim (SchedulerError)",
-}
 
 
 def _param(case: Case) -> Any:
-    marks = [pytest.mark.xfail(strict=True, reason=GAPS[case.gap])] if case.gap else []
-    return pytest.param(case, id=case.id, marks=marks)
+    return pytest.param(case, id=case.id)
 
 
-def test_the_cases_cover_thirty_claims_both_verdicts_and_the_known_gaps() -> None:
+def test_the_cases_cover_thirty_claims_both_verdicts_per_node_and_cel_errors() -> None:
     agreed = [c for c in CASES if c.gap is None]
     assert len(agreed) >= 30
     assert {c.scheduler_allocates for c in agreed} == {True, False}

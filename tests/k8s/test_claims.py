@@ -7,11 +7,11 @@ from typing import Any
 import pytest
 
 from app.errors import ObjectShapeError
+from app.k8s.claim_count import count_claim_spec
 from app.k8s.claims import (
     COUNTING,
     SELECTING,
     FieldError,
-    count_claim_spec,
     device_class_selectors,
     parse_claim_spec,
     template_claim_spec,

@@ -1,0 +1,27 @@
+"""A pure model of kube-scheduler's DRA allocator: never / not now / ok, with the nearest miss.
+
+- :mod:`~app.allocation.inventory`: devices per node in the scheduler's order (``GatherPools``);
+- :mod:`~app.allocation.state`: what allocated claims hold, consumable capacity arithmetic;
+- :mod:`~app.allocation.search`: the search on one node (``allocateOne``, ``allocateDevice``);
+- :mod:`~app.allocation.explain`: the nearest miss;
+- :mod:`~app.allocation.model`: the entry point, memoized by claim shape and generations.
+
+It reads the device index (:mod:`app.cel.index`) and the cluster view's plain data, and knows
+nothing of admission: ``policies/selectors.py`` turns its verdict into warnings or denials.
+"""
+
+from app.allocation.explain import Problem
+from app.allocation.model import NEVER, NOT_NOW, OK, UNCHECKED, ClaimInput, Model, Verdict
+from app.allocation.state import Allocations
+
+__all__ = [
+    "NEVER",
+    "NOT_NOW",
+    "OK",
+    "UNCHECKED",
+    "Allocations",
+    "ClaimInput",
+    "Model",
+    "Problem",
+    "Verdict",
+]

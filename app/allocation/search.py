@@ -1,0 +1,421 @@
+"""The allocator's search on one node, as kube-scheduler runs it.
+
+Mirrors ``allocateOne`` and ``allocateDevice`` of upstream's allocator
+(k8s.io/dynamic-resource-allocation/structured, internal/incubating/allocator_incubating.go):
+claims one after another, in each request after request, each device of a request tried in
+the node's order (pools, then slices, by name) after the previous one, backtracking when a
+later request cannot be met. For every device tried:
+
+1. skipped when already in use (allocated to another claim, or picked for this attempt), before
+   any selector runs: an admin request only skips the devices it took itself;
+2. its DeviceClass's selectors, then the request's: false skips it, **an evaluation error
+   aborts the whole search** (:class:`Abort`), even when other devices would match;
+3. its consumable capacity must fit (:func:`app.allocation.state.fits`);
+4. its counters must be left in its counter set (a whole GPU and its MIG partitions consume the
+   same counters), unless it is a shareable device that already holds a share;
+5. a ``NoSchedule`` or ``NoExecute`` taint must be tolerated by the request;
+6. every constraint of the claim must still hold (``matchAttribute``: one value across the
+   devices of the requests it names; ``distinctAttribute``: all values different).
+
+``allocationMode: All`` takes every device of the node that matches (each must then pass 3-6,
+or the request fails on that node); a ``firstAvailable`` request takes the first of its
+subrequests that leads to a complete allocation.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from fractions import Fraction
+from typing import Any
+
+from app.allocation.inventory import Candidate, DeviceKey, Pool
+from app.allocation.state import Allocations, fits
+from app.k8s.claims import Alternative, Constraint
+
+__all__ = ["Abort", "ClaimPlan", "Exhausted", "RequestPlan", "Search", "Want", "scan"]
+
+DeviceRef = tuple[str, str]
+"""(slice name, device name): one device of one slice version."""
+MAX_STEPS = 20_000
+"""Devices tried per node before the search gives up (a combinatorial claim): the verdict is
+then "not checked" rather than a guess."""
+
+
+class Abort(Exception):  # noqa: N818 (upstream's word)
+    """The scheduler would stop here with an error for the whole pod (a CEL runtime error)."""
+
+    def __init__(self, message: str, device: str, want: Want) -> None:
+        super().__init__(message)
+        self.message = message
+        self.device = device
+        self.want = want
+
+
+class Exhausted(Exception):  # noqa: N818
+    """The search tried more devices than :data:`MAX_STEPS` on one node."""
+
+
+@dataclass(frozen=True, slots=True)
+class Want:
+    """One request or subrequest with the devices its class and selectors match."""
+
+    request: str
+    sub: str
+    path: str
+    """The request's field path (with the claim's prefix), where messages about it go."""
+    alternative: Alternative
+    matched: frozenset[DeviceRef]
+    erring: Mapping[DeviceRef, str] = field(default_factory=dict)
+
+    @property
+    def admin(self) -> bool:
+        return self.alternative.admin_access
+
+
+@dataclass(frozen=True, slots=True)
+class RequestPlan:
+    name: str
+    path: str
+    alternatives: tuple[Want, ...]
+    first_available: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class ClaimPlan:
+    label: str
+    """How messages name the claim (``claim ns/name`` or the pod's claim entry)."""
+    path: str
+    """The claim spec's field path (with the pod's prefix)."""
+    requests: tuple[RequestPlan, ...]
+    constraints: tuple[Constraint, ...] = ()
+
+
+def _ref(candidate: Candidate) -> DeviceRef:
+    return (candidate.device.slice_name, candidate.device.name)
+
+
+def attribute(candidate: Candidate, name: str) -> Any:
+    """``lookupAttribute``: a fully qualified attribute name, typed so 1 != true."""
+    domain, _, ident = name.partition("/")
+    if not ident:
+        return None
+    value = candidate.device.attributes.get(domain, {}).get(ident)
+    return None if value is None else (type(value).__name__, str(value))
+
+
+class _ConstraintState:
+    def __init__(self, constraint: Constraint) -> None:
+        self.constraint = constraint
+        self.values: list[Any] = []
+
+    def add(self, request: str, sub: str, candidate: Candidate) -> bool | None:
+        """True if added, None if the constraint does not apply, False if violated."""
+        if not self.constraint.applies_to(request, sub):
+            return None
+        name = self.constraint.match_attribute or self.constraint.distinct_attribute or ""
+        value = attribute(candidate, name)
+        if value is None:
+            return False
+        if self.constraint.match_attribute is not None:
+            if self.values and self.values[0] != value:
+                return False
+        elif value in self.values:
+            return False
+        self.values.append(value)
+        return True
+
+    def remove(self) -> None:
+        self.values.pop()
+
+
+class Search:
+    """One attempt to allocate ``claims`` on one node, from ``allocations`` (None: as if every
+    device were free)."""
+
+    def __init__(
+        self,
+        claims: Sequence[ClaimPlan],
+        candidates: Sequence[Candidate],
+        allocations: Allocations | None,
+        *,
+        ignore_taints: bool = False,
+    ) -> None:
+        self.claims = claims
+        self.candidates = candidates
+        self.allocations = allocations
+        self.ignore_taints = ignore_taints
+        self.allocating: dict[DeviceKey, set[int]] = {}
+        self.allocating_capacity: dict[DeviceKey, list[dict[str, Any]]] = {}
+        self.counters: dict[int, dict[tuple[str, str], int | Fraction]] = {}
+        """Per pool (by id()): counter -> what is left after allocated devices."""
+        self.consuming: dict[int, dict[tuple[str, str], int | Fraction]] = {}
+        self.constraints = [[_ConstraintState(c) for c in claim.constraints] for claim in claims]
+        self.steps = 0
+        self.chosen: list[tuple[int, str, Candidate]] = []
+
+    def run(self) -> bool:
+        """Whether every claim can be allocated on this node; raises :class:`Abort`."""
+        if not self._could(self.candidates):
+            return False
+        return self._one(0, 0, None, 0, 0)
+
+    def _could(self, candidates: Sequence[Candidate]) -> bool:
+        """False when some request has fewer matching devices on the node than it needs, so
+        the search cannot succeed. Only used when no selector errs on any device (then the
+        scheduler's search, which would reach no error either, fails the same way)."""
+        if any(w.erring for claim in self.claims for r in claim.requests for w in r.alternatives):
+            return True
+        refs = {_ref(c) for c in candidates}
+        for claim in self.claims:
+            for request in claim.requests:
+                if not any(
+                    len(w.matched & refs) >= w.alternative.needed for w in request.alternatives
+                ):
+                    return False
+        return True
+
+    # -- upstream's allocateOne -----------------------------------------------------------------
+
+    def _one(
+        self,
+        c: int,
+        r: int,
+        sub: int | None,
+        d: int,
+        start: int,
+        *,
+        every: list[Candidate] | None = None,
+    ) -> bool:
+        self.steps += 1
+        if self.steps > MAX_STEPS:
+            raise Exhausted
+        if c >= len(self.claims):
+            return True
+        claim = self.claims[c]
+        if r >= len(claim.requests):
+            return self._one(c + 1, 0, None, 0, 0)
+        request = claim.requests[r]
+        if sub is None:
+            return any(self._one(c, r, k, 0, 0) for k in range(len(request.alternatives)))
+        want = request.alternatives[sub]
+        alt = want.alternative
+        if alt.all_devices:
+            if every is None:
+                every = self._all_devices(want)
+                if not every:
+                    return False
+            if d >= len(every):
+                return self._one(c, r + 1, None, 0, 0)
+            undo = self._allocate(c, want, every[d])
+            if undo is None:
+                return False
+            if self._one(c, r, sub, d + 1, 0, every=every):
+                return True
+            undo()
+            return False
+        if d >= alt.count:
+            return self._one(c, r + 1, None, 0, 0)
+        for index in range(start, len(self.candidates)):
+            candidate = self.candidates[index]
+            if not self._pool_usable(candidate.pool):
+                continue
+            key = candidate.key
+            if want.admin:
+                if c in self.allocating.get(key, ()):
+                    continue
+            elif self._in_use(key):
+                continue
+            if not self._selectable(want, candidate):
+                continue
+            if not self._capacity_fits(want, candidate):
+                continue
+            undo = self._allocate(c, want, candidate)
+            if undo is None:
+                continue
+            if self._one(c, r, sub, d + 1, index + 1):
+                return True
+            undo()
+        return False
+
+    def _all_devices(self, want: Want) -> list[Candidate]:
+        """``validateDeviceRequest`` for ``All``: every matching device of the node (an
+        incomplete or invalid pool fails the request on this node)."""
+        every = []
+        for candidate in self.candidates:
+            if candidate.pool.incomplete or candidate.pool.invalid:
+                return []
+            if self._selectable(want, candidate) and self._capacity_fits(want, candidate):
+                every.append(candidate)
+        return every
+
+    @staticmethod
+    def _pool_usable(pool: Pool) -> bool:
+        return not pool.incomplete and pool.invalid is None
+
+    def _in_use(self, key: DeviceKey) -> bool:
+        if self.allocating.get(key):
+            return True
+        return self.allocations is not None and key in self.allocations.whole
+
+    def _selectable(self, want: Want, candidate: Candidate) -> bool:
+        ref = _ref(candidate)
+        if ref in want.matched:
+            return True
+        error = want.erring.get(ref)
+        if error is not None:
+            raise Abort(error, candidate.label, want)
+        return False
+
+    def _capacity_fits(self, want: Want, candidate: Candidate) -> bool:
+        return self._consumption(want, candidate) is not None
+
+    def _consumption(self, want: Want, candidate: Candidate) -> dict[str, Any] | None:
+        requests = want.alternative.capacity_requests
+        if not requests and not candidate.allow_multiple:
+            return {}
+        taken = self.allocations.shared.get(candidate.key) if self.allocations else None
+        allocating: dict[str, Any] = {}
+        for share in self.allocating_capacity.get(candidate.key, ()):
+            for name, amount in share.items():
+                allocating[name] = allocating[name] + amount if name in allocating else amount
+        return fits(candidate, requests, taken, allocating)
+
+    # -- upstream's allocateDevice --------------------------------------------------------------
+
+    def _allocate(self, c: int, want: Want, candidate: Candidate) -> Callable[[], None] | None:
+        key = candidate.key
+        multiple = candidate.allow_multiple
+        if not multiple and want.admin and c in self.allocating.get(key, ()):
+            return None
+        if not want.admin and self._in_use(key):
+            return None
+        shared_in_use = multiple and (
+            bool(self.allocating_capacity.get(key))
+            or (self.allocations is not None and key in self.allocations.shared)
+        )
+        counted = False
+        if not shared_in_use and candidate.consumes:
+            if not self._take_counters(candidate):
+                return None
+            counted = True
+        if not self.ignore_taints and taint_prevents(candidate, want.alternative):
+            if counted:
+                self._release_counters(candidate)
+            return None
+        added: list[_ConstraintState] = []
+        for state in self.constraints[c]:
+            outcome = state.add(want.request, want.sub, candidate)
+            if outcome is False:
+                for done in added:
+                    done.remove()
+                if counted:
+                    self._release_counters(candidate)
+                return None
+            if outcome:
+                added.append(state)
+        share: dict[str, Any] | None = None
+        if multiple:
+            share = self._consumption(want, candidate)
+            if share is None:
+                for done in added:
+                    done.remove()
+                if counted:
+                    self._release_counters(candidate)
+                return None
+            self.allocating_capacity.setdefault(key, []).append(share)
+        else:
+            self.allocating.setdefault(key, set()).add(c)
+        self.chosen.append((c, want.request, candidate))
+
+        def undo() -> None:
+            self.chosen.pop()
+            for done in added:
+                done.remove()
+            if share is not None:
+                self.allocating_capacity[key].remove(share)
+            else:
+                self.allocating[key].discard(c)
+            if counted:
+                self._release_counters(candidate)
+
+        return undo
+
+    # -- counters -------------------------------------------------------------------------------
+
+    def available_counters(self, pool: Pool) -> dict[tuple[str, str], int | Fraction]:
+        """What is left of each counter of the pool after the devices allocated to claims."""
+        found = self.counters.get(id(pool))
+        if found is None:
+            found = {
+                (set_name, name): _number(amount.value)
+                for set_name, counters in pool.counter_sets.items()
+                for name, amount in counters.items()
+            }
+            if self.allocations is not None:
+                for key, consumes in pool.consumers:
+                    if self.allocations.taken(key):
+                        for set_name, counters in consumes:
+                            for name, amount in counters.items():
+                                if (set_name, name) in found:
+                                    found[(set_name, name)] -= amount.value
+            self.counters[id(pool)] = found
+        return found
+
+    def _take_counters(self, candidate: Candidate) -> bool:
+        available = self.available_counters(candidate.pool)
+        consuming = self.consuming.setdefault(id(candidate.pool), {})
+        fits_all = True
+        for slot, amount in candidate.usage:
+            total = consuming.get(slot, 0) + amount
+            consuming[slot] = total
+            if fits_all and slot in available and total > available[slot]:
+                fits_all = False
+        if not fits_all:
+            self._release_counters(candidate)
+        return fits_all
+
+    def _release_counters(self, candidate: Candidate) -> None:
+        consuming = self.consuming[id(candidate.pool)]
+        for slot, amount in candidate.usage:
+            consuming[slot] -= amount
+
+
+def _number(value: Fraction) -> int | Fraction:
+    return value.numerator if value.denominator == 1 else value
+
+
+def scan(
+    plans: Sequence[ClaimPlan],
+    nodes: Mapping[str, Sequence[Candidate]],
+    allocations: Allocations | None,
+    *,
+    ignore_taints: bool = False,
+    every: bool = False,
+) -> tuple[list[str], Abort | None]:
+    """The nodes that can take every claim (the first one only, unless ``every``), and the CEL
+    runtime error the scheduler would abort the pod on. It filters every node (in a cluster
+    under 100 nodes), and an error on any one of them fails the scheduling attempt, whatever
+    the other nodes offer."""
+    possible = []
+    erring = any(w.erring for p in plans for r in p.requests for w in r.alternatives)
+    for node, candidates in nodes.items():
+        try:
+            if Search(plans, candidates, allocations, ignore_taints=ignore_taints).run():
+                possible.append(node)
+                if not erring and not every:
+                    break  # no selector errs anywhere: no other node can abort the pod
+        except Abort as abort:
+            return [], abort
+    return possible, None
+
+
+def taint_prevents(candidate: Candidate, alternative: Alternative) -> Mapping[str, Any] | None:
+    """The first ``NoSchedule``/``NoExecute`` taint of the device the request does not
+    tolerate (``taintPreventsAllocation``; other effects, ``None`` included, never prevent)."""
+    for taint in candidate.taints:
+        if taint.get("effect") not in ("NoSchedule", "NoExecute"):
+            continue
+        if not any(t.tolerates(taint) for t in alternative.device_tolerations):
+            return taint
+    return None

@@ -1,0 +1,209 @@
+"""A generated GPU fleet and claims over it, for the differential test against the scheduler.
+
+The fleet is published the way the NVIDIA DRA driver publishes a node (its own driver name, so
+the fixed fleet of tests/e2e/fleet.py never mixes in): per node one pool, one ResourceSlice with
+the GPUs' counter sets and another with the devices (the API server keeps `sharedCounters` and
+`devices` in different slices). Each GPU is a whole-GPU device consuming every counter of its
+set; a GPU in MIG mode also publishes MIG placements consuming their memory slices, so a GPU and
+its partitions, and overlapping partitions, exclude each other. Some devices carry taints; only
+H100s publish `nvlinkDomain` (a selector on it errs on the others).
+
+Claims mix what the scheduler checks: one or two requests, counts 1-6 and `All`, selectors,
+tolerations, `firstAvailable`, `matchAttribute` / `distinctAttribute` constraints.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+from typing import Any
+
+Obj = dict[str, Any]
+DRIVER = "gpu.generated.example.com"
+GPU_CLASS = "generated-gpu"
+MIG_CLASS = "generated-mig"
+MEMORY_SLICES = 8
+PRODUCTS = {
+    "NVIDIA H100 80GB HBM3": ("80Gi", "Hopper", 132),
+    "NVIDIA A100-SXM4-40GB": ("40Gi", "Ampere", 108),
+    "NVIDIA L4": ("24Gi", "Ada Lovelace", 58),
+}
+MIG_PLACEMENTS = [("1g.10gb", 0, 1, "10Gi"), ("1g.10gb", 1, 1, "10Gi"), ("3g.40gb", 4, 4, "40Gi")]
+TAINTS = [
+    {"key": "nvidia.com/unhealthy", "value": "xid-79", "effect": "NoSchedule"},
+    {"key": "example.com/maintenance", "effect": "NoExecute"},
+    {"key": "example.com/soft", "effect": "None"},
+]
+
+
+@dataclass(frozen=True)
+class Fleet:
+    nodes: tuple[str, ...]
+    slices: tuple[Obj, ...]
+    classes: tuple[Obj, ...]
+
+    def summary(self) -> str:
+        lines = []
+        for s in self.slices:
+            devices = s["spec"].get("devices")
+            if not devices:
+                continue
+            parts = []
+            for d in devices:
+                a = d["attributes"]
+                what = a.get("profile", a["productName"])["string"]
+                taint = "".join(f" [{t['key']}:{t['effect']}]" for t in d.get("taints", []))
+                parts.append(f"{d['name']}({what}){taint}")
+            lines.append(f"{s['spec']['nodeName']}: {', '.join(parts)}")
+        return "\n".join(lines)
+
+
+def device_class(name: str, device_type: str) -> Obj:
+    expression = (
+        f'device.driver == "{DRIVER}" && device.attributes["{DRIVER}"].type == "{device_type}"'
+    )
+    return {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "DeviceClass",
+        "metadata": {"name": name},
+        "spec": {"selectors": [{"cel": {"expression": expression}}]},
+    }
+
+
+def _counters(processors: int, memory: str) -> Obj:
+    counters = {"multiprocessors": {"value": str(processors)}, "memory": {"value": memory}}
+    counters.update({f"memory-slice-{k}": {"value": "1"} for k in range(MEMORY_SLICES)})
+    return counters
+
+
+def fleet(rng: random.Random, nodes: int = 5) -> Fleet:
+    names = tuple(f"gen-node-{i}" for i in range(nodes))
+    slices: list[Obj] = []
+    for node in names:
+        product = rng.choice(list(PRODUCTS))
+        memory, architecture, processors = PRODUCTS[product]
+        sets, devices = [], []
+        for index in range(rng.randint(1, 8)):
+            counter_set = f"gpu-{index}-counter-set"
+            sets.append({"name": counter_set, "counters": _counters(processors, memory)})
+            attributes: Obj = {
+                "type": {"string": "gpu"},
+                "productName": {"string": product},
+                "architecture": {"string": architecture},
+                "uuid": {"string": f"GPU-{node}-{index}"},
+                "index": {"int": index},
+            }
+            if architecture == "Hopper":
+                attributes["nvlinkDomain"] = {"int": rng.randint(0, 1)}
+            gpu: Obj = {
+                "name": f"gpu-{index}",
+                "attributes": attributes,
+                "capacity": {"memory": {"value": memory}},
+                "consumesCounters": [
+                    {"counterSet": counter_set, "counters": _counters(processors, memory)}
+                ],
+            }
+            if rng.random() < 0.15:
+                gpu["taints"] = [rng.choice(TAINTS)]
+            devices.append(gpu)
+            if architecture != "Ada Lovelace" and rng.random() < 0.35:
+                for profile, start, width, size in MIG_PLACEMENTS:
+                    consumes = {"memory": {"value": size}}
+                    consumes.update(
+                        {f"memory-slice-{k}": {"value": "1"} for k in range(start, start + width)}
+                    )
+                    mig: Obj = {
+                        "name": f"gpu-{index}-mig-{profile.replace('.', '')}-{start}",
+                        "attributes": {
+                            "type": {"string": "mig"},
+                            "profile": {"string": profile},
+                            "productName": {"string": product},
+                            "parentUUID": {"string": f"GPU-{node}-{index}"},
+                        },
+                        "capacity": {"memory": {"value": size}},
+                        "consumesCounters": [{"counterSet": counter_set, "counters": consumes}],
+                    }
+                    if rng.random() < 0.1:
+                        mig["taints"] = [rng.choice(TAINTS)]
+                    devices.append(mig)
+        pool = {"name": node, "generation": 1, "resourceSliceCount": 2}
+        for suffix, body in (
+            ("counters", {"sharedCounters": sets}),
+            ("devices", {"devices": devices}),
+        ):
+            slices.append(
+                {
+                    "apiVersion": "resource.k8s.io/v1",
+                    "kind": "ResourceSlice",
+                    "metadata": {"name": f"{node}-{suffix}"},
+                    "spec": {"driver": DRIVER, "nodeName": node, "pool": pool, **body},
+                }
+            )
+    classes = (device_class(GPU_CLASS, "gpu"), device_class(MIG_CLASS, "mig"))
+    return Fleet(names, tuple(slices), classes)
+
+
+# -- claims ------------------------------------------------------------------------------------
+
+D = DRIVER
+GPU_SELECTORS = [
+    None,
+    None,
+    f'device.attributes["{D}"].productName.startsWith("NVIDIA H100")',
+    f'device.attributes["{D}"].productName.startsWith("NVIDIA A100")',
+    f'device.attributes["{D}"].architecture != "Ada Lovelace"',
+    f'device.capacity["{D}"].memory.compareTo(quantity("40Gi")) >= 0',
+    f'device.capacity["{D}"].memory.compareTo(quantity("64Gi")) >= 0',
+    f'device.attributes["{D}"].nvlinkDomain == 0',  # errs on every non-H100 GPU
+    f'"nvlinkDomain" in device.attributes["{D}"] && device.attributes["{D}"].nvlinkDomain == 1',
+]
+MIG_SELECTORS = [
+    None,
+    f'device.attributes["{D}"].profile == "1g.10gb"',
+    f'device.attributes["{D}"].profile == "3g.40gb"',
+]
+TOLERATIONS = [
+    [{"key": "nvidia.com/unhealthy", "operator": "Exists"}],
+    [{"operator": "Exists"}],
+    [{"key": "example.com/maintenance", "operator": "Exists", "effect": "NoSchedule"}],
+]
+
+
+def _exactly(rng: random.Random, device_class: str) -> Obj:
+    selectors = GPU_SELECTORS if device_class == GPU_CLASS else MIG_SELECTORS
+    body: Obj = {"deviceClassName": device_class}
+    if rng.random() < 0.08:
+        body["allocationMode"] = "All"
+    else:
+        body["count"] = rng.choice([1, 1, 2, 2, 3, 4, 5, 6])
+    selector = rng.choice(selectors)
+    if selector:
+        body["selectors"] = [{"cel": {"expression": selector}}]
+    if rng.random() < 0.25:
+        body["tolerations"] = rng.choice(TOLERATIONS)
+    return body
+
+
+def claim_spec(rng: random.Random) -> Obj:
+    shape = rng.random()
+    if shape < 0.55:
+        device_class = GPU_CLASS if rng.random() < 0.7 else MIG_CLASS
+        return {"devices": {"requests": [{"name": "r0", "exactly": _exactly(rng, device_class)}]}}
+    if shape < 0.7:
+        alternatives = [
+            {"name": f"s{k}", **_exactly(rng, rng.choice([GPU_CLASS, MIG_CLASS]))} for k in range(2)
+        ]
+        return {"devices": {"requests": [{"name": "r0", "firstAvailable": alternatives}]}}
+    classes = [GPU_CLASS, rng.choice([GPU_CLASS, MIG_CLASS])]
+    requests = []
+    for k, device_class in enumerate(classes):
+        body = _exactly(rng, device_class)
+        body.pop("allocationMode", None)
+        body["count"] = rng.choice([1, 1, 2, 3])
+        requests.append({"name": f"r{k}", "exactly": body})
+    devices: Obj = {"requests": requests}
+    if rng.random() < 0.7:
+        kind = rng.choice(["matchAttribute", "matchAttribute", "distinctAttribute"])
+        name = rng.choice(["productName", "architecture", "uuid", "index"])
+        devices["constraints"] = [{"requests": ["r0", "r1"], kind: f"{D}/{name}"}]
+    return {"devices": devices}
