@@ -21,8 +21,8 @@ the 5xx that mean a fault.
 from __future__ import annotations
 
 import re
-from functools import lru_cache
 from dataclasses import dataclass, field
+from functools import lru_cache
 
 RECEIVED_AT = "dra_webhook_received_at"
 """Key in the ASGI scope's `state`: `time.monotonic()` when the request's headers were read."""
