@@ -30,10 +30,10 @@ The TLS handshake itself is bounded by the event loop (60 s, asyncio's default).
 The deadlines cost no timer per request. Each connection keeps the one deadline of the phase it
 is in (idle, head, body, or none while the app answers) as a number, and one sweep per worker
 (`_Sweep`, a few times a second) closes the connections past theirs; uvicorn's own keep-alive
-timer is replaced by the idle phase. Arming and cancelling three `call_later` timers per request
-(head, body, keep-alive) cost more than the rest of the limits together. A deadline is therefore
-met late by up to the sweep interval (at most 0.5 s, a quarter of the shortest timeout when
-that is shorter).
+timer is replaced by the idle phase. Three `call_later`/`cancel` pairs per request (head, body,
+keep-alive) and six overridden parser callbacks cost ~6 µs a review (docs/benchmarks.md, "CPU
+per review: the transport's share"). A deadline is therefore met late by up to the sweep
+interval (at most 0.5 s, a quarter of the shortest timeout when that is shorter).
 
 A response's status line and headers are written together with its body (`_Cycle`): over TLS
 each write is a record of its own and a send, and every answer here is one body.
