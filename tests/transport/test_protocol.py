@@ -17,7 +17,13 @@ from uvicorn.protocols.http.flow_control import FlowControl
 
 from app.transport.protocol import _Cycle
 from tests.conftest import AppHarness, TlsServer, load_fixture, start_server, stop_server
-from tests.transport.test_transport_limits import LIMITS, _connect, _head, _read_response
+from tests.transport.test_transport_limits import (
+    LIMITS,
+    _closed_within,
+    _connect,
+    _head,
+    _read_response,
+)
 
 REVIEW = orjson.dumps(load_fixture("pod-create-legacy-gpu"))
 
@@ -76,6 +82,14 @@ def test_a_small_head_read_together_with_a_large_body_is_not_taken_for_a_large_h
         status, response = _read_response(sock)
     assert status == 200, response[:300]
     assert _uid(response) == "uid-big"
+
+
+@pytest.mark.slow
+def test_a_connection_left_idle_after_an_answer_is_closed(server: TlsServer) -> None:
+    with _connect(server) as sock:
+        sock.sendall(_head() + REVIEW)
+        assert _read_response(sock)[0] == 200
+        assert _closed_within(sock, 4)  # idle timeout 1 s, swept
 
 
 class _Transport:
