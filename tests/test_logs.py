@@ -16,6 +16,8 @@ from typing import Any
 
 import httpx
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from app.logs import JsonLines, JsonLinesHandler, configure_logging, log_fields, logging_config
 from tests.conftest import FIXTURES, start_server, stop_server
@@ -227,3 +229,35 @@ def test_log_fields_writes_the_line_logger_log_would_and_defers_to_other_handler
     logger.setLevel(logging.NOTSET)
     (record,) = captured  # a handler that wants records gets one, through logger.log
     assert record.getMessage() == "review denied" and record.__dict__["uid"] == "u-9"
+
+
+_KEYS = st.one_of(st.text(max_size=6), st.integers(-5, 5), st.booleans(), st.none(), st.floats())
+_VALUES = st.recursive(
+    st.one_of(
+        st.none(),
+        st.booleans(),
+        st.integers(),
+        st.floats(allow_nan=True, allow_infinity=True),
+        st.text(),
+        st.builds(Path, st.text(max_size=5)),
+    ),
+    lambda inner: st.one_of(
+        st.lists(inner, max_size=4),
+        st.tuples(inner, inner),
+        st.dictionaries(_KEYS, inner, max_size=4),
+    ),
+    max_leaves=12,
+)
+
+
+@given(st.dictionaries(st.text(max_size=10), _VALUES, max_size=8))
+def test_a_line_is_encoded_as_the_stdlib_encoder_writes_it(line: dict[str, Any]) -> None:
+    stdlib = json.JSONEncoder(default=str)
+    assert JsonLines()._encode(line) == stdlib.encode(line)
+
+
+def test_a_value_that_refers_to_itself_is_refused_as_the_stdlib_encoder_refuses_it() -> None:
+    loop: dict[str, Any] = {}
+    loop["self"] = loop
+    with pytest.raises(ValueError, match="Circular reference"):
+        JsonLines()._encode({"uid": "u", "loop": loop})

@@ -17,7 +17,6 @@ from typing import Any
 
 import orjson
 from fastapi import FastAPI
-from fastapi import Request as HttpRequest
 from fastapi.responses import Response
 from starlette.requests import ClientDisconnect
 
@@ -38,7 +37,17 @@ from app.pipeline import Decision, Endpoint, Pipeline
 from app.policies.base import Request
 from app.policies.cel_runtime import cel_runtime
 from app.policies.exceptions import policy_exceptions
-from app.transport.health import HealthServer, Heartbeat
+from app.transport.asgi import (
+    JSON,
+    AdmissionFront,
+    Answer,
+    Receive,
+    Scope,
+    as_endpoint,
+    body_headers,
+    receive_body,
+)
+from app.transport.housekeeping import Housekeeping, readiness
 from app.transport.limits import (
     RECEIVED_AT,
     STATS,
@@ -47,13 +56,11 @@ from app.transport.limits import (
     TransportStats,
     check_queue_time,
 )
-from app.transport.memory import Trimmer
 from app.transport.response import encode, review_response
 from app.transport.review import decode_review
 
 logger = logging.getLogger(__name__)
 
-JSON = "application/json"
 TOUCH_MEMO_LIMIT = 4096
 
 
@@ -88,24 +95,26 @@ class _Webhook:
         self._touching: dict[tuple[str, str], asyncio.Future[None]] = {}
         """Touches in flight, by (namespace, name): shared by concurrent admissions."""
 
-    async def handle(self, http: HttpRequest, endpoint: Endpoint) -> Response:
+    async def handle(self, scope: Scope, receive: Receive, endpoint: Endpoint) -> Answer:
         held: list[int] = [0]  # body bytes taken from the budget, given back when answered
         try:
-            return await self._handle(http, endpoint, held)
+            return await self._handle(scope, receive, endpoint, held)
         finally:
             self.budget.give(held[0])
             self.stats.released += held[0]
 
-    async def _handle(self, http: HttpRequest, endpoint: Endpoint, held: list[int]) -> Response:
+    async def _handle(
+        self, scope: Scope, receive: Receive, endpoint: Endpoint, held: list[int]
+    ) -> Answer:
         started = time.perf_counter()
         try:
-            body = await self._read_body(http, held)
-            received = http.scope.get("state", {}).get(RECEIVED_AT)
+            body = await self._read_body(scope, receive, held)
+            received = scope.get("state", {}).get(RECEIVED_AT)
             if received is not None:
                 check_queue_time(
                     time.monotonic() - received,
                     self.settings.max_queue_seconds,
-                    http.scope.get("query_string", b""),
+                    scope.get("query_string", b""),
                 )
             request = decode_review(body)
         except OverloadedError as exc:
@@ -113,9 +122,9 @@ class _Webhook:
         except ReviewError as exc:
             self.metrics.bad_requests.inc()
             logger.info("bad request", extra={"endpoint": endpoint.value, "error": str(exc)})
-            return Response(orjson.dumps({"message": str(exc)}), status_code=400, media_type=JSON)
+            return Answer(400, orjson.dumps({"message": str(exc)}))
         except ClientDisconnect:
-            return Response(status_code=400)
+            return Answer(400, json=False)
 
         if self.pipeline.needs_namespace(endpoint, request):
             await self._lookup_namespace(request.namespace)
@@ -123,11 +132,11 @@ class _Webhook:
             decision = self.pipeline.review(endpoint, request)
             if decision.templates and decision.allowed:
                 decision = await self._provision(request, decision)
-            response = Response(encode(review_response(request.uid, decision)), media_type=JSON)
+            answer = Answer(200, encode(review_response(request.uid, decision)))
         except Exception:  # a bug: answer per failure policy, never a 500 to the API server
             logger.exception("internal error while answering", extra={"uid": request.uid})
             decision = self.pipeline.internal_failure()
-            response = Response(encode(review_response(request.uid, decision)), media_type=JSON)
+            answer = Answer(200, encode(review_response(request.uid, decision)))
 
         self.metrics.observe_review(
             endpoint.value, request.kind, decision.label, time.perf_counter() - started
@@ -157,7 +166,7 @@ class _Webhook:
                     "dry_run": request.dry_run,
                 },
             )
-        return response
+        return answer
 
     async def _lookup_namespace(self, name: str) -> None:
         """Cache miss: ask the source once per namespace, however many reviews wait for it."""
@@ -171,39 +180,32 @@ class _Webhook:
         except Exception:  # a bug in a source: the pipeline answers per failure.unknownNamespace
             logger.exception("namespace lookup raised", extra={"ns": name})
 
-    def _refuse(self, exc: OverloadedError) -> Response:
+    def _refuse(self, exc: OverloadedError) -> Answer:
         self.stats.refused[exc.reason] += 1
-        return Response(
-            orjson.dumps({"message": str(exc)}),
-            status_code=429,
-            headers={"retry-after": "1"},
-            media_type=JSON,
-        )
+        return Answer(429, orjson.dumps({"message": str(exc)}), retry_after=True)
 
-    async def _read_body(self, http: HttpRequest, held: list[int]) -> bytes:
-        content_type = http.headers.get("content-type", "")
+    async def _read_body(self, scope: Scope, receive: Receive, held: list[int]) -> bytes:
+        content_type, declared = body_headers(scope)
         if content_type.split(";", 1)[0].strip().lower() != JSON:
             raise ReviewError(f"content type must be {JSON}, not {content_type or 'missing'!r}")
         limit = self.settings.max_body_bytes
-        declared = http.headers.get("content-length")
         if declared is not None:
             if not declared.isdigit():
                 raise ReviewError("invalid Content-Length")
-            if int(declared) > limit:
-                raise ReviewError(f"body of {declared} bytes is over the limit of {limit}")
-            self.budget.take(int(declared))
-            held[0] = int(declared)
-            return await http.body()
-        chunks: list[bytes] = []
-        size = 0
-        async for chunk in http.stream():
-            size += len(chunk)
+            size = int(declared)
             if size > limit:
-                raise ReviewError(f"body is over the limit of {limit} bytes")
-            self.budget.take(len(chunk))
+                raise ReviewError(f"body of {declared} bytes is over the limit of {limit}")
+            self.budget.take(size)
             held[0] = size
-            chunks.append(chunk)
-        return b"".join(chunks)
+            return await receive_body(receive)
+
+        def chunk(size: int) -> None:
+            if held[0] + size > limit:
+                raise ReviewError(f"body is over the limit of {limit} bytes")
+            self.budget.take(size)
+            held[0] += size
+
+        return await receive_body(receive, chunk)
 
     async def _provision(self, request: Request, decision: Decision) -> Decision:
         """Make sure every template the patch references exists (none on dry runs).
@@ -386,7 +388,7 @@ def create_app(
     webhook = _Webhook(settings, pipeline, source, metrics)
     progress = MigrationProgress.from_settings(settings)
     _watch(metrics, settings, webhook, progress)
-    housekeeping = _Housekeeping(settings, webhook, health_listener)
+    housekeeping = Housekeeping(settings, webhook.stats, webhook.source, health_listener)
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[dict[str, Any]]:
@@ -422,7 +424,7 @@ def create_app(
             metrics.close()
             await housekeeping.stop()
 
-    app = FastAPI(
+    app = AdmissionFront(
         title="dra-webhook",
         docs_url=None,
         redoc_url=None,
@@ -433,16 +435,18 @@ def create_app(
     )
     app.state.webhook = webhook
 
-    async def mutate(http: HttpRequest) -> Response:
-        return await webhook.handle(http, Endpoint.MUTATE)
+    async def mutate(scope: Scope, receive: Receive) -> Answer:
+        return await webhook.handle(scope, receive, Endpoint.MUTATE)
 
-    async def validate(http: HttpRequest) -> Response:
-        return await webhook.handle(http, Endpoint.VALIDATE)
+    async def validate(scope: Scope, receive: Receive) -> Answer:
+        return await webhook.handle(scope, receive, Endpoint.VALIDATE)
 
-    # Plain Starlette routes for the two admission endpoints: they read the raw body themselves,
-    # so FastAPI's dependency and validation machinery (~40 µs per request here) buys nothing.
-    app.add_route("/mutate", mutate, methods=["POST"])
-    app.add_route("/validate", validate, methods=["POST"])
+    # The two admission endpoints are answered in plain ASGI, before FastAPI's middleware
+    # (app.transport.asgi): they read the raw body themselves, and FastAPI's dependency and
+    # validation machinery (~40 µs per request) and its middleware layers buy them nothing.
+    app.admission = {"/mutate": mutate, "/validate": validate}
+    for path, handler in app.admission.items():  # also reachable through the router
+        app.add_route(path, as_endpoint(handler), methods=["POST"])
 
     @app.get("/healthz")
     async def healthz() -> Response:
@@ -451,7 +455,7 @@ def create_app(
     @app.get("/readyz")
     async def readyz() -> Response:
         """Ready once every kind is listed, and while none is stale (out of sync too long)."""
-        ready, body = _readiness(source.view)
+        ready, body = readiness(source.view)
         return Response(body, status_code=200 if ready else 503, media_type=JSON)
 
     @app.get("/metrics")
@@ -463,52 +467,6 @@ def create_app(
 
 
 VIEW_GAUGE_INTERVAL_SECONDS = 5.0
-
-
-class _Housekeeping:
-    """What runs beside the admissions while the lifespan does: the loop's heartbeat, the health
-    listener (app.transport.health) and the memory trimmer (app.transport.memory)."""
-
-    def __init__(self, settings: Settings, webhook: _Webhook, health_listener: bool) -> None:
-        stats = webhook.stats
-        self.heartbeat = Heartbeat()
-        self.health = (
-            HealthServer(
-                settings.host,
-                settings.health_port,
-                ready=lambda: _readiness(webhook.source.view),
-                heartbeat=self.heartbeat,
-                stall_after=settings.health_stall_seconds,
-            )
-            if health_listener and settings.health_port
-            else None
-        )
-        self.trimmer = Trimmer(lambda: (stats.closed, stats.released))
-        self._task: asyncio.Task[None] | None = None
-
-    def start(self) -> None:
-        self.heartbeat.start(asyncio.get_running_loop())
-        if self.health is not None:
-            self.health.start()
-        self._task = asyncio.create_task(self.trimmer.run(), name="memory trimmer")
-
-    async def stop(self) -> None:
-        self.heartbeat.stop()
-        if self._task is not None:
-            self._task.cancel()
-            with suppress(asyncio.CancelledError):
-                await self._task
-        if self.health is not None:
-            self.health.stop()
-
-
-def _readiness(view: ClusterView) -> tuple[bool, bytes]:
-    """Whether the view can be trusted (every kind listed, none stale), and why not."""
-    stale = view.stale_kinds
-    if view.synced and not stale:
-        return True, b'{"ready":true}'
-    missing = sorted(k.value for k in Kind if k not in view.synced_kinds())
-    return False, orjson.dumps({"ready": False, "unsynced": missing, "stale": sorted(stale)})
 
 
 async def _refresh_view_gauges(metrics: Metrics, source: ClusterSource) -> None:

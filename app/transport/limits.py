@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from functools import lru_cache
 
 RECEIVED_AT = "dra_webhook_received_at"
 """Key in the ASGI scope's `state`: `time.monotonic()` when the request's headers were read."""
@@ -86,8 +87,11 @@ class ByteBudget:
         self.used = max(0, self.used - size)
 
 
+@lru_cache(maxsize=64)
 def caller_timeout(query: bytes) -> float | None:
-    """The `timeout` the API server puts in the webhook URL (`?timeout=10s`), in seconds."""
+    """The `timeout` the API server puts in the webhook URL (`?timeout=10s`), in seconds.
+
+    Remembered per query string: the API server sends the same one on every call."""
     if b"timeout=" not in query:
         return None
     found = _TIMEOUT.search(query.decode("latin-1"))

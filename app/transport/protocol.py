@@ -26,6 +26,17 @@ So this subclass adds, per worker (settings in `app.config.Settings`):
 - the time the head arrived, in the scope's `state`, for the handler's queueing check.
 
 The TLS handshake itself is bounded by the event loop (60 s, asyncio's default).
+
+The deadlines cost no timer per request. Each connection keeps the one deadline of the phase it
+is in (idle, head, body, or none while the app answers) as a number, and one sweep per worker
+(`_Sweep`, a few times a second) closes the connections past theirs; uvicorn's own keep-alive
+timer is replaced by the idle phase. Three `call_later`/`cancel` pairs per request (head, body,
+keep-alive) and six overridden parser callbacks cost ~6 µs a review (docs/benchmarks.md, "CPU
+per review: the transport's share"). A deadline is therefore met late by up to the sweep
+interval (at most 0.5 s, a quarter of the shortest timeout when that is shorter).
+
+A response's status line and headers are written together with its body (`_Cycle`): over TLS
+each write is a record of its own and a send, and every answer here is one body.
 """
 
 from __future__ import annotations
@@ -35,8 +46,11 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+import httptools
+from uvicorn._types import ASGI3Application, ASGISendEvent
 from uvicorn.config import Config
-from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+from uvicorn.protocols.http.flow_control import HIGH_WATER_LIMIT
+from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol, RequestResponseCycle
 from uvicorn.server import ServerState
 
 from app.transport.limits import RECEIVED_AT, STATS, TransportStats
@@ -55,6 +69,17 @@ _REASONS = {
     429: "Too Many Requests",
     431: "Request Header Fields Too Large",
 }
+
+# The phase a connection is in: what its deadline bounds.
+_NONE = 0
+"""No deadline: a request is being answered (or the connection is refused)."""
+_IDLE = 1
+_HEAD = 2
+_BODY = 3
+
+_SWEEP = "_dra_webhook_sweep"
+"""Attribute of uvicorn's per-worker ServerState holding that worker's `_Sweep`."""
+SWEEP_MAX_INTERVAL = 0.5
 
 
 def _response(status: int, message: str) -> bytes:
@@ -86,19 +111,18 @@ class LimitedHttpToolsProtocol(HttpToolsProtocol):
         self._reading_head = True
         self._head_bytes = 0
         """Bytes read while a head was incomplete: bounds what the parser buffers."""
-        self._parsed_head = 0
-        """Request line and header bytes the parser reported: a head read in one piece."""
-        self._deadline: asyncio.TimerHandle | None = None
-
-    @property
-    def _stats(self) -> TransportStats | None:
-        stats = self.app_state.get(STATS)
-        return stats if isinstance(stats, TransportStats) else None
+        self._head_counted = True
+        """False when the current head began inside the read of the request before it
+        (pipelined): `_head_bytes` does not cover it, so its size is summed when it completes."""
+        self._phase = _NONE
+        self._deadline = 0.0
+        """`loop.time()` by which the phase must end; the sweep closes the connection after."""
+        stats = app_state.get(STATS)
+        self._stats = stats if isinstance(stats, TransportStats) else None
 
     # -- connection ------------------------------------------------------------------------
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
-        stats = self._stats
         if len(self.connections) >= self.limits.max_connections:
             self._refused = True
             self.transport = transport
@@ -107,103 +131,181 @@ class LimitedHttpToolsProtocol(HttpToolsProtocol):
             transport.close()
             return
         super().connection_made(transport)
-        if stats is not None:
-            stats.connections += 1
-        # uvicorn arms its keep-alive timer only after a response: arm it now, so that a
+        if self._stats is not None:
+            self._stats.connections += 1
+        # uvicorn's keep-alive applies only after a response: idle from the start, so that a
         # connection that never sends a request is closed as one left idle.
-        self.timeout_keep_alive_task = self.loop.call_later(
-            self.timeout_keep_alive, self.timeout_keep_alive_handler
-        )
+        self._enter(_IDLE, self.timeout_keep_alive)
+        _Sweep.of(self)
 
     def connection_lost(self, exc: Exception | None) -> None:
-        self._cancel_deadline()
+        self._phase = _NONE
         if self._refused:
             return
-        stats = self._stats
-        if stats is not None:
-            stats.connections -= 1
-            stats.closed += 1
+        if self._stats is not None:
+            self._stats.connections -= 1
+            self._stats.closed += 1
         super().connection_lost(exc)
 
+    def _unset_keepalive_if_required(self) -> None:
+        """uvicorn's keep-alive timer is never armed here: the idle phase replaces it."""
+
     def data_received(self, data: bytes) -> None:
+        # uvicorn's, with the head's size and deadline; no keep-alive timer to cancel
         if self._refused or self.transport.is_closing():
             return
         if self._reading_head:
             self._head_bytes += len(data)
-            if self._deadline is None:
-                self._arm(self.limits.header_timeout, "header_timeout", "headers")
-        super().data_received(data)
+            if self._phase != _HEAD:  # a head begins in this read: counted from here
+                self._enter(_HEAD, self.limits.header_timeout)
+                self._head_counted = True
+        try:
+            self.parser.feed_data(data)
+        except httptools.HttpParserError:
+            msg = "Invalid HTTP request received."
+            self.logger.warning(msg)
+            self.send_400_response(msg)
+            return
+        except httptools.HttpParserUpgrade:
+            if self._should_upgrade():
+                self.handle_websocket_upgrade()
+            else:
+                self._unsupported_upgrade_warning()
         if (
             self._reading_head
             and self._head_bytes > self.limits.max_header_bytes
             and not self.transport.is_closing()
         ):
-            self._refuse(
-                431,
-                "header_bytes",
-                f"request line and headers over {self.limits.max_header_bytes} bytes\n",
-            )
+            self._refuse_head()
 
     # -- parser callbacks ------------------------------------------------------------------
 
     def on_message_begin(self) -> None:
         super().on_message_begin()
-        if self._deadline is None:  # a pipelined request: its head starts in the same read
-            self._arm(self.limits.header_timeout, "header_timeout", "headers")
-
-    def on_url(self, url: bytes) -> None:
-        super().on_url(url)
-        self._parsed_head += len(url)
-
-    def on_header(self, name: bytes, value: bytes) -> None:
-        super().on_header(name, value)
-        self._parsed_head += len(name) + len(value) + 4
+        if self._phase != _HEAD:  # a pipelined request: its head starts in the same read
+            self._enter(_HEAD, self.limits.header_timeout)
 
     def on_headers_complete(self) -> None:
         self._reading_head = False
-        self._cancel_deadline()
-        if self._parsed_head > self.limits.max_header_bytes:  # the whole head came in one read
-            self._refuse(
-                431,
-                "header_bytes",
-                f"request line and headers over {self.limits.max_header_bytes} bytes\n",
-            )
-            return
+        if self._head_bytes > self.limits.max_header_bytes or not self._head_counted:
+            # the head came in one read with more after it, or began in the read of the
+            # request before it: its own size decides
+            size = len(self.url) + sum(len(name) + len(value) + 4 for name, value in self.headers)
+            if size > self.limits.max_header_bytes:
+                self._refuse_head()
+                return
         self.scope["state"][RECEIVED_AT] = time.monotonic()
-        self._arm(self.limits.body_timeout, "body_timeout", "body")
-        super().on_headers_complete()
+        self._enter(_BODY, self.limits.body_timeout)
+        if self.parser.should_upgrade():
+            super().on_headers_complete()  # uvicorn's upgrade handling, unchanged
+            return
+        self._start_cycle()
+
+    def _start_cycle(self) -> None:
+        """uvicorn's `on_headers_complete` after its upgrade branch, with `_Cycle` (and without
+        `limit_concurrency`, not used: see the module doc)."""
+        parser = self.parser
+        scope = self.scope
+        http_version = parser.get_http_version()
+        scope["method"] = parser.get_method().decode("ascii")
+        if http_version != "1.1":
+            scope["http_version"] = http_version
+        parsed_url = httptools.parse_url(self.url)
+        raw_path = parsed_url.path
+        path = raw_path.decode("ascii")
+        if "%" in path:
+            from urllib.parse import unquote
+
+            path = unquote(path)
+        scope["path"] = self.root_path + path
+        scope["raw_path"] = self.root_path.encode("ascii") + raw_path
+        scope["query_string"] = parsed_url.query or b""
+        existing = self.cycle
+        self.cycle = _Cycle(
+            scope=scope,
+            transport=self.transport,
+            flow=self.flow,
+            logger=self.logger,
+            access_logger=self.access_logger,
+            access_log=self.access_log,
+            default_headers=self.server_state.default_headers,
+            message_event=asyncio.Event(),
+            expect_100_continue=self.expect_100_continue,
+            keep_alive=http_version != "1.0" and parser.should_keep_alive(),
+            on_response=self.on_response_complete,
+        )
+        app: ASGI3Application = self.app
+        if existing is None or existing.response_complete:
+            self._start_asgi_task(self.cycle, app)
+        else:  # pipelined: queued, as uvicorn does
+            self.flow.pause_reading()
+            self.pipeline.appendleft((self.cycle, app))
 
     def on_body(self, body: bytes) -> None:
-        if not self.transport.is_closing():
-            super().on_body(body)
+        cycle = self.cycle
+        if cycle is None or cycle.response_complete or self.transport.is_closing():
+            return  # refused (431) or answered already: nothing reads it
+        if self.parser.should_upgrade() and self._should_upgrade():
+            return
+        cycle.body += body
+        if len(cycle.body) > HIGH_WATER_LIMIT:
+            self.flow.pause_reading()
+        cycle.message_event.set()
 
     def on_message_complete(self) -> None:
-        self._cancel_deadline()
+        self._phase = _NONE  # the app answers in its own time; idle again after the response
         if self.transport.is_closing():
             return
         super().on_message_complete()
         self._reading_head = True
-        self._head_bytes = self._parsed_head = 0
+        self._head_bytes = 0
+        self._head_counted = False  # until a read begins a head (data_received)
+
+    def on_response_complete(self) -> None:
+        # uvicorn's, with the idle phase in place of its keep-alive timer
+        self.server_state.total_requests += 1
+        if self.transport.is_closing():
+            return
+        self.flow.resume_reading()
+        if self.pipeline:
+            cycle, app = self.pipeline.pop()
+            self._start_asgi_task(cycle, app)
+        elif self._phase == _NONE:  # not already reading the next head
+            self._enter(_IDLE, self.timeout_keep_alive)
 
     # -- limits ----------------------------------------------------------------------------
 
-    def _arm(self, seconds: float, reason: str, part: str) -> None:
-        self._cancel_deadline()
-        self._deadline = self.loop.call_later(seconds, self._expired, seconds, reason, part)
+    def _enter(self, phase: int, seconds: float) -> None:
+        self._phase = phase
+        self._deadline = self.loop.time() + seconds
 
-    def _cancel_deadline(self) -> None:
-        if self._deadline is not None:
-            self._deadline.cancel()
-            self._deadline = None
-
-    def _expired(self, seconds: float, reason: str, part: str) -> None:
-        self._deadline = None
-        if self.transport.is_closing():
+    def _expire(self) -> None:
+        """The sweep found this connection past its phase's deadline."""
+        phase = self._phase
+        self._phase = _NONE
+        if self.transport is None or self.transport.is_closing():
             return
-        self._refuse(408, reason, f"request {part} not received within {seconds:g}s\n")
+        if phase == _IDLE:
+            self.transport.close()  # as uvicorn's keep-alive timeout does
+        elif phase == _HEAD:
+            seconds = self.limits.header_timeout
+            self._refuse(
+                408, "header_timeout", f"request headers not received within {seconds:g}s\n"
+            )
+        elif phase == _BODY:
+            seconds = self.limits.body_timeout
+            self._refuse(408, "body_timeout", f"request body not received within {seconds:g}s\n")
+
+    def _refuse_head(self) -> None:
+        self._refuse(
+            431,
+            "header_bytes",
+            f"request line and headers over {self.limits.max_header_bytes} bytes\n",
+        )
 
     def _refuse(self, status: int, reason: str, message: str) -> None:
         """Answer `status` unless a response has begun, and close the connection."""
+        self._phase = _NONE
         self._count(reason)
         cycle = self.cycle
         responding = cycle is not None and cycle.response_started and not cycle.response_complete
@@ -214,6 +316,125 @@ class LimitedHttpToolsProtocol(HttpToolsProtocol):
         self.transport.close()
 
     def _count(self, reason: str) -> None:
-        stats = self._stats
-        if stats is not None:
-            stats.refused[reason] = stats.refused.get(reason, 0) + 1
+        if self._stats is not None:
+            self._stats.refused[reason] = self._stats.refused.get(reason, 0) + 1
+
+
+class _Sweep:
+    """The phase deadlines of one worker's connections, checked by one timer.
+
+    Runs every `interval` while the worker has connections, and closes (or answers 408) those
+    past their deadline; held by uvicorn's per-worker `ServerState`, whose `connections` it
+    walks.
+    """
+
+    def __init__(
+        self, loop: asyncio.AbstractEventLoop, connections: set[Any], interval: float
+    ) -> None:
+        self.loop = loop
+        self.connections = connections
+        self.interval = interval
+        self._timer: asyncio.TimerHandle | None = None
+
+    @staticmethod
+    def of(protocol: LimitedHttpToolsProtocol) -> _Sweep:
+        """The sweep of the protocol's worker, started if it was not running."""
+        state = protocol.server_state
+        sweep = getattr(state, _SWEEP, None)
+        if not isinstance(sweep, _Sweep):
+            limits = protocol.limits
+            shortest = min(limits.header_timeout, limits.body_timeout, protocol.timeout_keep_alive)
+            sweep = _Sweep(
+                protocol.loop, protocol.connections, min(SWEEP_MAX_INTERVAL, shortest / 4)
+            )
+            setattr(state, _SWEEP, sweep)
+        sweep.start()
+        return sweep
+
+    def start(self) -> None:
+        if self._timer is None:
+            self._timer = self.loop.call_later(self.interval, self._run)
+
+    def _run(self) -> None:
+        self._timer = None
+        now = self.loop.time()
+        for connection in list(self.connections):
+            if (
+                isinstance(connection, LimitedHttpToolsProtocol)
+                and connection._phase != _NONE
+                and connection._deadline <= now
+            ):
+                connection._expire()
+        if self.connections:
+            self.start()
+
+
+class _Held:
+    """Stands in for the transport while uvicorn writes a response's status line and headers."""
+
+    def __init__(self) -> None:
+        self.parts: list[bytes] = []
+
+    def write(self, data: bytes) -> None:
+        self.parts.append(data)
+
+
+class _Prefixed:
+    """Stands in for the transport while uvicorn writes the body: its first write (or a close)
+    sends the held head with it."""
+
+    def __init__(self, transport: asyncio.Transport, head: bytes) -> None:
+        self.transport = transport
+        self.head: bytes | None = head
+
+    def write(self, data: bytes) -> None:
+        head = self.head
+        if head is not None:
+            self.head = None
+            data = head + data
+        self.transport.write(data)
+
+    def flush(self) -> None:
+        if self.head is not None and not self.transport.is_closing():
+            self.write(b"")
+
+    def close(self) -> None:
+        self.flush()
+        self.transport.close()
+
+    def is_closing(self) -> bool:
+        return self.transport.is_closing()
+
+
+class _Cycle(RequestResponseCycle):
+    """uvicorn's request-response cycle, writing the status line and headers together with the
+    first part of the body: over TLS every write is a record and a send of its own, and every
+    answer of this server is one body sent right after its head. (A head is held only between
+    those two `send` calls of the app; a body-less HEAD answer writes it when it completes.)"""
+
+    _head: bytes | None = None
+
+    async def send(self, message: ASGISendEvent) -> None:
+        transport = self.transport
+        if message["type"] == "http.response.start" and not self.response_started:
+            held = _Held()
+            self.transport = held  # type: ignore[assignment]
+            try:
+                await super().send(message)
+            finally:
+                self.transport = transport
+            if held.parts:
+                self._head = b"".join(held.parts)
+            return
+        head = self._head
+        if head is None:
+            await super().send(message)
+            return
+        self._head = None
+        prefixed = _Prefixed(transport, head)
+        self.transport = prefixed  # type: ignore[assignment]
+        try:
+            await super().send(message)
+        finally:
+            self.transport = transport
+            prefixed.flush()

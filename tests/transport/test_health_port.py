@@ -4,6 +4,7 @@ readiness probes are answered in milliseconds while the webhook port is saturate
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import ssl
 import statistics
 import threading
@@ -61,6 +62,10 @@ async def _hammer(server: TlsServer, connections: int, stop: threading.Event) ->
                 answers += 1
         finally:
             writer.close()
+            # closed before asyncio.run ends the loop: else the sockets are left to the
+            # garbage collector, whose ResourceWarnings fail whichever test runs next
+            with contextlib.suppress(OSError, ssl.SSLError, asyncio.TimeoutError):
+                await asyncio.wait_for(writer.wait_closed(), 5)
 
     await asyncio.gather(*(one() for _ in range(connections)), return_exceptions=True)
     return answers

@@ -1,0 +1,127 @@
+"""The whole server in process, without TLS or sockets: request bytes into the limited httptools
+protocol, through the admission front, the handler and the pipeline, to response bytes.
+
+What `perf-ratio` measures over TLS, minus TLS and the kernel: the protocol's, the handler's
+and the pipeline's share of a review, in CPU time of this process (steady enough to compare
+runs on a shared machine). Run: make bench.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import orjson
+import pytest
+import uvicorn
+import uvloop
+from uvicorn.lifespan.on import LifespanOn
+from uvicorn.server import ServerState
+
+from app.config import Settings
+from app.transport.app import create_app
+from app.transport.protocol import LimitedHttpToolsProtocol
+from tests.conftest import ROOT, load_fixture, review
+
+CASES = {
+    "legacy pod, denied (dra-only)": load_fixture("pod-create-legacy-gpu"),
+    "pod with claims, allowed": load_fixture("pod-create-with-resourceclaims"),
+    "legacy pod, translated": review("pod-create-legacy-gpu", namespace="ml-research"),
+    "claim with 3 CEL selectors": orjson.loads(
+        (ROOT / "tests/fixtures/reviews/resourceclaim-create-cel-selectors.json").read_bytes()
+    ),
+}
+
+
+class _Transport:
+    """Collects what the protocol writes; resolves `answered` once a whole response is in."""
+
+    def __init__(self) -> None:
+        self.written = b""
+        self.answered: asyncio.Future[bytes] | None = None
+
+    def write(self, data: bytes) -> None:
+        self.written += data
+        head, found, body = self.written.partition(b"\r\n\r\n")
+        if not found or self.answered is None or self.answered.done():
+            return
+        for line in head.split(b"\r\n"):
+            name, _, value = line.partition(b":")
+            if name.lower() == b"content-length" and len(body) >= int(value):
+                self.answered.set_result(self.written)
+
+    def get_extra_info(self, name: str, default: Any = None) -> Any:
+        return {"sockname": ("127.0.0.1", 8443), "peername": ("127.0.0.1", 40000)}.get(
+            name, default
+        )
+
+    def is_closing(self) -> bool:
+        return False
+
+    def close(self) -> None:
+        pass
+
+    def pause_reading(self) -> None:
+        pass
+
+    def resume_reading(self) -> None:
+        pass
+
+
+BATCH = 100
+"""Reviews per timed round (one loop run): the figures are per 100 reviews."""
+
+
+def _request(body: bytes) -> bytes:
+    """As kube-apiserver sends a review (its headers, `?timeout=`), in one read."""
+    return (
+        b"POST /validate?timeout=10s HTTP/1.1\r\nHost: dra-webhook.dra-webhook.svc:443\r\n"
+        b"User-Agent: kube-apiserver-admission\r\nContent-Type: application/json\r\n"
+        b"Accept: application/json, */*\r\nAccept-Encoding: gzip\r\n"
+        b"Content-Length: %d\r\n\r\n" % len(body) + body
+    )
+
+
+@pytest.fixture(scope="module")
+def serve() -> Iterator[Callable[[bytes], bytes]]:
+    """One connection of the real app on a uvloop loop: a request's bytes in, sent `BATCH`
+    times one after the other; the last response's bytes out."""
+    logging.getLogger("app").setLevel(logging.CRITICAL)  # the decision lines go nowhere
+    loop = uvloop.new_event_loop()
+    # the embedded demo cluster and default policy, as `dra-webhook serve` (and perf-ratio)
+    config = uvicorn.Config(create_app(Settings()), proxy_headers=False, log_config=None)
+    config.load()
+    lifespan = LifespanOn(config)
+    loop.run_until_complete(lifespan.startup())
+    protocol = LimitedHttpToolsProtocol(config, ServerState(), lifespan.state, loop)
+    transport = _Transport()
+    protocol.connection_made(transport)  # type: ignore[arg-type]
+
+    async def reviews(raw: bytes) -> bytes:
+        answer = b""
+        for _ in range(BATCH):
+            transport.written = b""
+            transport.answered = loop.create_future()
+            protocol.data_received(raw)
+            answer = await transport.answered
+            await asyncio.sleep(0)  # the cycle completes (keep-alive, idle phase)
+        return answer
+
+    yield lambda raw: loop.run_until_complete(reviews(raw))
+    protocol.connection_lost(None)
+    loop.run_until_complete(lifespan.shutdown())
+    loop.close()
+    logging.getLogger("app").setLevel(logging.NOTSET)
+
+
+@pytest.mark.benchmark(timer=time.process_time)  # CPU time: the machine may be shared
+@pytest.mark.parametrize("case", list(CASES))
+def test_100_reviews_through_protocol_and_app(
+    benchmark: Any, serve: Callable[[bytes], bytes], case: str
+) -> None:
+    raw = _request(orjson.dumps(CASES[case]))
+    assert serve(raw).startswith(b"HTTP/1.1 200 OK\r\n")
+    benchmark(serve, raw)
