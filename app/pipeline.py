@@ -105,9 +105,10 @@ _TRANSLATE_READS = frozenset(
     {Kind.NAMESPACE, Kind.DEVICE_CLASS, Kind.RESOURCE_CLAIM, Kind.RESOURCE_CLAIM_TEMPLATE}
 )
 """Extended-resource mappings, and the claims and templates a pod already references."""
-_TRANSLATE_BUILDS = (translate.translation_rules, policy_exceptions)
-_TRANSLATE_INDEXES = (ManagedTemplates,)
-"""Templates already made for the namespace count against translation's cap."""
+_TRANSLATE_BUILDS = (translate.translation_rules, policy_exceptions, cel_runtime)
+_TRANSLATE_INDEXES = (ManagedTemplates, Allocations)
+"""Templates already made for the namespace count against translation's cap; the claims it
+makes are checked by the allocation model (what allocated claims hold)."""
 
 REGISTRATIONS: tuple[Registration, ...] = (
     Registration(

@@ -147,6 +147,16 @@ def check_pod(request: Request, ctx: Context) -> Result:
             claims_in.append(ClaimInput(label, parsed, f"spec.resourceClaims[{i}] ({label}) "))
     if len(claims_in) < 2:
         return ALLOW
+    return pod_verdict(ctx, claims_in, f"Pod {request.name}".strip())
+
+
+def pod_verdict(ctx: Context, claims_in: Sequence[ClaimInput], subject: str) -> Result:
+    """The allocation model's verdict on claims a pod uses together, as an admission result:
+    "never" denied or warned per `cel.selectors.unsatisfiable`, "not now" warned. Also what
+    translation asks about the claims it is about to make (`policies.translate`)."""
+    action = _action(ctx)
+    if action == "off" or Kind.RESOURCE_SLICE not in ctx.view.synced_kinds():
+        return ALLOW
     budget = Budget(ctx.policy.cel.review_budget)
     try:
         verdict = ctx.parts[cel_runtime].model.check(
@@ -158,12 +168,12 @@ def check_pod(request: Request, ctx: Context) -> Result:
             engine_gap=engine_gap,
         )
     except BudgetExceededError as exc:
-        return Result(warnings=(f"Pod {request.name}: {exc}; claims not checked together",))
+        return Result(warnings=(f"{subject}: {exc}; claims not checked together",))
     problems = tuple(Violation(p.path, p.message) for p in verdict.problems)
     if verdict.outcome == NEVER and action == "deny":
         return Result(
             violations=problems,
-            summary=f"no node in the cluster can satisfy the claims of Pod {request.name}",
+            summary=f"no node in the cluster can satisfy the claims of {subject}",
             details="The scheduler allocates all of a pod's claims on one node; it would stay "
             "Pending.",
         )

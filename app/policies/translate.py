@@ -23,7 +23,10 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from app.allocation import ClaimInput
+from app.k8s.claims import parse_claim_spec
 from app.k8s.objects import PodSpecRef, pod_spec
+from app.policies import selectors
 from app.policies.base import ALLOW, Context, Mode, Request, Result, Violation
 from app.policies.defaults import claim_defaults, translation_hook
 from app.policies.exceptions import cover, policy_exceptions
@@ -150,11 +153,33 @@ def _translate(request: Request, ctx: Context) -> Result:
         return ALLOW
     if planned.over_cap is not None:
         return _denial(request, _mode_label(ctx), [planned.over_cap], planned.notes)
+    # Nobody else is told whether the claims made here can be allocated: the templates are
+    # created by this webhook, so their own admission answers to it, not to the pod's author.
+    verdict = selectors.pod_verdict(ctx, _claims_made(planned), _subject(request))
+    if verdict.denied:
+        return verdict
     return Result(
         patch=tuple(to_patch(planned)),
-        warnings=tuple(planned.notes + planned.warnings),
+        warnings=(*planned.notes, *planned.warnings, *verdict.warnings),
         templates=tuple(planned.templates.values()),
     )
+
+
+def _claims_made(planned: TranslationPlan) -> list[ClaimInput]:
+    """The claims translation adds, as the allocation model reads them (taken together: the
+    scheduler puts all of a pod's claims on one node)."""
+    made = []
+    for claim in planned.claims:
+        if claim.template is None:
+            continue
+        spec = claim.template.template["spec"]["spec"]
+        label = f"claim {claim.name} (template {claim.template.name})"
+        made.append(ClaimInput(label, parse_claim_spec(spec), f"{label}: "))
+    return made
+
+
+def _subject(request: Request) -> str:
+    return f"{request.kind} {request.name}".strip() if request.name else request.kind
 
 
 def _exception(request: Request, ctx: Context, spec: PodSpecRef) -> tuple[Result | None, list[str]]:

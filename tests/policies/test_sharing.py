@@ -552,3 +552,34 @@ def _fuzz_quota() -> Pipeline:
     if not _FUZZ_QUOTA:
         _FUZZ_QUOTA.append(quota_pipeline())
     return _FUZZ_QUOTA[0]
+
+
+def test_a_translated_share_above_every_devices_capacity_is_warned_about_as_never_satisfiable() -> (
+    None
+):
+    """Translation creates the template itself, so it tells the pod's author what the scheduler
+    will do with it: no 80Gi device can give 100000Mi."""
+    obj = pod(container("cuda", {"nvidia.com/gpu": "1", "nvidia.com/gpumem": "100000"}))
+    decision = decide(pipeline(), obj)
+    assert decision.allowed
+    assert decision.patch
+    (never,) = [w for w in decision.warnings if w.startswith("claim gpu-cuda (template")]
+    assert "none of the 2 matching devices can give it" in never
+    assert "the most memory a device allows is 80Gi" in never
+
+
+def test_a_translated_share_above_every_devices_capacity_is_denied_where_the_policy_says_so() -> (
+    None
+):
+    policy = policy_from("cel: {selectors: {unsatisfiableByMode: {translate: deny}}}")
+    obj = pod(container("cuda", {"nvidia.com/gpu": "1", "nvidia.com/gpumem": "100000"}))
+    decision = decide(pipeline(policy), obj)
+    assert not decision.allowed
+    assert "no node in the cluster can satisfy the claims of Pod p" in decision.message
+    assert "100000Mi" in decision.message
+    fits = decide(
+        pipeline(policy),
+        pod(container("cuda", {"nvidia.com/gpu": "1", "nvidia.com/gpumem": "4000"})),
+    )
+    assert fits.allowed
+    assert not [w for w in fits.warnings if "satisfy" in w]

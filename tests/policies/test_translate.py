@@ -78,7 +78,10 @@ def test_legacy_pod_fixture_in_a_translate_namespace_asks_for_two_devices_throug
 
 def test_warning_says_what_was_translated_into_which_claim_template_and_class() -> None:
     decision = decide(review("pod-create-legacy-gpu", namespace=NS))
-    (warning,) = decision.warnings
+    # the second warning: this cluster has no DeviceClass gpu.nvidia.com (test_sharing.py has
+    # translation's satisfiability verdicts)
+    warning, unsatisfiable = decision.warnings
+    assert "DeviceClass gpu.nvidia.com does not exist" in unsatisfiable
     assert re.fullmatch(
         r"container cuda: nvidia\.com/gpu: 2 -> claim gpu-cuda "
         r"\(template dra-gpu-nvidia-com-2-[0-9a-f]{10}, class gpu\.nvidia\.com\)",
