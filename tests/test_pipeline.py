@@ -1,5 +1,6 @@
 """The pipeline: routing by (endpoint, group, kind, operation), exemptions, what registrations
-declare (parts built and indexes subscribed at load), and the merge of the checks' results."""
+declare (parts built and indexes subscribed at load); the merge of the checks' results is
+tests/test_verdict.py."""
 
 from __future__ import annotations
 
@@ -10,18 +11,9 @@ import pytest
 
 from app.cluster.usage import ClaimUsage
 from app.cluster.view import Kind
-from app.pipeline import (
-    MAX_LISTED_VIOLATIONS,
-    MAX_WARNING_CHARS,
-    MAX_WARNINGS,
-    REGISTRATIONS,
-    Endpoint,
-    Pipeline,
-    Registration,
-    merge,
-)
+from app.pipeline import REGISTRATIONS, Endpoint, Pipeline, Registration
 from app.policies import quota, rules
-from app.policies.base import ALLOW, Context, Request, Result, Violation
+from app.policies.base import ALLOW, Context, Request, Result
 from app.transport.review import decode_review
 from tests.conftest import load_fixture, make_view, namespace, policy_from, review, wrap
 
@@ -232,70 +224,6 @@ def test_admin_rules_are_built_only_when_a_rule_is_routed() -> None:
 
 def pipeline_registrations(pipeline: Pipeline) -> set[Registration]:
     return {reg for regs in pipeline._routes.values() for reg in regs}
-
-
-# -- merge -------------------------------------------------------------------------------------
-
-
-def test_merge_allows_and_concatenates_patches_and_warnings_in_order() -> None:
-    op1 = {"op": "add", "path": "/a", "value": 1}
-    op2 = {"op": "add", "path": "/b", "value": 2}
-    decision = merge(
-        [
-            ("one", Result(patch=(op1,), warnings=("w1",), findings=1)),
-            ("two", Result(patch=(op2,), warnings=("w2",), findings=2)),
-        ]
-    )
-    assert decision.allowed
-    assert decision.patch == (op1, op2)
-    assert decision.warnings == ("w1", "w2")
-    assert decision.findings == 3
-    assert decision.policies == ("one", "two")
-    assert decision.label == "patched"
-
-
-def test_merge_denies_when_any_check_denies_and_keeps_every_denial_text_and_no_patch() -> None:
-    op = {"op": "add", "path": "/a", "value": 1}
-    first = Result(violations=(Violation("spec.x", "bad x"),), summary="first:", code=422)
-    second = Result(violations=(Violation("", "bad y"),), details="fix: y", code=403)
-    decision = merge([("a", first), ("p", Result(patch=(op,))), ("b", second)])
-    assert not decision.allowed
-    assert decision.code == 422  # the first denial's code and reason
-    assert decision.message == "first:\n- spec.x: bad x\n- bad y\nfix: y"
-    assert decision.denied_by == ("a", "b")
-    assert decision.patch == ()
-    assert decision.label == "denied"
-
-
-def test_merge_labels_the_denial_of_a_check_that_failed() -> None:
-    failed = Result(violations=(Violation("", "failed"),), code=500, reason="InternalError")
-    decision = merge([("a", ALLOW), ("b", failed)], failed=("b",))
-    assert decision.denied_by == ("internal-error:b",)
-    assert decision.failed_checks == ("b",)
-
-
-def test_merge_bounds_the_warnings_and_their_length() -> None:
-    many = Result(warnings=tuple(f"w{i}" for i in range(MAX_WARNINGS + 5)))
-    long = Result(warnings=("x" * (MAX_WARNING_CHARS + 10),))
-    assert merge([("m", many)]).warnings[-1] == "... and 6 more warnings"
-    assert len(merge([("m", many)]).warnings) == MAX_WARNINGS
-    (cut,) = merge([("l", long)]).warnings
-    assert len(cut) == MAX_WARNING_CHARS
-    assert cut.endswith("...")
-
-
-def test_merge_lists_at_most_the_bounded_number_of_violations() -> None:
-    count = MAX_LISTED_VIOLATIONS + 3
-    result = Result(violations=tuple(Violation(f"p{i}", "v") for i in range(count)))
-    message = merge([("many", result)]).message
-    assert message.count("\n- p") == MAX_LISTED_VIOLATIONS - 1
-    assert message.endswith("- ... and 3 more")
-
-
-def test_merge_of_the_same_shared_results_returns_the_same_decision() -> None:
-    denial = Result(violations=(Violation("", "no"),))
-    assert merge([("a", denial)]) is merge([("a", denial)])
-    assert merge([("a", denial)]) is not merge([("b", denial)])
 
 
 def test_a_stale_kind_a_check_reads_answers_per_the_stale_view_policy() -> None:

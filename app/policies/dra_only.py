@@ -33,7 +33,8 @@ from app.translation.legacy import (
     legacy_requests,
     offence_keys,
 )
-from app.translation.plan import ClaimNames, claim_name, plan, tail
+from app.translation.naming import ClaimNames, claim_name, tail
+from app.translation.plan import plan
 
 ANSWERS_KEPT = 4096
 """Distinct shapes remembered; shapes come from users, so the memo is bounded (LRU)."""

@@ -33,7 +33,8 @@ from app.policies.exceptions import cover, policy_exceptions
 from app.policies.parts import Parts
 from app.translation import Problem, TranslationPlan, TranslationRules, plan, to_patch
 from app.translation.legacy import LegacyMatcher, MappingResolver, legacy_requests
-from app.translation.plan import Key, who
+from app.translation.naming import who
+from app.translation.plan import Key
 from app.translation.sharing import SharingRules
 from app.translation.templates import TemplateBuilder
 

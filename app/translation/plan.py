@@ -26,17 +26,14 @@ The rules (docs/translation.md writes them out for users):
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from app.bounded import CacheName, memoized
 from app.cluster.templates import ManagedTemplates
 from app.cluster.view import ClusterReader, Kind
 from app.config.policy import Translation
-from app.errors import ObjectShapeError
-from app.k8s.objects import ContainerRef, PodSpecRef, list_field
-from app.k8s.templates import MANAGED_BY, MANAGED_BY_LABEL
+from app.k8s.objects import ContainerRef, PodSpecRef
+from app.translation.existing import dra_classes, existing_claim_names, own_entries
 from app.translation.legacy import (
     DeviceMapping,
     LegacyMatcher,
@@ -45,8 +42,9 @@ from app.translation.legacy import (
     is_resource_name,
     legacy_requests,
 )
+from app.translation.naming import ClaimNames, tail, who
 from app.translation.sharing import SharingRules
-from app.translation.templates import MAX_NAME, ClaimTemplate, TemplateBuilder, slug
+from app.translation.templates import ClaimTemplate, TemplateBuilder
 from app.translation.wants import Key, Problem, Want, request_key
 from app.translation.wants import count as count_of
 
@@ -154,7 +152,8 @@ def plan(
     if not found:
         return result
     if replace_own:
-        _own_entries(spec, namespace, rules, view, result)
+        problems, result.stale = own_entries(spec, namespace, rules.templates.is_own_name, view)
+        result.problems += problems
     _analyse(found, spec, namespace=namespace, rules=rules, view=view, result=result)
     if result.wants:
         _Planner(spec, namespace, rules, view, result).add(result.wants)
@@ -202,7 +201,7 @@ def _analyse(
         result.wants.append(Want(legacy, count, mapping))
     if not result.wants:
         return
-    in_use, unknown = _dra_classes(spec, namespace, view, skip=result.stale)
+    in_use, unknown = dra_classes(spec, namespace, view, skip=result.stale)
     for want in result.wants:
         device_class = want.mapping.device_class_name
         where = in_use.get(device_class)
@@ -254,7 +253,7 @@ class _Planner:
         self.result = result
         config = rules.config
         self.share = config.init_containers == "share"
-        taken = _existing_claim_names(spec) - set(result.stale.values())
+        taken = existing_claim_names(spec) - set(result.stale.values())
         self.names = ClaimNames(taken, config.claim_name_prefix)
 
     def add(self, wants: list[Want]) -> None:
@@ -384,48 +383,6 @@ class _Planner:
             names.append(claim.name)
 
 
-class ClaimNames:
-    """Readable pod-level claim names (<resource>-<container>) that never reuse a taken name."""
-
-    def __init__(self, taken: set[str], prefix: str) -> None:
-        self._taken = taken
-        self._prefix = prefix
-
-    def new(self, tail: str, who: str) -> str:
-        base = claim_base(self._prefix, tail, who)
-        name, n = base, 1
-        while name in self._taken:
-            n += 1
-            suffix = f"-{n}"
-            name = slug(base, MAX_NAME - len(suffix)) + suffix
-        self._taken.add(name)
-        return name
-
-
-@memoized(CacheName.CLAIM_NAMES, 4096)
-def claim_base(prefix: str, tail: str, who: str) -> str:
-    """<prefix>-<tail>-<who> as a DNS label; memoized (container names repeat across pods)."""
-    return slug("-".join(p for p in (prefix, tail, who) if p), MAX_NAME) or "claim"
-
-
-@memoized(CacheName.CLAIM_NAMES, 4096)
-def claim_name(prefix: str, resource: str, container: str) -> str:
-    """The name translation gives the claim of one container's legacy request, before
-    numbering (<prefix>-<resource's last part>-<container>); memoized."""
-    return claim_base(prefix, tail(resource), container)
-
-
-def _existing_claim_names(spec: PodSpecRef) -> set[str]:
-    names: set[str] = set()
-    for index, entry in enumerate(list_field(spec.spec, "resourceClaims", spec.path)):
-        if not isinstance(entry, dict):
-            raise ObjectShapeError(f"{spec.path}.resourceClaims[{index}]", "must be an object")
-        name = entry.get("name")
-        if isinstance(name, str):
-            names.add(name)
-    return names
-
-
 def _after(owner: ContainerRef | None, init: ContainerRef) -> bool:
     """True when `owner` does not run alongside `init`: a regular container or a later sidecar."""
     return owner is not None and (owner.field == "containers" or owner.index > init.index)
@@ -444,11 +401,6 @@ def _smallest(claims: list[PlannedClaim], init: Want) -> PlannedClaim | None:
     return found
 
 
-def tail(resource: str) -> str:
-    """The last part of a resource name (gpu for nvidia.com/gpu), as claim names use it."""
-    return resource.rsplit("/", 1)[-1]
-
-
 def _capacity(mapping: DeviceMapping) -> str:
     if not mapping.capacity:
         return ""
@@ -465,14 +417,6 @@ def _tail(want: Want) -> str:
     return tail(want.legacy.resource)
 
 
-def who(ref: ContainerRef) -> str:
-    if ref.is_sidecar:
-        return f"sidecar container {ref.name}"
-    if ref.field == "initContainers":
-        return f"init container {ref.name}"
-    return f"container {ref.name}"
-
-
 def _translated(want: Want) -> str:
     asked = ", ".join(f"{r.resource}: {r.amount}" for r in want.requests)
     return f"{who(want.legacy.container)}: {asked}"
@@ -480,102 +424,6 @@ def _translated(want: Want) -> str:
 
 def _removed(want: Want) -> str:
     return f"{_translated(want)} -> removed (no devices asked for)"
-
-
-# -- DRA already in the pod ----------------------------------------------------------------
-
-
-def _own_entries(
-    spec: PodSpecRef,
-    namespace: str,
-    rules: TranslationRules,
-    view: ClusterReader,
-    result: TranslationPlan,
-) -> None:
-    """Pod-level entries an earlier translation added, into `result.stale`.
-
-    An entry is ours only when the view holds its template and the template carries our
-    managed-by label: anything else is the user's and is never removed. An entry whose template
-    is named like ours but is not in the view cannot be told apart: a problem, rather than
-    removing what may be the user's or doubling the devices by translating next to it.
-    """
-    for index, entry in enumerate(list_field(spec.spec, "resourceClaims", spec.path)):
-        if not isinstance(entry, dict):
-            continue
-        name, template = entry.get("name"), entry.get("resourceClaimTemplateName")
-        if not isinstance(name, str) or not isinstance(template, str):
-            continue
-        obj = view.get(Kind.RESOURCE_CLAIM_TEMPLATE, template, namespace)
-        if obj is None:
-            if rules.templates.is_own_name(template):
-                result.problems.append(_unknown_own(spec, index, name, template))
-            continue
-        labels = obj.get("metadata", {}).get("labels")
-        if isinstance(labels, dict) and labels.get(MANAGED_BY_LABEL) == MANAGED_BY:
-            result.stale[index] = name
-
-
-def _unknown_own(spec: PodSpecRef, index: int, name: str, template: str) -> Problem:
-    return Problem(
-        ("resourceClaims", name, template),
-        f"{spec.path}.resourceClaims[{index}]",
-        f"{name}: ResourceClaimTemplate {template} is named like the ones dra-webhook "
-        "creates, but is not in its cluster view (not synced yet, or deleted), so this entry "
-        "cannot be told apart from one of your own; retry once the template exists, or "
-        "rename the entry's template",
-    )
-
-
-def _dra_classes(
-    spec: PodSpecRef, namespace: str, view: ClusterReader, skip: Mapping[int, str]
-) -> tuple[dict[str, str], list[str]]:
-    """DeviceClasses the pod already asks for through DRA (class -> which entry), and the
-    entries whose ResourceClaim or ResourceClaimTemplate the view does not hold."""
-    in_use: dict[str, str] = {}
-    unknown: list[str] = []
-    for index, entry in enumerate(list_field(spec.spec, "resourceClaims", spec.path)):
-        where = f"{spec.path}.resourceClaims[{index}]"
-        if not isinstance(entry, dict):
-            raise ObjectShapeError(where, "must be an object")
-        if index in skip:
-            continue
-        claim_name = entry.get("resourceClaimName")
-        template_name = entry.get("resourceClaimTemplateName")
-        claim_spec: Any = None
-        if isinstance(claim_name, str) and claim_name:
-            described = f"{where} {entry.get('name')}: ResourceClaim {claim_name}"
-            obj = view.get(Kind.RESOURCE_CLAIM, claim_name, namespace)
-            if obj is not None:
-                claim_spec = obj.get("spec")
-        elif isinstance(template_name, str) and template_name:
-            described = f"{where} {entry.get('name')}: ResourceClaimTemplate {template_name}"
-            obj = view.get(Kind.RESOURCE_CLAIM_TEMPLATE, template_name, namespace)
-            if obj is not None:
-                outer = obj.get("spec")
-                claim_spec = outer.get("spec") if isinstance(outer, dict) else None
-        else:
-            continue  # neither is set: the API server rejects the pod
-        if obj is None:
-            unknown.append(described)
-            continue
-        for device_class in _classes_of(claim_spec):
-            in_use.setdefault(device_class, described)
-    return in_use, unknown
-
-
-def _classes_of(claim_spec: Any) -> Iterable[str]:
-    """Every deviceClassName a ResourceClaimSpec names (exactly and firstAvailable)."""
-    devices = claim_spec.get("devices") if isinstance(claim_spec, dict) else None
-    requests = devices.get("requests") if isinstance(devices, dict) else None
-    for item in requests if isinstance(requests, list) else ():
-        if not isinstance(item, dict):
-            continue
-        exactly = item.get("exactly")
-        if isinstance(exactly, dict) and isinstance(exactly.get("deviceClassName"), str):
-            yield exactly["deviceClassName"]
-        for sub in item.get("firstAvailable") or ():
-            if isinstance(sub, dict) and isinstance(sub.get("deviceClassName"), str):
-                yield sub["deviceClassName"]
 
 
 def _bad_name(legacy: LegacyRequest) -> Problem:

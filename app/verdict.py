@@ -1,0 +1,152 @@
+"""One Decision from the results of the checks a review ran: denied if any denies, every
+message kept (bounded as kubectl and the API server show them), memoized by the identity of the
+shared results checks answer with."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from app.bounded import BoundedCache, CacheName
+from app.k8s.patch import PatchOp
+from app.policies.base import Obj, Result
+
+INTERNAL_ERROR = "internal-error"
+"""Denial label of a failure; a check's own failure is labelled `internal-error:<check>`."""
+
+MAX_LISTED_VIOLATIONS = 50
+MAX_WARNINGS = 20
+MAX_WARNING_CHARS = 256
+"""kubectl prints warnings one per line; the API server truncates long ones."""
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    """The merged answer to one review."""
+
+    allowed: bool
+    code: int = 200
+    reason: str = ""
+    message: str = ""
+    patch: tuple[PatchOp, ...] = ()
+    warnings: tuple[str, ...] = ()
+    templates: tuple[Obj, ...] = ()
+    denied_by: tuple[str, ...] = ()
+    """Policies (or `invalid-object`, `internal-error`...) that denied: metric labels."""
+    findings: int = 0
+    excepted: tuple[tuple[str, str], ...] = ()
+    """(check, exception) for every policy exception a check applied: metric labels."""
+    policies: tuple[str, ...] = field(default=())
+    """Names of the policies that ran."""
+    failed_checks: tuple[str, ...] = ()
+    """Checks that raised an internal error (answered per failure.internalError, each alone)."""
+
+    @property
+    def label(self) -> str:
+        """allowed | patched | denied, for metrics."""
+        if not self.allowed:
+            return "denied"
+        return "patched" if self.patch else "allowed"
+
+
+ALLOWED = Decision(allowed=True)
+
+
+_MERGED: BoundedCache[tuple[tuple[str, int], ...], tuple[tuple[Result, ...], Decision]] = (
+    BoundedCache(CacheName.MERGED_DECISIONS, 1024)
+)
+"""Decision by the identity of the results merged: checks answer with shared Results (ALLOW,
+dra-only's memoized denials), so the same combination comes back for every pod of a shape. The
+Results are kept with the Decision, so their ids cannot be reused while the entry lives."""
+
+
+def merge(results: list[tuple[str, Result]], failed: Iterable[str] = ()) -> Decision:
+    """One decision from every policy's result: denied if any denies, all messages kept.
+
+    `failed` names the checks that raised (their result is the failure policy's answer): their
+    denials are labelled `internal-error:<check>`.
+    """
+    failed_checks = tuple(failed)
+    if failed_checks:
+        return _merge(results, failed_checks)
+    key = tuple((name, id(result)) for name, result in results)
+    known = _MERGED.get(key)
+    if known is not None and all(a is b for a, (_, b) in zip(known[0], results, strict=True)):
+        return known[1]
+    decision = _merge(results, failed_checks)
+    if not decision.patch and not decision.templates:  # those come fresh with every review
+        _MERGED.put(key, (tuple(result for _, result in results), decision))
+    return decision
+
+
+def _merge(results: list[tuple[str, Result]], failed_checks: tuple[str, ...]) -> Decision:
+    denials = [
+        (f"{INTERNAL_ERROR}:{name}" if name in failed_checks else name, r)
+        for name, r in results
+        if r.denied
+    ]
+    warnings = _bounded_warnings(w for _, r in results for w in r.warnings)
+    findings = sum(r.findings for _, r in results)
+    excepted = tuple((name, e) for name, r in results for e in r.excepted)
+    names = tuple(name for name, _ in results)
+    if denials:
+        first = denials[0][1]
+        return Decision(
+            allowed=False,
+            code=first.code,
+            reason=first.reason,
+            message="\n".join(_denial_text(r) for _, r in denials),
+            warnings=warnings,
+            denied_by=tuple(name for name, _ in denials),
+            findings=findings,
+            excepted=excepted,
+            policies=names,
+            failed_checks=failed_checks,
+        )
+    return Decision(
+        allowed=True,
+        patch=tuple(op for _, r in results for op in r.patch),
+        warnings=warnings,
+        templates=tuple(t for _, r in results for t in r.templates),
+        findings=findings,
+        excepted=excepted,
+        policies=names,
+        failed_checks=failed_checks,
+    )
+
+
+_DENIAL_TEXTS: BoundedCache[int, tuple[Result, str]] = BoundedCache(CacheName.DENIAL_TEXTS, 1024)
+"""Denial text by Result identity: checks memoize their denials (dra-only per request shape), so
+the same Result comes back for every pod of that shape. The Result is kept with its text, so its
+id cannot be reused while the entry lives."""
+
+
+def _denial_text(result: Result) -> str:
+    known = _DENIAL_TEXTS.get(id(result))
+    if known is not None and known[0] is result:
+        return known[1]
+    text = _build_denial_text(result)
+    _DENIAL_TEXTS.put(id(result), (result, text))
+    return text
+
+
+def _build_denial_text(result: Result) -> str:
+    lines = [result.summary] if result.summary else []
+    shown = result.violations[:MAX_LISTED_VIOLATIONS]
+    lines += [f"- {v}" for v in shown]
+    if len(result.violations) > len(shown):
+        lines.append(f"- ... and {len(result.violations) - len(shown)} more")
+    if result.details:
+        lines.append(result.details)
+    return "\n".join(lines)
+
+
+def _bounded_warnings(warnings: Iterable[str]) -> tuple[str, ...]:
+    items = list(warnings)
+    kept = [
+        w if len(w) <= MAX_WARNING_CHARS else w[: MAX_WARNING_CHARS - 3] + "..."
+        for w in items[:MAX_WARNINGS]
+    ]
+    if len(items) > MAX_WARNINGS:
+        kept[-1] = f"... and {len(items) - MAX_WARNINGS + 1} more warnings"
+    return tuple(kept)
