@@ -391,11 +391,12 @@ def create_app(
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[dict[str, Any]]:
         housekeeping.start()
+        # Everything built by the initial sync (policy, compiled CEL, the view, the warm
+        # indexes) lives as long as the process: keep it out of the collector's full passes,
+        # which would otherwise pause the event loop for 100s of ms on a large view. Run when
+        # the view has synced, after the pipeline's warm-up, before /readyz turns true.
+        source.view.when_synced(_settle_heap)
         await source.start()
-        # Everything built so far (policy, compiled CEL, a static view) lives as long as the
-        # process: keep it out of the collector's full passes, which would otherwise pause the
-        # event loop for tens of ms on a large view.
-        gc.freeze()
         metrics.observe_view(source.view)
         # With several workers a scrape reads every worker's gauge files, so each worker keeps
         # its own view's gauges current, not only when it happens to serve the scrape.
@@ -500,6 +501,11 @@ class _Housekeeping:
                 await self._task
         if self.health is not None:
             self.health.stop()
+
+
+def _settle_heap() -> None:
+    gc.collect()
+    gc.freeze()
 
 
 def _readiness(view: ClusterView) -> tuple[bool, bytes]:
