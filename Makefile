@@ -10,7 +10,7 @@ STAMP := $(VENV)/.installed-$(shell cat pyproject.toml requirements-dev.txt | ck
 # One resolution for every platform, for the oldest Python the project supports.
 COMPILE := $(BIN)/uv pip compile pyproject.toml --universal --python-version 3.11 --generate-hashes --quiet
 
-.PHONY: run test lint bench loadtest overload e2e e2e-bench lock image clean
+.PHONY: run test lint bench bench-scale loadtest overload e2e e2e-bench lock image clean
 
 $(STAMP): pyproject.toml requirements-dev.txt
 	$(PYTHON) -m venv $(VENV)
@@ -44,6 +44,13 @@ e2e-bench: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/pytest tests/benchmarks --benchmark-only --benchmark-columns=min,median,mean,ops,rounds
+
+# The webhook at 250 to 8,000 ResourceSlices (8 GPUs each) through a real control plane: ready
+# time, RSS, first claim, new/repeated shapes, after a slice change (docs/benchmarks.md, "Scale").
+# Needs CONTROL_PLANE_ASSETS; SIZES=250,1000 to run fewer.
+SIZES ?= 250,1000,4000,8000
+bench-scale: $(STAMP)
+	$(BIN)/python -m tests.scale_bench --sizes $(SIZES)
 
 # 30 s of locust at 32 connections against the webhook, then a bare FastAPI echo; results in
 # loadtest/results/<time>/ (summary.json, summary.csv, latency.png). See docs/loadtest.md.

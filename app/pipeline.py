@@ -237,8 +237,12 @@ class Pipeline:
                 self.parts.build(builder)  # raises PolicyError naming what does not compile
         self.parts.seal()
         if cel_runtime in self.parts:
-            # the CEL device index follows the slices as they change, never on a request
-            view.subscribe(self.parts[cel_runtime].index.on_change)
+            # the CEL device index and the devices per node follow the slices as they change,
+            # never on a request; both are complete when the view has synced (before ready)
+            runtime = self.parts[cel_runtime]
+            view.subscribe(runtime.index.on_change)
+            view.subscribe(runtime.model.on_change)
+            view.when_synced(lambda: runtime.model.warm(view.device_classes()))
         for reg in registrations:
             for index in reg.indexes:
                 view.derived(index)  # replayed the view now, at startup, then kept current

@@ -14,25 +14,26 @@ reach nodes beyond those, one anonymous node standing for all of them. A node se
 labels cannot be evaluated without the node: it is taken to match (the check must never call a
 claim impossible that the scheduler could place).
 
-Built once per generation of the device index (:meth:`Inventory.build`), never per request.
+Built when the cluster view has synced (:meth:`Inventory.build`), then kept current slice by
+slice (:meth:`Inventory.update`: a change to a node-local slice re-gathers only its node), never
+per request.
 """
 
 from __future__ import annotations
 
+from bisect import insort
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from fractions import Fraction
-from typing import Any, Final
+from typing import Any
 
+from app.allocation.nodes import ANY_NODE, named, raw_devices, reaches, slice_reaches
 from app.cel.device import Device
 from app.cel.index import IndexedSlice
 from app.k8s.quantity import Quantity, QuantityError, parse_quantity
 
 __all__ = ["ANY_NODE", "Candidate", "CapacitySpec", "Inventory", "Pool"]
 
-ANY_NODE: Final = ""
-"""The anonymous node: any node no slice names (it sees allNodes and unevaluable selectors)."""
-HOSTNAME: Final = "kubernetes.io/hostname"
 
 DeviceKey = tuple[str, str, str]
 """(driver, pool, device): how allocation results name a device."""
@@ -97,6 +98,13 @@ class Inventory:
     pools: dict[str, list[Pool]]
     """Node name -> the pools gathered for it (incomplete and invalid ones included)."""
 
+    local: dict[str, list[IndexedSlice]] = field(default_factory=dict)
+    """Node name -> the slices naming it in ``nodeName``, by name."""
+    shared: list[IndexedSlice] = field(default_factory=list)
+    """The slices without a ``nodeName`` (they may reach any node), by name."""
+    pool_slices: dict[tuple[str, str], dict[str, IndexedSlice]] = field(default_factory=dict)
+    """(driver, pool) -> its slices (every generation), by slice name."""
+
     @classmethod
     def build(
         cls,
@@ -112,25 +120,104 @@ class Inventory:
         names = _node_names(ordered)
         has_shared = any(_reaches_beyond(s, names) for s in ordered)
         nodes = sorted(names) + ([ANY_NODE] if has_shared or not names else [])
-        newest = _newest_generations(ordered)
-        counts = _slice_counts(ordered)
-        shared = _pool_counters(ordered, newest, facts)
-        by_node: dict[str, tuple[Candidate, ...]] = {}
-        pools_by_node: dict[str, list[Pool]] = {}
-        local: dict[str, list[IndexedSlice]] = {}
-        shared_slices: list[IndexedSlice] = []
+        inventory = cls(generation, {}, {})
         for indexed in ordered:
-            name = _spec(indexed).get("nodeName")
-            if isinstance(name, str) and name:
-                local.setdefault(name, []).append(indexed)
-            else:
-                shared_slices.append(indexed)
+            inventory._add(indexed)
+        inventory._gather(nodes, ordered, facts)
+        return inventory
+
+    def update(
+        self,
+        slices: Mapping[str, IndexedSlice],
+        generation: int,
+        cache: dict[str, tuple[IndexedSlice, SliceFacts]],
+        changed: Iterable[str],
+    ) -> set[str] | None:
+        """Take the changes of the named slices (``slices`` is every current slice by name)
+        in place, re-gathering only the nodes they reach; returns those nodes. Returns None,
+        having changed nothing, when the change is not local to nodes that stay (a slice
+        without ``nodeName``, a node added or emptied, a pool spanning other nodes): then
+        :meth:`build` anew."""
+        olds = {n: cache[n][0] for n in changed if n in cache}
+        news = {n: slices[n] for n in changed if n in slices}
+        nodes: set[str] = set()
+        pools: set[tuple[str, str]] = set()
+        for indexed in (*olds.values(), *news.values()):
+            spec = _spec(indexed)
+            node = spec.get("nodeName")
+            if not isinstance(node, str) or not node or node not in self.nodes:
+                return None
+            if spec.get("perDeviceNodeSelection") is True:
+                return None
+            nodes.add(node)
+            pools.add(_pool_id(spec)[0])
+        for pool_id in pools:
+            for indexed in self.pool_slices.get(pool_id, {}).values():
+                if indexed.name not in olds and _spec(indexed).get("nodeName") not in nodes:
+                    return None
+        for name, indexed in olds.items():
+            self._remove(indexed)
+            del cache[name]
+        for indexed in news.values():
+            self._add(indexed)
+        if any(not self.local.get(node) for node in nodes):
+            for indexed in news.values():
+                self._remove(indexed)
+            for indexed in olds.values():
+                self._add(indexed)
+                cache[indexed.name] = (indexed, _read(indexed))
+            return None
+        involved = {
+            _pool_id(_spec(i))[0] for node in nodes for i in (*self.local[node], *self.shared)
+        }
+        members = sorted(
+            (i for p in involved for i in self.pool_slices.get(p, {}).values()),
+            key=lambda s: s.name,
+        )
+        facts = {}
+        for indexed in members:
+            known = cache.get(indexed.name)
+            if known is None or known[0] is not indexed:
+                known = cache[indexed.name] = (indexed, _read(indexed))
+            facts[indexed.name] = known[1]
+        self.generation = generation
+        self._gather(sorted(nodes), members, facts)
+        return nodes
+
+    def _add(self, indexed: IndexedSlice) -> None:
+        spec = _spec(indexed)
+        node = spec.get("nodeName")
+        if isinstance(node, str) and node:
+            insort(self.local.setdefault(node, []), indexed, key=_by_name)
+        else:
+            insort(self.shared, indexed, key=_by_name)
+        self.pool_slices.setdefault(_pool_id(spec)[0], {})[indexed.name] = indexed
+
+    def _remove(self, indexed: IndexedSlice) -> None:
+        spec = _spec(indexed)
+        node = spec.get("nodeName")
+        held = self.local.get(node, []) if isinstance(node, str) and node else self.shared
+        for i, known in enumerate(held):
+            if known is indexed:
+                del held[i]
+                break
+        pool = self.pool_slices.get(_pool_id(spec)[0], {})
+        pool.pop(indexed.name, None)
+
+    def _gather(
+        self, nodes: Iterable[str], pooled: list[IndexedSlice], facts: Mapping[str, SliceFacts]
+    ) -> None:
+        """Gather the pools of ``nodes`` (``pooled``: at least every slice of every pool
+        reaching them, by name)."""
+        newest = _newest_generations(pooled)
+        counts = _slice_counts(pooled)
+        shared = _pool_counters(pooled, newest, facts)
         for node in nodes:
             pools: dict[tuple[str, str], tuple[Pool, list[IndexedSlice]]] = {}
-            reaching = sorted([*local.get(node, ()), *shared_slices], key=lambda s: s.name)
+            reaching = sorted([*self.local.get(node, ()), *self.shared], key=_by_name)
             for indexed in reaching:
                 spec = _spec(indexed)
-                if not _slice_reaches(spec, node):
+                if not slice_reaches(spec, node):
                     continue
                 pool_id, generation_ = _pool_id(spec)
                 found = pools.get(pool_id)
@@ -160,9 +247,12 @@ class Inventory:
                         seen.add(candidate.device.name)
                         candidates.append(candidate)
                 gathered.append(pool)
-            by_node[node] = tuple(candidates)
-            pools_by_node[node] = gathered
-        return cls(generation, by_node, pools_by_node)
+            self.nodes[node] = tuple(candidates)
+            self.pools[node] = gathered
+
+
+def _by_name(indexed: IndexedSlice) -> str:
+    return indexed.name
 
 
 # -- reading slices ---------------------------------------------------------------------------
@@ -278,7 +368,7 @@ def _read(indexed: IndexedSlice) -> SliceFacts:
             if isinstance(entry, Mapping) and isinstance(entry.get("name"), str):
                 sets[entry["name"]] = _counters(entry.get("counters"))
     devices = {}
-    for raw in _raw_devices(spec):
+    for raw in raw_devices(spec):
         taints = raw.get("taints")
         consumes = _consumes(raw)
         devices[str(raw.get("name"))] = DeviceFacts(
@@ -315,17 +405,6 @@ def _pool_counters(
             if device.consumes:
                 consumers.append(((pool_id[0], pool_id[1], name), device.consumes))
     return out
-
-
-def _raw_devices(spec: Mapping[str, Any]) -> list[Mapping[str, Any]]:
-    devices = spec.get("devices")
-    if not isinstance(devices, list):
-        return []
-    return [
-        d.get("basic", d) if isinstance(d.get("basic"), Mapping) else d
-        for d in devices
-        if isinstance(d, Mapping)
-    ]
 
 
 def _capacity(device: Mapping[str, Any], driver: str) -> dict[str, CapacitySpec]:
@@ -366,7 +445,7 @@ def _candidates(
         found = facts.devices.get(device.name)
         if found is None:
             continue
-        if per_device and not _reaches(found.raw, node):
+        if per_device and not reaches(found.raw, node):
             continue
         yield Candidate(
             device,
@@ -385,88 +464,19 @@ def _number(quantity: Quantity) -> int | Fraction:
     return value.numerator if value.denominator == 1 else value
 
 
-# -- node selection ---------------------------------------------------------------------------
-
-
-def _slice_reaches(spec: Mapping[str, Any], node: str) -> bool:
-    if spec.get("perDeviceNodeSelection") is True:
-        return any(_reaches(d, node) for d in _raw_devices(spec))
-    return _reaches(spec, node)
-
-
-def _reaches(holder: Mapping[str, Any], node: str) -> bool:
-    """``NodeMatches`` for a slice or a device, without the Node's labels (see the module)."""
-    name = holder.get("nodeName")
-    if isinstance(name, str) and name:
-        return name == node
-    if holder.get("allNodes") is True:
-        return True
-    selector = holder.get("nodeSelector")
-    if isinstance(selector, Mapping):
-        return _selector_matches(selector, node) is not False
-    return False
-
-
-def _selector_matches(selector: Mapping[str, Any], node: str) -> bool | None:
-    """True, False, or None when it depends on labels the view does not have."""
-    terms = selector.get("nodeSelectorTerms")
-    if not isinstance(terms, list) or not terms:
-        return False
-    results = [_term_matches(t, node) for t in terms if isinstance(t, Mapping)]
-    if True in results:
-        return True
-    return None if None in results else False
-
-
-def _term_matches(term: Mapping[str, Any], node: str) -> bool | None:
-    outcome: bool | None = True
-    for group, known in (("matchFields", "metadata.name"), ("matchExpressions", HOSTNAME)):
-        for requirement in term.get(group) or ():
-            if not isinstance(requirement, Mapping):
-                continue
-            operator = requirement.get("operator")
-            if requirement.get("key") != known or operator not in ("In", "NotIn"):
-                outcome = None
-                continue
-            # the anonymous node is none of the named ones
-            found = node != ANY_NODE and node in (requirement.get("values") or ())
-            if found != (operator == "In"):
-                return False
-    return outcome
-
-
-def _named(holder: Mapping[str, Any]) -> Iterable[str]:
-    name = holder.get("nodeName")
-    if isinstance(name, str) and name:
-        yield name
-    selector = holder.get("nodeSelector")
-    terms = selector.get("nodeSelectorTerms") if isinstance(selector, Mapping) else None
-    for term in terms if isinstance(terms, list) else ():
-        if not isinstance(term, Mapping):
-            continue
-        for group, known in (("matchFields", "metadata.name"), ("matchExpressions", HOSTNAME)):
-            for requirement in term.get(group) or ():
-                if (
-                    isinstance(requirement, Mapping)
-                    and requirement.get("key") == known
-                    and requirement.get("operator") == "In"
-                ):
-                    yield from (v for v in requirement.get("values") or () if isinstance(v, str))
-
-
 def _node_names(slices: list[IndexedSlice]) -> set[str]:
     names: set[str] = set()
     for indexed in slices:
         spec = _spec(indexed)
-        names.update(_named(spec))
+        names.update(named(spec))
         if spec.get("perDeviceNodeSelection") is True:
-            for device in _raw_devices(spec):
-                names.update(_named(device))
+            for device in raw_devices(spec):
+                names.update(named(device))
     return names
 
 
 def _reaches_beyond(indexed: IndexedSlice, names: set[str]) -> bool:
     """Whether the slice has devices for a node no slice names (allNodes, label selectors)."""
     spec = _spec(indexed)
-    holders = _raw_devices(spec) if spec.get("perDeviceNodeSelection") is True else [spec]
-    return any(_reaches(h, ANY_NODE) for h in holders)
+    holders = raw_devices(spec) if spec.get("perDeviceNodeSelection") is True else [spec]
+    return any(reaches(h, ANY_NODE) for h in holders)

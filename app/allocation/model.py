@@ -9,13 +9,21 @@ of a pod, which the scheduler allocates together on one node), and answers:
 - **ok**.
 
 Each answer but ok comes with the nearest miss (:mod:`app.allocation.explain`). The check is
-memoized by the claims' shape and the generations of what it read (slices, claims, classes):
-a repeated shape costs a lookup. The memo is a BoundedCache (LRU, counted in /metrics).
+memoized by the claims' shape and the generations of the claims and classes it read: a repeated
+shape costs a lookup. A verdict also records what it read of the slices, so a slice change
+that touched none of it keeps the verdict (an ok verdict read the node that takes the claims;
+only the changed slices are evaluated, for a CEL error the scheduler would abort on); the other
+verdicts are computed again. The memo is a BoundedCache (LRU, counted in /metrics).
+
+The devices per node are gathered when the view has synced (:meth:`Model.warm`) and kept
+current on slice events (:meth:`Model.on_change`), never on a request.
 """
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Callable, Mapping, Sequence
+from contextlib import suppress
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -28,6 +36,7 @@ from app.bounded import BoundedCache, CacheName
 from app.cel.cost import Budget
 from app.cel.errors import CelCompileError
 from app.cel.index import DeviceIndex, Match, class_selectors
+from app.cluster.view import Kind
 from app.k8s.claims import Alternative, ClaimSpec
 
 __all__ = ["NEVER", "NOT_NOW", "OK", "UNCHECKED", "ClaimInput", "Model", "Problem", "Verdict"]
@@ -37,6 +46,7 @@ NOT_NOW: Final = "not now"
 OK: Final = "ok"
 UNCHECKED: Final = "unchecked"
 MEMO_SIZE: Final = 4096
+TOUCHES_KEPT: Final = 4096
 
 Gap = Callable[[CelCompileError], "str | None"]
 
@@ -62,6 +72,17 @@ class Verdict:
     """Parts not checked (a selector this engine cannot evaluate), as warnings."""
 
 
+@dataclass(slots=True)
+class _Kept:
+    """A memoized verdict and what it read of the slices: the nodes (None: every node, or
+    the nearest misses across them) and the device matches (class + selectors)."""
+
+    verdict: Verdict
+    nodes: frozenset[str] | None = None
+    keys: tuple[tuple[str, tuple[str, ...], tuple[str, ...]], ...] = ()
+    generation: int = -1
+
+
 class Model:
     """The allocator model over a device index (slices) and the claims' allocations."""
 
@@ -69,9 +90,26 @@ class Model:
         self.index = index
         self._inventory: Inventory | None = None
         self._facts: dict[str, Any] = {}
-        self._memo: BoundedCache[Any, Verdict] = BoundedCache(
+        self._touched: deque[tuple[int, frozenset[str] | None]] = deque(maxlen=TOUCHES_KEPT)
+        """(generation, nodes re-gathered then, None for all) for each inventory update."""
+        self._memo: BoundedCache[Any, _Kept] = BoundedCache(
             CacheName.SATISFIABILITY_VERDICTS, memo_size
         )
+
+    def warm(self, classes: Mapping[str, Any]) -> None:
+        """Build what a first check would: the devices per node, and the devices each
+        DeviceClass selects (its selectors once per slice version). Called when the cluster
+        view has synced, before the webhook reports ready."""
+        self.inventory()
+        for name, device_class in classes.items():
+            with suppress(CelCompileError):
+                self.index.matching(name, class_selectors(device_class))
+
+    def on_change(self, kind: Kind, old: Any, new: Any) -> None:
+        """ClusterView listener (after the index's): once warm, keep the devices per node
+        current on every slice event, so no request re-gathers them."""
+        if kind is Kind.RESOURCE_SLICE and self._inventory is not None:
+            self.inventory()
 
     @property
     def memo_hits(self) -> int:
@@ -85,10 +123,30 @@ class Model:
         """Devices per node at the index's generation (built once per generation)."""
         found = self._inventory
         generation = self.index.generation
-        if found is None or found.generation != generation:
+        if found is not None and found.generation == generation:
+            return found
+        touched: set[str] | None = None
+        if found is not None:
+            changed = self.index.changed_since(found.generation)
+            if changed is not None:
+                touched = found.update(self.index.by_name(), generation, self._facts, changed)
+        if found is None or touched is None:
             found = Inventory.build(self.index.slices(), generation, self._facts)
             self._inventory = found
+        self._touched.append((generation, None if touched is None else frozenset(touched)))
         return found
+
+    def _touched_since(self, generation: int) -> set[str] | None:
+        """The nodes re-gathered after ``generation``, or None when all (or unknown)."""
+        if not self._touched or self._touched[0][0] > generation + 1:
+            return None
+        out: set[str] = set()
+        for at, nodes in self._touched:
+            if at > generation:
+                if nodes is None:
+                    return None
+                out |= nodes
+        return out
 
     def check(
         self,
@@ -103,21 +161,33 @@ class Model:
         """The verdict on ``claims`` taken together. ``engine_gap`` tells a selector this
         engine cannot compile (a function it lacks: the claim is then not checked) from one
         that does not compile at all."""
-        key = (
-            _shape(claims),
-            self.index.generation,
-            allocations.generation,
-            classes_generation,
-        )
-        return self._memoized(
-            key, lambda: self._check(claims, classes, allocations, budget, engine_gap)
-        )
+        key = (_shape(claims), allocations.generation, classes_generation)
+        found = self._memo.peek(key)
+        generation = self.index.generation
+        if found is not None and (
+            found.generation == generation or self._still(found, generation, budget)
+        ):
+            found.generation = generation
+            self._memo.get(key)  # counted as a hit (and made the most recent) only when kept
+            return found.verdict
+        self._memo.misses += 1
+        kept = self._check(claims, classes, allocations, budget, engine_gap)
+        kept.generation = generation
+        return self._memo.put(key, kept).verdict
 
-    def _memoized(self, key: Any, compute: Callable[[], Verdict]) -> Verdict:
-        found = self._memo.get(key)
-        if found is not None:
-            return found
-        return self._memo.put(key, compute())
+    def _still(self, kept: _Kept, generation: int, budget: Budget | None) -> bool:
+        """Whether a verdict from an older slice generation holds now: it read only some
+        nodes (an ok verdict: the node that takes the claims), none of them was re-gathered
+        since, and no selector errs on a device of the slices changed since (the scheduler
+        would abort on it)."""
+        if kept.nodes is None:
+            return False
+        self.inventory()
+        touched = self._touched_since(kept.generation)
+        changed = self.index.changed_since(kept.generation)
+        if touched is None or changed is None or touched & kept.nodes:
+            return False
+        return not any(self.index.erring_in(*key, changed, budget) for key in kept.keys)
 
     def _check(
         self,
@@ -126,7 +196,7 @@ class Model:
         allocations: Allocations,
         budget: Budget | None,
         engine_gap: Gap,
-    ) -> Verdict:
+    ) -> _Kept:
         notes: list[Problem] = []
         problems: list[Problem] = []
         resolved = self._resolve(
@@ -137,27 +207,33 @@ class Model:
             notes=notes,
             problems=problems,
         )
-        if problems:
-            return Verdict(NEVER, tuple(problems), tuple(notes))
+        if problems:  # read no slice
+            return _Kept(Verdict(NEVER, tuple(problems), tuple(notes)), frozenset())
         if resolved is None:
-            return Verdict(UNCHECKED, (), tuple(notes))
+            return _Kept(Verdict(UNCHECKED, (), tuple(notes)), frozenset())
         inventory = self.inventory()
         try:
             possible, abort = scan(resolved.plans, inventory.nodes, None)
             if abort is not None:
                 problem = explain.cel_abort(abort, resolved, self.index, budget)
-                return Verdict(NEVER, (problem,), tuple(notes))
+                return _Kept(Verdict(NEVER, (problem,), tuple(notes)))
             if not possible:
                 misses = explain.never(resolved, inventory, self.index, budget)
-                return Verdict(NEVER, tuple(misses), tuple(notes))
+                return _Kept(Verdict(NEVER, tuple(misses), tuple(notes)))
             now, abort = scan(resolved.plans, inventory.nodes, allocations)
             if now and abort is None:
-                return Verdict(OK, (), tuple(notes))
+                erring = any(m.erring for _, m, _ in resolved.matches.values())
+                keys = {
+                    (alt.device_class, tuple(exprs), tuple(e for _, e in alt.selectors))
+                    for alt, _, exprs in resolved.matches.values()
+                }
+                nodes = None if erring else frozenset((possible[0], now[0]))
+                return _Kept(Verdict(OK, (), tuple(notes)), nodes, tuple(keys))
             misses = explain.not_now(resolved, inventory, allocations, abort, self.index)
         except Exhausted:
             note = Problem(claims[0].prefix + claims[0].spec.path, explain.EXHAUSTED)
-            return Verdict(UNCHECKED, (), (*notes, note))
-        return Verdict(NOT_NOW, tuple(misses), tuple(notes))
+            return _Kept(Verdict(UNCHECKED, (), (*notes, note)))
+        return _Kept(Verdict(NOT_NOW, tuple(misses), tuple(notes)))
 
     def _resolve(
         self,

@@ -30,29 +30,31 @@ whether the scheduler would reach that device. A selector that does not compile 
 from __future__ import annotations
 
 import threading
+from collections import deque
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from itertools import chain
+from types import MappingProxyType
 from typing import Any, Final
 
 from app.bounded import DEFAULT_MAX_BYTES, BoundedCache, CacheName
-from app.cel import syntax
 from app.cel.cache import CompileCache
 from app.cel.cost import Budget
 from app.cel.device import Device, devices_of_slice
 from app.cel.engine import SELECTOR, Engine, Program
 from app.cel.errors import CelEvalError
+from app.cel.projection import KEYS_KEPT_PER_DEVICE, MISSING, Indexed, view_of
 from app.cluster.view import Kind
 from app.k8s.claims import device_class_expressions
 
-__all__ = ["DeviceIndex", "IndexedSlice", "Match", "class_selectors"]
+__all__ = ["KEYS_KEPT_PER_DEVICE", "DeviceIndex", "IndexedSlice", "Match", "class_selectors"]
 
-_MISSING: Final = object()
 _MEMO_LIMIT: Final = 8192
-"""Class + selector sets remembered per slice generation; also bounded by bytes (`max_bytes`)."""
+"""Class + selector sets remembered; also bounded by bytes (`max_bytes`)."""
 VIEWS_KEPT: Final = 4096
 """Expressions whose device paths are remembered (selectors come from users: bounded)."""
-KEYS_KEPT_PER_DEVICE: Final = 64
-"""Path sets a device keeps its projection for (one per distinct selector shape)."""
+CHANGES_KEPT: Final = 4096
+"""Slice changes remembered (which slices changed since a generation): older are unknown."""
 
 
 class_selectors = device_class_expressions
@@ -77,26 +79,6 @@ class Match:
         return len(self.devices)
 
 
-class _Indexed:
-    """A device, its activation, and its projections onto the path sets seen so far."""
-
-    __slots__ = ("activation", "device", "keys")
-
-    def __init__(self, device: Device, activation: Any) -> None:
-        self.device = device
-        self.activation = activation
-        self.keys: dict[tuple[tuple[str, ...], ...], tuple[Any, ...]] = {}
-
-    def key(self, paths: tuple[tuple[str, ...], ...]) -> tuple[Any, ...]:
-        found = self.keys.get(paths)
-        if found is None:
-            found = tuple(_project(self.device, p) for p in paths)
-            if len(self.keys) >= KEYS_KEPT_PER_DEVICE:
-                self.keys.clear()
-            self.keys[paths] = found
-        return found
-
-
 @dataclass(frozen=True, slots=True)
 class IndexedSlice:
     """One ResourceSlice as the view holds it (read-only) and its devices, converted once."""
@@ -104,11 +86,9 @@ class IndexedSlice:
     name: str
     version: Any
     raw: Mapping[str, Any]
-    entries: tuple[_Indexed, ...]
-
-    @property
-    def devices(self) -> tuple[Device, ...]:
-        return tuple(e.device for e in self.entries)
+    entries: tuple[Indexed, ...]
+    devices: tuple[Device, ...]
+    """The entries' devices (one tuple, shared by every match that takes the whole slice)."""
 
 
 @dataclass(slots=True)
@@ -116,60 +96,56 @@ class _Snapshot:
     generation: int
     slices: tuple[IndexedSlice, ...]
 
-    def devices(self) -> Iterable[_Indexed]:
+    def devices(self) -> Iterable[Indexed]:
         for indexed in self.slices:
             yield from indexed.entries
 
 
-def _match_bytes(match: Match) -> int:
-    """About what a memoized Match holds on its own: the tuples of device references (the
-    devices themselves belong to the snapshot), the object and its key."""
-    return 200 + 8 * len(match.devices) + 64 * len(match.erring) + len(match.first_error or "")
+@dataclass(slots=True)
+class _Part:
+    """What one class + selector set matches in one slice version."""
+
+    slice: IndexedSlice
+    devices: tuple[Device, ...]
+    considered: int
+    erring: tuple[tuple[Device, str, str], ...]
+    """(device, message with its selector, message alone) for each device a selector erred on."""
 
 
-def _typed(value: Any) -> Any:
-    if isinstance(value, Mapping):
-        return frozenset((k, _typed(v)) for k, v in value.items())
-    return (type(value), value)
+@dataclass(frozen=True, slots=True, eq=False)
+class _Plan:
+    """An expression set compiled, with the device paths it reads (grouped: all known)."""
+
+    programs: tuple[Program, ...]
+    grouped: bool
+    paths: tuple[tuple[str, ...], ...]
+    cost: int
 
 
-def _project(device: Device, keys: tuple[str, ...]) -> Any:
-    head = keys[0]
-    if head == "driver":
-        return device.driver
-    if head == "allowMultipleAllocations":
-        return device.allow_multiple_allocations
-    top: Mapping[str, Mapping[str, Any]] = (
-        device.attributes if head == "attributes" else device.capacity
-    )
-    if len(keys) == 1:
-        return _typed(top)
-    domain = top.get(keys[1])
-    if domain is None:
-        return _MISSING
-    if len(keys) == 2:
-        return _typed(domain)
-    value = domain.get(keys[2], _MISSING)
-    return value if value is _MISSING else _typed(value)
+_Key = tuple[str, tuple[str, ...], tuple[str, ...]]
+"""(DeviceClass name, its selectors, the request's selectors): what a memo entry answers."""
 
 
-def _view_of(expression: str) -> tuple[tuple[str, ...], ...] | None:
-    """The device paths an expression can read, or None if it may read anything."""
-    views = set()
-    for path in syntax.device_paths(expression):
-        keys: list[str] = []
-        for key in path.keys:
-            if key is None:
-                break
-            keys.append(key)
-        if not keys or keys[0] not in syntax.DEVICE_FIELDS:
-            return None
-        views.add(tuple(keys[:3]))
-    return tuple(sorted(views))
+@dataclass(slots=True)
+class _Shape:
+    """A class + selector set's matches, slice by slice, and combined at ``generation``."""
+
+    parts: dict[str, _Part]
+    generation: int = -1
+    match: Match | None = None
+
+
+def _shape_bytes(shape: _Shape) -> int:
+    """About what a memoized shape holds on its own: a part per slice (its tuples share the
+    slice's devices when every device matches) and the combined tuple of device references
+    (the devices themselves belong to the snapshot)."""
+    match = shape.match
+    combined = 0 if match is None else 8 * len(match.devices) + 64 * len(match.erring)
+    return 200 + 160 * len(shape.parts) + combined
 
 
 class DeviceIndex:
-    """Device activations per slice version and a per-generation memo of selector matches."""
+    """Device activations per slice version and a per-slice memo of selector matches."""
 
     def __init__(
         self,
@@ -185,10 +161,17 @@ class DeviceIndex:
         self._views: BoundedCache[str, tuple[tuple[str, ...], ...] | None] = BoundedCache(
             CacheName.CEL_DEVICE_PATHS, VIEWS_KEPT
         )
+        self._plans: BoundedCache[tuple[str, ...], _Plan] = BoundedCache(
+            CacheName.CEL_DEVICE_PATHS, VIEWS_KEPT
+        )
         self._changes = 0
-        # Keyed by generation too: a lookup racing a change cannot answer from the old slices.
-        self._memo: BoundedCache[tuple[Any, ...], Match] = BoundedCache(
-            CacheName.CEL_DEVICE_MATCH, _MEMO_LIMIT, max_bytes=max_bytes, size=_match_bytes
+        self._log: deque[tuple[int, str]] = deque(maxlen=CHANGES_KEPT)
+        self._log_floor = -1
+        """The generation from which the log holds every change (older ones: unknown)."""
+        # A slice change leaves the entries: each is brought up to date slice by slice when
+        # next read (only the changed slices are evaluated again).
+        self._memo: BoundedCache[tuple[Any, ...], _Shape] = BoundedCache(
+            CacheName.CEL_DEVICE_MATCH, _MEMO_LIMIT, max_bytes=max_bytes, size=_shape_bytes
         )
 
     @property
@@ -212,6 +195,17 @@ class DeviceIndex:
         """The slices of this generation (view order), each with its converted devices."""
         return self._snapshot.slices
 
+    def by_name(self) -> Mapping[str, IndexedSlice]:
+        """The current slices by name (read-only)."""
+        return MappingProxyType(self._slices)
+
+    def changed_since(self, generation: int) -> set[str] | None:
+        """The names of the slices changed after ``generation`` (added, modified or deleted),
+        or None when that is no longer known (too many changes since, or a bulk sync)."""
+        if generation < self._log_floor:
+            return None
+        return {name for changed, name in self._log if changed > generation}
+
     def on_change(self, kind: Kind, old: Mapping[str, Any] | None, new: Any) -> None:
         """ClusterView listener: convert the changed slice's devices (only those)."""
         if kind is not Kind.RESOURCE_SLICE:
@@ -223,8 +217,11 @@ class DeviceIndex:
                 name = _name(new)
                 self._slices[name] = self._indexed(name, new, self._slices.get(name))
             self._changes += 1
+            if len(self._log) == self._log.maxlen:
+                self._log_floor = self._log[0][0]
+            changed = new if new is not None else old
+            self._log.append((self._changes, _name(changed) if changed is not None else ""))
             self._snapshot = _Snapshot(self._changes, tuple(self._slices.values()))
-            self._memo.clear()  # keyed by generation: the old entries can no longer be hit
 
     def sync(
         self,
@@ -248,8 +245,9 @@ class DeviceIndex:
                 slices[name] = self._indexed(name, raw, self._slices.get(name))
             self._slices = slices
             self._changes = max(self._changes, generation)
+            self._log.clear()
+            self._log_floor = self._changes
             self._snapshot = _Snapshot(generation, tuple(slices.values()))
-            self._memo.clear()
 
     def _indexed(
         self, name: str, raw: Mapping[str, Any], known: IndexedSlice | None
@@ -258,10 +256,10 @@ class DeviceIndex:
         if known is not None and version is not None and known.version == version:
             return known
         entries = tuple(
-            _Indexed(device, self.engine.device_activation(device))
+            Indexed(device, self.engine.device_activation(device))
             for device in devices_of_slice(raw)
         )
-        return IndexedSlice(name, version, raw, entries)
+        return IndexedSlice(name, version, raw, entries, tuple(e.device for e in entries))
 
     def matching(
         self,
@@ -272,66 +270,193 @@ class DeviceIndex:
     ) -> Match:
         """Devices matching every class selector and every request selector (memoized).
 
-        Evaluations (not memo hits) are charged to ``budget``, which raises
-        :class:`~app.cel.cost.BudgetExceededError` once spent.
+        The memo keeps each class + selector set's matches slice by slice: after a slice
+        change only that slice's devices are evaluated again. Evaluations (not memo hits) are
+        charged to ``budget``, which raises :class:`~app.cel.cost.BudgetExceededError` once
+        spent.
         """
         snapshot = self._snapshot
-        key = (snapshot.generation, class_name, tuple(class_expressions), tuple(selectors))
-        found = self._memo.get(key)
-        if found is not None:
+        shape = self._current(class_name, class_expressions, selectors, snapshot, budget)
+        match = shape.match
+        if match is None or shape.generation != snapshot.generation:
+            match = self._combine(shape, snapshot, class_name, class_expressions, selectors)
+            shape.match, shape.generation = match, snapshot.generation
+            self._memo.put((class_name, tuple(class_expressions), tuple(selectors)), shape)
+        return match
+
+    def erring_in(
+        self,
+        class_name: str,
+        class_expressions: Sequence[str],
+        selectors: Sequence[str],
+        names: Iterable[str],
+        budget: Budget | None = None,
+    ) -> bool:
+        """Whether a selector errs on a device of the named slices (their current versions),
+        evaluating only those slices: what a verdict kept across a slice change must know."""
+        key = (class_name, tuple(class_expressions), tuple(selectors))
+        shape = self._memo.peek(key) or _Shape({})
+        base = (
+            self._memo.peek((class_name, tuple(class_expressions), ())) or _Shape({})
+            if selectors
+            else None
+        )
+        for name in names:
+            indexed = self._slices.get(name)
+            if indexed is None:
+                continue
+            if base is not None and self._part(base, indexed, (*key[:2], ()), budget).erring:
+                return True
+            if self._part(shape, indexed, key, budget, base=base).erring:
+                return True
+        return False
+
+    def _current(
+        self,
+        class_name: str,
+        class_expressions: Sequence[str],
+        selectors: Sequence[str],
+        snapshot: _Snapshot,
+        budget: Budget | None,
+    ) -> _Shape:
+        """The shape's memo entry with a part for every slice of ``snapshot``."""
+        key = (class_name, tuple(class_expressions), tuple(selectors))
+        shape = self._memo.get(key)
+        if shape is not None and shape.generation == snapshot.generation:
+            return shape
+        base = (
+            self._current(class_name, class_expressions, (), snapshot, budget)
+            if selectors
+            else None
+        )
+        fresh = shape is None
+        shape = shape if shape is not None else _Shape({})
+        parts = shape.parts
+        seen: dict[Any, bool | tuple[int, str]] = {}
+        for indexed in snapshot.slices:
+            self._part(shape, indexed, key, budget, base=base, seen=seen)
+        if len(parts) > len(snapshot.slices):
+            for name in [n for n in parts if self._slices.get(n) is not parts[n].slice]:
+                del parts[name]
+        if fresh:
+            self._memo.put(key, shape)
+        return shape
+
+    def _part(
+        self,
+        shape: _Shape,
+        indexed: IndexedSlice,
+        key: _Key,
+        budget: Budget | None,
+        *,
+        base: _Shape | None = None,
+        seen: dict[Any, bool | tuple[int, str]] | None = None,
+    ) -> _Part:
+        """The shape's part for this slice version, evaluated now if it has none."""
+        found = shape.parts.get(indexed.name)
+        if found is not None and found.slice is indexed:
             return found
-        if selectors:
-            base = self.matching(class_name, class_expressions, budget=budget)
-            chosen = {id(d) for d in base.devices}
-            candidates = [i for i in snapshot.devices() if id(i.device) in chosen]
-            result = self._evaluate(candidates, selectors, base, budget)
-        else:
-            every = list(snapshot.devices())
-            candidates = [i for i in every if i.device.problem is None]
-            result = self._evaluate(
-                candidates, class_expressions, None, budget, f"class {class_name}: "
+        if base is not None:
+            below = base.parts.get(indexed.name)
+            if below is None or below.slice is not indexed:
+                below = self._part(base, indexed, (*key[:2], ()), budget)
+            candidates = below.devices
+            considered = below.considered
+            entries = (
+                indexed.entries
+                if candidates is indexed.devices
+                else _keep(indexed.entries, candidates)
             )
-            if len(candidates) != len(every):
-                result = Match(
-                    result.devices, len(every), result.errors, result.first_error, result.erring
+            part = self._evaluate(
+                indexed, entries, candidates, key[2], budget, source="", seen=seen
+            )
+            part.considered = considered
+        else:
+            entries = tuple(e for e in indexed.entries if e.device.problem is None)
+            candidates = (
+                indexed.devices
+                if len(entries) == len(indexed.entries)
+                else tuple(e.device for e in entries)
+            )
+            source = f"class {key[0]}: "
+            part = self._evaluate(
+                indexed, entries, candidates, key[1], budget, source=source, seen=seen
+            )
+            part.considered = len(indexed.entries)
+        shape.parts[indexed.name] = part
+        return part
+
+    def _combine(
+        self,
+        shape: _Shape,
+        snapshot: _Snapshot,
+        class_name: str,
+        class_expressions: Sequence[str],
+        selectors: Sequence[str],
+    ) -> Match:
+        """The shape's Match at ``snapshot``: its parts in slice order (after the class's
+        errors, for a selector set)."""
+        parts = [shape.parts[s.name] for s in snapshot.slices]
+        devices = tuple(chain.from_iterable(p.devices for p in parts))
+        erring: list[tuple[Device, str, str]] = []
+        if selectors:
+            base = self._memo.peek((class_name, tuple(class_expressions), ()))
+            if base is not None:
+                erring.extend(
+                    chain.from_iterable(base.parts[s.name].erring for s in snapshot.slices)
                 )
-        return self._memo.put(key, result)
+        erring.extend(chain.from_iterable(p.erring for p in parts))
+        first = f"{erring[0][0].id}: {erring[0][2]}" if erring else None
+        considered = sum(p.considered for p in parts)
+        return Match(devices, considered, len(erring), first, tuple((d, m) for d, m, _ in erring))
 
     def programs(self, expressions: Sequence[str]) -> list[Program]:
         """Compile (through the cache) every expression; raises ``CelCompileError``."""
         return [self.cache.get(self.engine, e, SELECTOR) for e in expressions]
 
+    def _plan(self, expressions: tuple[str, ...]) -> _Plan:
+        found = self._plans.get(expressions)
+        if found is None:
+            programs = tuple(self.programs(expressions))
+            views = [self._view(e) for e in expressions]
+            found = _Plan(
+                programs,
+                None not in views,
+                tuple(sorted({p for v in views if v is not None for p in v})),
+                sum(p.cost for p in programs),
+            )
+            self._plans.put(expressions, found)
+        return found
+
     def _view(self, expression: str) -> tuple[tuple[str, ...], ...] | None:
-        found = self._views.get(expression, _MISSING)
-        if found is not _MISSING:
+        found = self._views.get(expression, MISSING)
+        if found is not MISSING:
             return found  # type: ignore[return-value]
-        return self._views.put(expression, _view_of(expression))
+        return self._views.put(expression, view_of(expression))
 
     def _evaluate(
         self,
-        candidates: Sequence[_Indexed],
+        indexed: IndexedSlice,
+        entries: Sequence[Indexed],
+        candidates: tuple[Device, ...],
         expressions: Sequence[str],
-        base: Match | None,
-        budget: Budget | None = None,
-        source: str = "",
-    ) -> Match:
-        programs = self.programs(expressions)
-        considered = base.considered if base is not None else len(candidates)
-        errors = base.errors if base is not None else 0
-        first_error = base.first_error if base is not None else None
-        erring = list(base.erring) if base is not None else []
-        if not programs:
-            return Match(
-                tuple(i.device for i in candidates), considered, errors, first_error, tuple(erring)
-            )
-        views = [self._view(e) for e in expressions]
-        grouped = None not in views
-        paths = tuple(sorted({p for v in views if v is not None for p in v}))
-        seen: dict[Any, bool | tuple[int, str]] = {}
+        budget: Budget | None,
+        *,
+        source: str,
+        seen: dict[Any, bool | tuple[int, str]] | None,
+    ) -> _Part:
+        """Evaluate ``expressions`` on ``entries`` (whose devices are ``candidates``), once per
+        distinct view of a device across the call (``seen``)."""
+        plan = self._plan(tuple(expressions))
+        if not plan.programs or not entries:
+            return _Part(indexed, candidates, 0, ())
+        programs, grouped, paths, seen_key = plan.programs, plan.grouped, plan.paths, plan
+        seen = seen if seen is not None and grouped else {}
         matched = []
-        cost = sum(p.cost for p in programs) if budget is not None else 0
-        for item in candidates:
-            key = item.key(paths) if grouped else None
+        erring = []
+        cost = plan.cost if budget is not None else 0
+        for item in entries:
+            key = (seen_key, item.key(paths)) if grouped else None
             outcome = seen.get(key) if grouped else None
             if outcome is None:
                 if budget is not None:
@@ -342,10 +467,15 @@ class DeviceIndex:
             if outcome is True:
                 matched.append(item.device)
             elif outcome is not False:
-                errors += 1
-                first_error = first_error or f"{item.device.id}: {outcome[1]}"
-                erring.append((item.device, f"{source}selector #{outcome[0]}: {outcome[1]}"))
-        return Match(tuple(matched), considered, errors, first_error, tuple(erring))
+                message = f"{source}selector #{outcome[0]}: {outcome[1]}"
+                erring.append((item.device, message, outcome[1]))
+        devices = candidates if len(matched) == len(candidates) else tuple(matched)
+        return _Part(indexed, devices, 0, tuple(erring))
+
+
+def _keep(entries: tuple[Indexed, ...], devices: tuple[Device, ...]) -> tuple[Indexed, ...]:
+    kept = {id(d) for d in devices}
+    return tuple(e for e in entries if id(e.device) in kept)
 
 
 def _run(programs: Sequence[Program], activation: Any) -> bool | tuple[int, str]:

@@ -117,6 +117,7 @@ class ClusterView:
         self._synced: set[Kind] = set()
         self._stale: frozenset[Kind] = frozenset()
         self._listeners: list[Listener] = []
+        self._on_synced: list[Callable[[], None]] = []
         self._shared_values = SharedValues()
         self._derived: dict[type[Any], DerivedIndex] = {}
 
@@ -206,6 +207,15 @@ class ClusterView:
             for obj in self._objects[kind].values():
                 listener(kind, None, obj)
 
+    def when_synced(self, callback: Callable[[], None]) -> None:
+        """Call `callback` once, when every kind has been listed (now, if that is so already),
+        before `synced` turns true: what is built there (the pipeline's warm indexes) is ready
+        when /readyz says so. Callbacks run in the order they were given."""
+        if self.synced:
+            callback()
+        else:
+            self._on_synced.append(callback)
+
     def apply(self, kind: Kind, obj: Obj) -> None:
         """Add or replace one object (watch ADDED/MODIFIED, or our own create)."""
         obj = slim(kind, obj, self._shared_values)
@@ -243,6 +253,10 @@ class ClusterView:
             if previous is None or not _same_version(previous, obj):
                 self._objects[kind][key] = obj
                 self._index(kind, key, previous, obj)
+        if kind not in self._synced and len(self._synced) == len(Kind) - 1:
+            callbacks, self._on_synced = self._on_synced, []
+            for callback in callbacks:
+                callback()
         self._synced.add(kind)
 
     def mark_unsynced(self, kind: Kind) -> None:

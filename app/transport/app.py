@@ -393,11 +393,12 @@ def create_app(
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[dict[str, Any]]:
         housekeeping.start()
+        # Everything built by the initial sync (policy, compiled CEL, the view, the warm
+        # indexes) lives as long as the process: keep it out of the collector's full passes,
+        # which would otherwise pause the event loop for 100s of ms on a large view. Run when
+        # the view has synced, after the pipeline's warm-up, before /readyz turns true.
+        source.view.when_synced(_settle_heap)
         await source.start()
-        # Everything built so far (policy, compiled CEL, a static view) lives as long as the
-        # process: keep it out of the collector's full passes, which would otherwise pause the
-        # event loop for tens of ms on a large view.
-        gc.freeze()
         metrics.observe_view(source.view)
         # With several workers a scrape reads every worker's gauge files, so each worker keeps
         # its own view's gauges current, not only when it happens to serve the scrape.
@@ -467,6 +468,13 @@ def create_app(
 
 
 VIEW_GAUGE_INTERVAL_SECONDS = 5.0
+
+
+def _settle_heap() -> None:
+    """Once the view has synced: collect, then keep what was built (policy, compiled CEL, the
+    view and its indexes) out of the collector's full passes for the life of the process."""
+    gc.collect()
+    gc.freeze()
 
 
 async def _refresh_view_gauges(metrics: Metrics, source: ClusterSource) -> None:

@@ -937,11 +937,11 @@ def test_claims_and_device_classes_are_always_sent() -> None:
 @pytest.mark.parametrize(
     ("overrides", "requests", "limits"),
     [
-        ([], "128Mi", "384Mi"),
-        (["workers=2"], "256Mi", "768Mi"),
+        ([], "128Mi", "768Mi"),
+        (["workers=2"], "256Mi", "1536Mi"),
         (["workers=3", "memoryPerWorker.limitMi=300"], "384Mi", "900Mi"),
         (["workers=2", "resources.limits.memory=1Gi"], "256Mi", "1Gi"),
-        (["workers=2", "resources.requests.memory=200Mi"], "200Mi", "768Mi"),
+        (["workers=2", "resources.requests.memory=200Mi"], "200Mi", "1536Mi"),
     ],
 )
 def test_the_memory_request_and_limit_follow_the_worker_count(
