@@ -30,6 +30,7 @@ import orjson
 from kubernetes.aio import client as k8s
 from kubernetes.aio import config as k8s_config
 
+from app.cluster.api import status_text
 from app.errors import ConfigError
 
 logger = logging.getLogger(__name__)
@@ -221,7 +222,7 @@ class Cluster:
 
 
 def _failure(status: int, data: bytes, verb: str, resource: Resource, where: str) -> ReportError:
-    detail = _status_text(status, data)
+    detail = status_text(status, data)
     if status == 403:
         # A server-side apply of an object that does not exist yet is also checked for `create`:
         # name the verb the API server says is missing.
@@ -235,18 +236,6 @@ def _failure(status: int, data: bytes, verb: str, resource: Resource, where: str
     return ReportError(
         f"report: {verb} {resource.plural} {where} failed: {detail}".replace("\n", " ")
     )
-
-
-def _status_text(status: int, body: bytes) -> str:
-    """`<code> <reason>: <message>` from a Status body, or the start of whatever came back."""
-    try:
-        parsed = orjson.loads(body)
-    except orjson.JSONDecodeError:
-        parsed = None
-    if isinstance(parsed, dict) and parsed.get("kind") == "Status":
-        reason = parsed.get("reason") or ""
-        return f"{status} {reason}: {parsed.get('message') or ''}".replace(" :", ":")
-    return f"HTTP {status}: {body[:200].decode('utf-8', 'replace')}"
 
 
 def _describe(exc: BaseException) -> str:
