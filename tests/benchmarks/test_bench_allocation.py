@@ -20,8 +20,9 @@ from app.allocation import OK, Allocations, ClaimInput, Model
 from app.cel.engine import BACKENDS, Engine
 from app.cel.factory import get_engine
 from app.cel.index import DeviceIndex
+from app.cluster.view import Kind
 from app.k8s.claims import parse_claim_spec
-from tests.allocation.nvidia import CLASSES, DRIVER, gpu, node_slice
+from tests.allocation.nvidia import CLASSES, DRIVER, allocated_claim, gpu, node_slice
 
 PRODUCTS = ["NVIDIA H100 80GB HBM3", "NVIDIA A100-SXM4-80GB", "NVIDIA L40S"]
 NODES = 125
@@ -114,7 +115,7 @@ def test_cold_check_of_2_requests_and_a_constraint_on_1000_devices(
     assert _check(model, allocations) == OK
 
     def setup() -> tuple[tuple[Model, Allocations], dict[str, Any]]:
-        index._snapshot.memo.clear()  # a shape never seen at this generation
+        index._memo.clear()  # a shape never seen at this generation
         return (Model(index), allocations), {}
 
     def cold(fresh: Model, held: Allocations) -> str:
@@ -151,3 +152,79 @@ def test_warm_check_is_a_lookup(benchmark: Any, engine: Engine, slices: dict[str
     allocations = Allocations()
     _check(model, allocations)
     assert benchmark(_check, model, allocations) == OK
+
+
+# -- consumable capacity: shares of 1,000 GPUs ---------------------------------------------------
+
+SHARE = {
+    "devices": {
+        "requests": [
+            {
+                "name": "share",
+                "exactly": {
+                    "deviceClassName": "gpu.nvidia.com",
+                    "count": 1,
+                    "selectors": [{"cel": {"expression": "device.allowMultipleAllocations"}}],
+                    # rounded up to 30Gi by the devices' validRange step
+                    "capacity": {"requests": {"memory": "30000Mi"}},
+                },
+            }
+        ]
+    }
+}
+
+
+def shared_fleet() -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """1,000 shareable 80Gi GPUs on 125 nodes (validRange 1Gi..80Gi, step 1Gi), and a claim
+    holding a 60Gi share of every GPU on the first 100 nodes: only the last 25 nodes can give
+    30Gi more, and the scan reaches them last."""
+    slices, claims = {}, []
+    for n in range(NODES):
+        node = f"node-{n:03d}"
+        devices = [
+            gpu(
+                node,
+                i,
+                allowMultipleAllocations=True,
+                capacity={
+                    "memory": {
+                        "value": "80Gi",
+                        "requestPolicy": {
+                            "default": "80Gi",
+                            "validRange": {"min": "1Gi", "max": "80Gi", "step": "1Gi"},
+                        },
+                    }
+                },
+            )
+            for i in range(8)
+        ]
+        slices[node] = node_slice(node, 8, devices=devices)
+        if n < 100:
+            share = {"consumedCapacity": {"memory": "60Gi"}, "shareID": f"s-{n}"}
+            held = [(node, f"gpu-{i}") for i in range(8)]
+            claims.append(allocated_claim(f"held-{n}", *held, **share))
+    return slices, claims
+
+
+def test_cold_capacity_check_of_a_share_on_1000_devices(benchmark: Any, engine: Engine) -> None:
+    slices, held = shared_fleet()
+    index, model = _setup(engine, slices)
+    allocations = Allocations()
+    for claim in held:
+        allocations.on_change(Kind.RESOURCE_CLAIM, None, claim)
+
+    def check(fresh: Model) -> str:
+        verdict = fresh.check(
+            [ClaimInput("claim share", parse_claim_spec(SHARE))], CLASS_MAP, allocations
+        )
+        return verdict.outcome
+
+    assert check(model) == OK
+
+    def setup() -> tuple[tuple[Model], dict[str, Any]]:
+        index._memo.clear()  # a shape never seen at this generation
+        fresh = Model(index)
+        fresh._inventory = model._inventory  # grouped already (built when the slices change)
+        return (fresh,), {}
+
+    assert benchmark.pedantic(check, setup=setup, rounds=200, iterations=1) == OK

@@ -49,7 +49,8 @@ def cluster(devices: int = 1000, per_slice: int = 8) -> dict[str, Any]:
             "metadata": {"name": name, "resourceVersion": "1"},
             "spec": {
                 "driver": "gpu.nvidia.com",
-                "pool": {"name": f"node-{node}"},
+                "nodeName": f"node-{node}",
+                "pool": {"name": f"node-{node}", "generation": 1, "resourceSliceCount": 1},
                 "devices": entries,
             },
         }
