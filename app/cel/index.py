@@ -32,7 +32,7 @@ from __future__ import annotations
 import threading
 from collections import deque
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from itertools import chain
 from types import MappingProxyType
 from typing import Any, Final
@@ -43,18 +43,43 @@ from app.cel.cost import Budget
 from app.cel.device import Device, devices_of_slice
 from app.cel.engine import SELECTOR, Engine, Program
 from app.cel.errors import CelEvalError
-from app.cel.projection import KEYS_KEPT_PER_DEVICE, MISSING, Indexed, view_of
+from app.cel.projection import KEYS_KEPT_PER_DEVICE, MISSING, Indexed, Views, view_of
 from app.cluster.view import Kind
 from app.k8s.claims import device_class_expressions
 
-__all__ = ["KEYS_KEPT_PER_DEVICE", "DeviceIndex", "IndexedSlice", "Match", "class_selectors"]
+__all__ = [
+    "KEYS_KEPT_PER_DEVICE",
+    "DeviceIndex",
+    "DeviceRefs",
+    "IndexedSlice",
+    "Match",
+    "class_selectors",
+]
 
 _MEMO_LIMIT: Final = 8192
 """Class + selector sets remembered; also bounded by bytes (`max_bytes`)."""
 VIEWS_KEPT: Final = 4096
 """Expressions whose device paths are remembered (selectors come from users: bounded)."""
 CHANGES_KEPT: Final = 4096
+TABLES_KEPT: Final = 256
+"""Path sets whose distinct projections are numbered (:class:`~app.cel.projection.Views`)."""
 """Slice changes remembered (which slices changed since a generation): older are unknown."""
+
+
+class DeviceRefs:
+    """The devices of a match as (slice name, device name) pairs, held slice by slice: ``ref
+    in refs`` costs two lookups, and no pair is built for the devices no one asks about."""
+
+    __slots__ = ("by_slice",)
+
+    def __init__(self, by_slice: Mapping[str, frozenset[str]]) -> None:
+        self.by_slice = by_slice
+
+    def __contains__(self, ref: object) -> bool:
+        if not isinstance(ref, tuple) or len(ref) != 2:
+            return False
+        names = self.by_slice.get(ref[0])
+        return names is not None and ref[1] in names
 
 
 class_selectors = device_class_expressions
@@ -73,6 +98,8 @@ class Match:
     erring: tuple[tuple[Device, str], ...] = ()
     """Each device a selector erred on, with ``class <name>: selector #i: <message>`` (a
     DeviceClass selector) or ``selector #i: <message>`` (the request's)."""
+    refs: DeviceRefs = field(default_factory=lambda: DeviceRefs({}))
+    """``devices`` as (slice name, device name) pairs (what the allocator looks up)."""
 
     @property
     def count(self) -> int:
@@ -89,6 +116,12 @@ class IndexedSlice:
     entries: tuple[Indexed, ...]
     devices: tuple[Device, ...]
     """The entries' devices (one tuple, shared by every match that takes the whole slice)."""
+    names: frozenset[str] = frozenset()
+    """The devices' names (shared likewise)."""
+    signatures: dict[tuple[tuple[str, ...], ...], tuple[Views, tuple[int, ...]]] = field(
+        default_factory=dict, compare=False, repr=False
+    )
+    """Per path set: the view number of each entry (slices alike share every outcome)."""
 
 
 @dataclass(slots=True)
@@ -110,6 +143,8 @@ class _Part:
     considered: int
     erring: tuple[tuple[Device, str, str], ...]
     """(device, message with its selector, message alone) for each device a selector erred on."""
+    names: frozenset[str] | None = None
+    """The matched devices' names (made when first combined)."""
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -117,7 +152,8 @@ class _Plan:
     """An expression set compiled, with the device paths it reads (grouped: all known)."""
 
     programs: tuple[Program, ...]
-    grouped: bool
+    views: Views | None
+    """The numbering of the projections onto ``paths`` (None: a device may read anything)."""
     paths: tuple[tuple[str, ...], ...]
     cost: int
 
@@ -163,6 +199,9 @@ class DeviceIndex:
         )
         self._plans: BoundedCache[tuple[str, ...], _Plan] = BoundedCache(
             CacheName.CEL_DEVICE_PATHS, VIEWS_KEPT
+        )
+        self._tables: BoundedCache[tuple[tuple[str, ...], ...], Views] = BoundedCache(
+            CacheName.CEL_DEVICE_PATHS, TABLES_KEPT
         )
         self._changes = 0
         self._log: deque[tuple[int, str]] = deque(maxlen=CHANGES_KEPT)
@@ -259,7 +298,10 @@ class DeviceIndex:
             Indexed(device, self.engine.device_activation(device))
             for device in devices_of_slice(raw)
         )
-        return IndexedSlice(name, version, raw, entries, tuple(e.device for e in entries))
+        devices = tuple(e.device for e in entries)
+        return IndexedSlice(
+            name, version, raw, entries, devices, frozenset(d.name for d in devices)
+        )
 
     def matching(
         self,
@@ -332,9 +374,12 @@ class DeviceIndex:
         fresh = shape is None
         shape = shape if shape is not None else _Shape({})
         parts = shape.parts
-        seen: dict[Any, bool | tuple[int, str]] = {}
+        seen: dict[Any, Any] = {}
+        plan = self._plan(key[2] if selectors else key[1])
         for indexed in snapshot.slices:
-            self._part(shape, indexed, key, budget, base=base, seen=seen)
+            found = parts.get(indexed.name)
+            if found is None or found.slice is not indexed:
+                self._part(shape, indexed, key, budget, base=base, seen=seen, plan=plan)
         if len(parts) > len(snapshot.slices):
             for name in [n for n in parts if self._slices.get(n) is not parts[n].slice]:
                 del parts[name]
@@ -350,12 +395,14 @@ class DeviceIndex:
         budget: Budget | None,
         *,
         base: _Shape | None = None,
-        seen: dict[Any, bool | tuple[int, str]] | None = None,
+        seen: dict[Any, Any] | None = None,
+        plan: _Plan | None = None,
     ) -> _Part:
         """The shape's part for this slice version, evaluated now if it has none."""
         found = shape.parts.get(indexed.name)
         if found is not None and found.slice is indexed:
             return found
+        plan = plan if plan is not None else self._plan(key[2] if base is not None else key[1])
         if base is not None:
             below = base.parts.get(indexed.name)
             if below is None or below.slice is not indexed:
@@ -367,9 +414,7 @@ class DeviceIndex:
                 if candidates is indexed.devices
                 else _keep(indexed.entries, candidates)
             )
-            part = self._evaluate(
-                indexed, entries, candidates, key[2], budget, source="", seen=seen
-            )
+            part = self._evaluate(indexed, entries, candidates, plan, budget, source="", seen=seen)
             part.considered = considered
         else:
             entries = tuple(e for e in indexed.entries if e.device.problem is None)
@@ -380,7 +425,7 @@ class DeviceIndex:
             )
             source = f"class {key[0]}: "
             part = self._evaluate(
-                indexed, entries, candidates, key[1], budget, source=source, seen=seen
+                indexed, entries, candidates, plan, budget, source=source, seen=seen
             )
             part.considered = len(indexed.entries)
         shape.parts[indexed.name] = part
@@ -408,7 +453,15 @@ class DeviceIndex:
         erring.extend(chain.from_iterable(p.erring for p in parts))
         first = f"{erring[0][0].id}: {erring[0][2]}" if erring else None
         considered = sum(p.considered for p in parts)
-        return Match(devices, considered, len(erring), first, tuple((d, m) for d, m, _ in erring))
+        by_slice = {p.slice.name: _names(p) for p in parts if p.devices}
+        return Match(
+            devices,
+            considered,
+            len(erring),
+            first,
+            tuple((d, m) for d, m, _ in erring),
+            DeviceRefs(by_slice),
+        )
 
     def programs(self, expressions: Sequence[str]) -> list[Program]:
         """Compile (through the cache) every expression; raises ``CelCompileError``."""
@@ -419,12 +472,13 @@ class DeviceIndex:
         if found is None:
             programs = tuple(self.programs(expressions))
             views = [self._view(e) for e in expressions]
-            found = _Plan(
-                programs,
-                None not in views,
-                tuple(sorted({p for v in views if v is not None for p in v})),
-                sum(p.cost for p in programs),
-            )
+            paths = tuple(sorted({p for v in views if v is not None for p in v}))
+            table = None
+            if None not in views:
+                table = self._tables.get(paths)
+                if table is None:
+                    table = self._tables.put(paths, Views())
+            found = _Plan(programs, table, paths, sum(p.cost for p in programs))
             self._plans.put(expressions, found)
         return found
 
@@ -439,38 +493,89 @@ class DeviceIndex:
         indexed: IndexedSlice,
         entries: Sequence[Indexed],
         candidates: tuple[Device, ...],
-        expressions: Sequence[str],
+        plan: _Plan,
         budget: Budget | None,
         *,
         source: str,
-        seen: dict[Any, bool | tuple[int, str]] | None,
+        seen: dict[Any, Any] | None,
     ) -> _Part:
-        """Evaluate ``expressions`` on ``entries`` (whose devices are ``candidates``), once per
-        distinct view of a device across the call (``seen``)."""
-        plan = self._plan(tuple(expressions))
+        """Evaluate ``plan`` on ``entries`` (whose devices are ``candidates``), once per
+        distinct view of a device across the call (``seen``, keyed by view number), and once
+        per distinct sequence of views (a slice like one already evaluated costs a lookup)."""
         if not plan.programs or not entries:
             return _Part(indexed, candidates, 0, ())
-        programs, grouped, paths, seen_key = plan.programs, plan.grouped, plan.paths, plan
-        seen = seen if seen is not None and grouped else {}
-        matched = []
-        erring = []
-        cost = plan.cost if budget is not None else 0
-        for item in entries:
-            key = (seen_key, item.key(paths)) if grouped else None
-            outcome = seen.get(key) if grouped else None
-            if outcome is None:
-                if budget is not None:
-                    budget.charge(cost)
-                outcome = _run(programs, item.activation)
-                if grouped:
-                    seen[key] = outcome
-            if outcome is True:
-                matched.append(item.device)
-            elif outcome is not False:
-                message = f"{source}selector #{outcome[0]}: {outcome[1]}"
-                erring.append((item.device, message, outcome[1]))
-        devices = candidates if len(matched) == len(candidates) else tuple(matched)
-        return _Part(indexed, devices, 0, tuple(erring))
+        views = plan.views
+        if views is not None:
+            seen = seen if seen is not None else {}
+            signature = (
+                _signature(indexed, plan.paths, views)
+                if entries is indexed.entries
+                else tuple(e.view_id(plan.paths, views) for e in entries)
+            )
+            found = seen.get(signature)
+            if found is None:
+                found = seen[signature] = _outcomes(entries, signature, plan, budget, seen)
+        else:
+            found = _outcomes(entries, None, plan, budget, {})
+        matched, erring_at = found
+        devices = candidates if matched is None else tuple(entries[i].device for i in matched)
+        erring = tuple(
+            (entries[i].device, f"{source}selector #{o[0]}: {o[1]}", o[1]) for i, o in erring_at
+        )
+        return _Part(indexed, devices, 0, erring)
+
+
+def _outcomes(
+    entries: Sequence[Indexed],
+    signature: tuple[int, ...] | None,
+    plan: _Plan,
+    budget: Budget | None,
+    seen: dict[Any, Any],
+) -> tuple[tuple[int, ...] | None, tuple[tuple[int, tuple[int, str]], ...]]:
+    """The positions of the entries every program accepts (None: all of them) and of those a
+    program errs on, with the error; ``signature`` (the entries' view numbers) shares each
+    view's outcome through ``seen``."""
+    cost = plan.cost if budget is not None else 0
+    matched = []
+    erring = []
+    for position, item in enumerate(entries):
+        view = signature[position] if signature is not None else None
+        outcome = seen.get(view) if view is not None else None
+        if outcome is None:
+            if budget is not None:
+                budget.charge(cost)
+            outcome = _run(plan.programs, item.activation)
+            if view is not None:
+                seen[view] = outcome
+        if outcome is True:
+            matched.append(position)
+        elif outcome is not False:
+            erring.append((position, outcome))
+    return (None if len(matched) == len(entries) else tuple(matched)), tuple(erring)
+
+
+def _signature(
+    indexed: IndexedSlice, paths: tuple[tuple[str, ...], ...], views: Views
+) -> tuple[int, ...]:
+    found = indexed.signatures.get(paths)
+    if found is not None and found[0] is views:
+        return found[1]
+    signature = tuple(e.view_id(paths, views) for e in indexed.entries)
+    if len(indexed.signatures) >= KEYS_KEPT_PER_DEVICE:
+        indexed.signatures.clear()
+    indexed.signatures[paths] = (views, signature)
+    return signature
+
+
+def _names(part: _Part) -> frozenset[str]:
+    names = part.names
+    if names is None:
+        names = part.names = (
+            part.slice.names
+            if part.devices is part.slice.devices
+            else frozenset(d.name for d in part.devices)
+        )
+    return names
 
 
 def _keep(entries: tuple[Indexed, ...], devices: tuple[Device, ...]) -> tuple[Indexed, ...]:
