@@ -70,16 +70,16 @@ class DeviceRefs:
     """The devices of a match as (slice name, device name) pairs, held slice by slice: ``ref
     in refs`` costs two lookups, and no pair is built for the devices no one asks about."""
 
-    __slots__ = ("by_slice",)
+    __slots__ = ("_parts",)
 
-    def __init__(self, by_slice: Mapping[str, frozenset[str]]) -> None:
-        self.by_slice = by_slice
+    def __init__(self, parts: Mapping[str, _Part]) -> None:
+        self._parts = parts
 
     def __contains__(self, ref: object) -> bool:
         if not isinstance(ref, tuple) or len(ref) != 2:
             return False
-        names = self.by_slice.get(ref[0])
-        return names is not None and ref[1] in names
+        part = self._parts.get(ref[0])
+        return part is not None and bool(part.devices) and ref[1] in _names(part)
 
 
 class_selectors = device_class_expressions
@@ -122,6 +122,9 @@ class IndexedSlice:
         default_factory=dict, compare=False, repr=False
     )
     """Per path set: the view number of each entry (slices alike share every outcome)."""
+    common: dict[bool, _Part] = field(default_factory=dict, compare=False, repr=False)
+    """The part every shape shares when all its devices match (True) or none (False), with
+    no error: a memoized shape then holds one dict entry per slice, no object of its own."""
 
 
 @dataclass(slots=True)
@@ -376,10 +379,40 @@ class DeviceIndex:
         parts = shape.parts
         seen: dict[Any, Any] = {}
         plan = self._plan(key[2] if selectors else key[1])
+        below_parts = base.parts if base is not None else None
+        paths, views = plan.paths, plan.views
         for indexed in snapshot.slices:
-            found = parts.get(indexed.name)
-            if found is None or found.slice is not indexed:
-                self._part(shape, indexed, key, budget, base=base, seen=seen, plan=plan)
+            name = indexed.name
+            found = parts.get(name)
+            if found is not None and found.slice is indexed:
+                continue
+            if below_parts is not None and views is not None:
+                # the common case inline: every device of the slice passed the class, and a
+                # slice with the same views was evaluated already in this call
+                below = below_parts.get(name)
+                known = indexed.signatures.get(paths)
+                if (
+                    below is not None
+                    and below.slice is indexed
+                    and below.devices is indexed.devices
+                    and known is not None
+                    and known[0] is views
+                ):
+                    outcome = seen.get(known[1])
+                    if outcome is not None and not outcome[1]:
+                        matched = outcome[0]
+                        parts[name] = _common(
+                            _Part(
+                                indexed,
+                                indexed.devices
+                                if matched is None
+                                else tuple(indexed.entries[i].device for i in matched),
+                                below.considered,
+                                (),
+                            )
+                        )
+                        continue
+            self._part(shape, indexed, key, budget, base=base, seen=seen, plan=plan)
         if len(parts) > len(snapshot.slices):
             for name in [n for n in parts if self._slices.get(n) is not parts[n].slice]:
                 del parts[name]
@@ -428,6 +461,7 @@ class DeviceIndex:
                 indexed, entries, candidates, plan, budget, source=source, seen=seen
             )
             part.considered = len(indexed.entries)
+        part = _common(part)
         shape.parts[indexed.name] = part
         return part
 
@@ -453,14 +487,13 @@ class DeviceIndex:
         erring.extend(chain.from_iterable(p.erring for p in parts))
         first = f"{erring[0][0].id}: {erring[0][2]}" if erring else None
         considered = sum(p.considered for p in parts)
-        by_slice = {p.slice.name: _names(p) for p in parts if p.devices}
         return Match(
             devices,
             considered,
             len(erring),
             first,
             tuple((d, m) for d, m, _ in erring),
-            DeviceRefs(by_slice),
+            DeviceRefs(dict(shape.parts)),
         )
 
     def programs(self, expressions: Sequence[str]) -> list[Program]:
@@ -565,6 +598,21 @@ def _signature(
         indexed.signatures.clear()
     indexed.signatures[paths] = (views, signature)
     return signature
+
+
+def _common(part: _Part) -> _Part:
+    """The slice's shared part instead of ``part`` when they are alike (all or no devices,
+    every one considered, no error)."""
+    indexed = part.slice
+    if part.erring or part.considered != len(indexed.entries):
+        return part
+    if part.devices is indexed.devices:
+        every = True
+    elif not part.devices:
+        every = False
+    else:
+        return part
+    return indexed.common.setdefault(every, part)
 
 
 def _names(part: _Part) -> frozenset[str]:
