@@ -34,6 +34,7 @@ from collections import deque
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import chain
+from operator import attrgetter
 from types import MappingProxyType
 from typing import Any, Final
 
@@ -131,6 +132,10 @@ class IndexedSlice:
 class _Snapshot:
     generation: int
     slices: tuple[IndexedSlice, ...]
+    names: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        self.names = tuple(s.name for s in self.slices)
 
     def devices(self) -> Iterable[Indexed]:
         for indexed in self.slices:
@@ -401,6 +406,11 @@ class DeviceIndex:
                     outcome = seen.get(known[1])
                     if outcome is not None and not outcome[1]:
                         matched = outcome[0]
+                        if not matched and below is indexed.common.get(True):
+                            shared = indexed.common.get(matched is None)
+                            if shared is not None:
+                                parts[name] = shared
+                                continue
                         parts[name] = _common(
                             _Part(
                                 indexed,
@@ -475,18 +485,18 @@ class DeviceIndex:
     ) -> Match:
         """The shape's Match at ``snapshot``: its parts in slice order (after the class's
         errors, for a selector set)."""
-        parts = [shape.parts[s.name] for s in snapshot.slices]
-        devices = tuple(chain.from_iterable(p.devices for p in parts))
+        parts = list(map(shape.parts.__getitem__, snapshot.names))
+        devices = tuple(chain.from_iterable(map(_DEVICES, parts)))
         erring: list[tuple[Device, str, str]] = []
         if selectors:
             base = self._memo.peek((class_name, tuple(class_expressions), ()))
             if base is not None:
                 erring.extend(
-                    chain.from_iterable(base.parts[s.name].erring for s in snapshot.slices)
+                    chain.from_iterable(map(_ERRING, map(base.parts.__getitem__, snapshot.names)))
                 )
-        erring.extend(chain.from_iterable(p.erring for p in parts))
+        erring.extend(chain.from_iterable(map(_ERRING, parts)))
         first = f"{erring[0][0].id}: {erring[0][2]}" if erring else None
-        considered = sum(p.considered for p in parts)
+        considered = sum(map(_CONSIDERED, parts))
         return Match(
             devices,
             considered,
@@ -598,6 +608,11 @@ def _signature(
         indexed.signatures.clear()
     indexed.signatures[paths] = (views, signature)
     return signature
+
+
+_DEVICES: Final = attrgetter("devices")
+_CONSIDERED: Final = attrgetter("considered")
+_ERRING: Final = attrgetter("erring")
 
 
 def _common(part: _Part) -> _Part:
