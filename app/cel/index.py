@@ -12,7 +12,9 @@ any slice changes (``generation("ResourceSlice")``). It
   reads only ``device.capacity["gpu.nvidia.com"].memory`` gets one evaluation for all devices
   with the same memory, however many there are (the paths it can read come from
   :func:`app.cel.syntax.device_paths`; an expression that uses ``device`` any other way is
-  evaluated per device).
+  evaluated per device), and takes the outcome once per distinct sequence of views in a slice
+  (:mod:`app.cel.parts`: slices alike cost a lookup each, and share one part per shape when
+  all or none of their devices match).
 
 It is fed either way: as a listener of the cluster view (:meth:`DeviceIndex.on_change`,
 subscribed at startup, so a slice event converts only that slice's devices and the request path
@@ -32,7 +34,6 @@ from __future__ import annotations
 import threading
 from collections import deque
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
 from itertools import chain
 from operator import attrgetter
 from types import MappingProxyType
@@ -43,7 +44,21 @@ from app.cel.cache import CompileCache
 from app.cel.cost import Budget
 from app.cel.device import Device, devices_of_slice
 from app.cel.engine import SELECTOR, Engine, Program
-from app.cel.errors import CelEvalError
+from app.cel.parts import (
+    DeviceRefs,
+    IndexedSlice,
+    Match,
+    Part,
+    Plan,
+    Shape,
+    ShapeKey,
+    Snapshot,
+    common_part,
+    keep,
+    outcomes,
+    shape_bytes,
+    slice_signature,
+)
 from app.cel.projection import KEYS_KEPT_PER_DEVICE, MISSING, Indexed, Views, view_of
 from app.cluster.view import Kind
 from app.k8s.claims import device_class_expressions
@@ -62,130 +77,14 @@ _MEMO_LIMIT: Final = 8192
 VIEWS_KEPT: Final = 4096
 """Expressions whose device paths are remembered (selectors come from users: bounded)."""
 CHANGES_KEPT: Final = 4096
+"""Slice changes remembered (which slices changed since a generation): older are unknown."""
 TABLES_KEPT: Final = 256
 """Path sets whose distinct projections are numbered (:class:`~app.cel.projection.Views`)."""
-"""Slice changes remembered (which slices changed since a generation): older are unknown."""
-
-
-class DeviceRefs:
-    """The devices of a match as (slice name, device name) pairs, held slice by slice: ``ref
-    in refs`` costs two lookups, and no pair is built for the devices no one asks about."""
-
-    __slots__ = ("_parts",)
-
-    def __init__(self, parts: Mapping[str, _Part]) -> None:
-        self._parts = parts
-
-    def __contains__(self, ref: object) -> bool:
-        if not isinstance(ref, tuple) or len(ref) != 2:
-            return False
-        part = self._parts.get(ref[0])
-        return part is not None and bool(part.devices) and ref[1] in _names(part)
 
 
 class_selectors = device_class_expressions
 """The CEL expressions of a raw DeviceClass's well-formed ``spec.selectors`` (the claim model's
 reader, :func:`app.k8s.claims.device_class_expressions`)."""
-
-
-@dataclass(frozen=True, slots=True)
-class Match:
-    """The devices a class + selectors match, and what went wrong on the others."""
-
-    devices: tuple[Device, ...]
-    considered: int
-    errors: int = 0
-    first_error: str | None = None
-    erring: tuple[tuple[Device, str], ...] = ()
-    """Each device a selector erred on, with ``class <name>: selector #i: <message>`` (a
-    DeviceClass selector) or ``selector #i: <message>`` (the request's)."""
-    refs: DeviceRefs = field(default_factory=lambda: DeviceRefs({}))
-    """``devices`` as (slice name, device name) pairs (what the allocator looks up)."""
-
-    @property
-    def count(self) -> int:
-        return len(self.devices)
-
-
-@dataclass(frozen=True, slots=True)
-class IndexedSlice:
-    """One ResourceSlice as the view holds it (read-only) and its devices, converted once."""
-
-    name: str
-    version: Any
-    raw: Mapping[str, Any]
-    entries: tuple[Indexed, ...]
-    devices: tuple[Device, ...]
-    """The entries' devices (one tuple, shared by every match that takes the whole slice)."""
-    names: frozenset[str] = frozenset()
-    """The devices' names (shared likewise)."""
-    signatures: dict[tuple[tuple[str, ...], ...], tuple[Views, tuple[int, ...]]] = field(
-        default_factory=dict, compare=False, repr=False
-    )
-    """Per path set: the view number of each entry (slices alike share every outcome)."""
-    common: dict[bool, _Part] = field(default_factory=dict, compare=False, repr=False)
-    """The part every shape shares when all its devices match (True) or none (False), with
-    no error: a memoized shape then holds one dict entry per slice, no object of its own."""
-
-
-@dataclass(slots=True)
-class _Snapshot:
-    generation: int
-    slices: tuple[IndexedSlice, ...]
-    names: tuple[str, ...] = ()
-
-    def __post_init__(self) -> None:
-        self.names = tuple(s.name for s in self.slices)
-
-    def devices(self) -> Iterable[Indexed]:
-        for indexed in self.slices:
-            yield from indexed.entries
-
-
-@dataclass(slots=True)
-class _Part:
-    """What one class + selector set matches in one slice version."""
-
-    slice: IndexedSlice
-    devices: tuple[Device, ...]
-    considered: int
-    erring: tuple[tuple[Device, str, str], ...]
-    """(device, message with its selector, message alone) for each device a selector erred on."""
-    names: frozenset[str] | None = None
-    """The matched devices' names (made when first combined)."""
-
-
-@dataclass(frozen=True, slots=True, eq=False)
-class _Plan:
-    """An expression set compiled, with the device paths it reads (grouped: all known)."""
-
-    programs: tuple[Program, ...]
-    views: Views | None
-    """The numbering of the projections onto ``paths`` (None: a device may read anything)."""
-    paths: tuple[tuple[str, ...], ...]
-    cost: int
-
-
-_Key = tuple[str, tuple[str, ...], tuple[str, ...]]
-"""(DeviceClass name, its selectors, the request's selectors): what a memo entry answers."""
-
-
-@dataclass(slots=True)
-class _Shape:
-    """A class + selector set's matches, slice by slice, and combined at ``generation``."""
-
-    parts: dict[str, _Part]
-    generation: int = -1
-    match: Match | None = None
-
-
-def _shape_bytes(shape: _Shape) -> int:
-    """About what a memoized shape holds on its own: a part per slice (its tuples share the
-    slice's devices when every device matches) and the combined tuple of device references
-    (the devices themselves belong to the snapshot)."""
-    match = shape.match
-    combined = 0 if match is None else 8 * len(match.devices) + 64 * len(match.erring)
-    return 200 + 160 * len(shape.parts) + combined
 
 
 class DeviceIndex:
@@ -200,12 +99,12 @@ class DeviceIndex:
         self.engine = engine
         self.cache = cache if cache is not None else CompileCache()
         self._lock = threading.Lock()
-        self._snapshot = _Snapshot(generation=-1, slices=())
+        self._snapshot = Snapshot(generation=-1, slices=())
         self._slices: dict[str, IndexedSlice] = {}
         self._views: BoundedCache[str, tuple[tuple[str, ...], ...] | None] = BoundedCache(
             CacheName.CEL_DEVICE_PATHS, VIEWS_KEPT
         )
-        self._plans: BoundedCache[tuple[str, ...], _Plan] = BoundedCache(
+        self._plans: BoundedCache[tuple[str, ...], Plan] = BoundedCache(
             CacheName.CEL_DEVICE_PATHS, VIEWS_KEPT
         )
         self._tables: BoundedCache[tuple[tuple[str, ...], ...], Views] = BoundedCache(
@@ -217,8 +116,8 @@ class DeviceIndex:
         """The generation from which the log holds every change (older ones: unknown)."""
         # A slice change leaves the entries: each is brought up to date slice by slice when
         # next read (only the changed slices are evaluated again).
-        self._memo: BoundedCache[tuple[Any, ...], _Shape] = BoundedCache(
-            CacheName.CEL_DEVICE_MATCH, _MEMO_LIMIT, max_bytes=max_bytes, size=_shape_bytes
+        self._memo: BoundedCache[tuple[Any, ...], Shape] = BoundedCache(
+            CacheName.CEL_DEVICE_MATCH, _MEMO_LIMIT, max_bytes=max_bytes, size=shape_bytes
         )
 
     @property
@@ -268,7 +167,7 @@ class DeviceIndex:
                 self._log_floor = self._log[0][0]
             changed = new if new is not None else old
             self._log.append((self._changes, _name(changed) if changed is not None else ""))
-            self._snapshot = _Snapshot(self._changes, tuple(self._slices.values()))
+            self._snapshot = Snapshot(self._changes, tuple(self._slices.values()))
 
     def sync(
         self,
@@ -294,7 +193,7 @@ class DeviceIndex:
             self._changes = max(self._changes, generation)
             self._log.clear()
             self._log_floor = self._changes
-            self._snapshot = _Snapshot(generation, tuple(slices.values()))
+            self._snapshot = Snapshot(generation, tuple(slices.values()))
 
     def _indexed(
         self, name: str, raw: Mapping[str, Any], known: IndexedSlice | None
@@ -345,9 +244,9 @@ class DeviceIndex:
         """Whether a selector errs on a device of the named slices (their current versions),
         evaluating only those slices: what a verdict kept across a slice change must know."""
         key = (class_name, tuple(class_expressions), tuple(selectors))
-        shape = self._memo.peek(key) or _Shape({})
+        shape = self._memo.peek(key) or Shape({})
         base = (
-            self._memo.peek((class_name, tuple(class_expressions), ())) or _Shape({})
+            self._memo.peek((class_name, tuple(class_expressions), ())) or Shape({})
             if selectors
             else None
         )
@@ -366,9 +265,9 @@ class DeviceIndex:
         class_name: str,
         class_expressions: Sequence[str],
         selectors: Sequence[str],
-        snapshot: _Snapshot,
+        snapshot: Snapshot,
         budget: Budget | None,
-    ) -> _Shape:
+    ) -> Shape:
         """The shape's memo entry with a part for every slice of ``snapshot``."""
         key = (class_name, tuple(class_expressions), tuple(selectors))
         shape = self._memo.get(key)
@@ -380,7 +279,7 @@ class DeviceIndex:
             else None
         )
         fresh = shape is None
-        shape = shape if shape is not None else _Shape({})
+        shape = shape if shape is not None else Shape({})
         parts = shape.parts
         seen: dict[Any, Any] = {}
         plan = self._plan(key[2] if selectors else key[1])
@@ -411,8 +310,8 @@ class DeviceIndex:
                             if shared is not None:
                                 parts[name] = shared
                                 continue
-                        parts[name] = _common(
-                            _Part(
+                        parts[name] = common_part(
+                            Part(
                                 indexed,
                                 indexed.devices
                                 if matched is None
@@ -432,15 +331,15 @@ class DeviceIndex:
 
     def _part(
         self,
-        shape: _Shape,
+        shape: Shape,
         indexed: IndexedSlice,
-        key: _Key,
+        key: ShapeKey,
         budget: Budget | None,
         *,
-        base: _Shape | None = None,
+        base: Shape | None = None,
         seen: dict[Any, Any] | None = None,
-        plan: _Plan | None = None,
-    ) -> _Part:
+        plan: Plan | None = None,
+    ) -> Part:
         """The shape's part for this slice version, evaluated now if it has none."""
         found = shape.parts.get(indexed.name)
         if found is not None and found.slice is indexed:
@@ -455,7 +354,7 @@ class DeviceIndex:
             entries = (
                 indexed.entries
                 if candidates is indexed.devices
-                else _keep(indexed.entries, candidates)
+                else keep(indexed.entries, candidates)
             )
             part = self._evaluate(indexed, entries, candidates, plan, budget, source="", seen=seen)
             part.considered = considered
@@ -471,14 +370,14 @@ class DeviceIndex:
                 indexed, entries, candidates, plan, budget, source=source, seen=seen
             )
             part.considered = len(indexed.entries)
-        part = _common(part)
+        part = common_part(part)
         shape.parts[indexed.name] = part
         return part
 
     def _combine(
         self,
-        shape: _Shape,
-        snapshot: _Snapshot,
+        shape: Shape,
+        snapshot: Snapshot,
         class_name: str,
         class_expressions: Sequence[str],
         selectors: Sequence[str],
@@ -510,7 +409,7 @@ class DeviceIndex:
         """Compile (through the cache) every expression; raises ``CelCompileError``."""
         return [self.cache.get(self.engine, e, SELECTOR) for e in expressions]
 
-    def _plan(self, expressions: tuple[str, ...]) -> _Plan:
+    def _plan(self, expressions: tuple[str, ...]) -> Plan:
         found = self._plans.get(expressions)
         if found is None:
             programs = tuple(self.programs(expressions))
@@ -521,7 +420,7 @@ class DeviceIndex:
                 table = self._tables.get(paths)
                 if table is None:
                     table = self._tables.put(paths, Views())
-            found = _Plan(programs, table, paths, sum(p.cost for p in programs))
+            found = Plan(programs, table, paths, sum(p.cost for p in programs))
             self._plans.put(expressions, found)
         return found
 
@@ -536,127 +435,41 @@ class DeviceIndex:
         indexed: IndexedSlice,
         entries: Sequence[Indexed],
         candidates: tuple[Device, ...],
-        plan: _Plan,
+        plan: Plan,
         budget: Budget | None,
         *,
         source: str,
         seen: dict[Any, Any] | None,
-    ) -> _Part:
+    ) -> Part:
         """Evaluate ``plan`` on ``entries`` (whose devices are ``candidates``), once per
         distinct view of a device across the call (``seen``, keyed by view number), and once
         per distinct sequence of views (a slice like one already evaluated costs a lookup)."""
         if not plan.programs or not entries:
-            return _Part(indexed, candidates, 0, ())
+            return Part(indexed, candidates, 0, ())
         views = plan.views
         if views is not None:
             seen = seen if seen is not None else {}
             signature = (
-                _signature(indexed, plan.paths, views)
+                slice_signature(indexed, plan.paths, views)
                 if entries is indexed.entries
                 else tuple(e.view_id(plan.paths, views) for e in entries)
             )
             found = seen.get(signature)
             if found is None:
-                found = seen[signature] = _outcomes(entries, signature, plan, budget, seen)
+                found = seen[signature] = outcomes(entries, signature, plan, budget, seen)
         else:
-            found = _outcomes(entries, None, plan, budget, {})
+            found = outcomes(entries, None, plan, budget, {})
         matched, erring_at = found
         devices = candidates if matched is None else tuple(entries[i].device for i in matched)
         erring = tuple(
             (entries[i].device, f"{source}selector #{o[0]}: {o[1]}", o[1]) for i, o in erring_at
         )
-        return _Part(indexed, devices, 0, erring)
-
-
-def _outcomes(
-    entries: Sequence[Indexed],
-    signature: tuple[int, ...] | None,
-    plan: _Plan,
-    budget: Budget | None,
-    seen: dict[Any, Any],
-) -> tuple[tuple[int, ...] | None, tuple[tuple[int, tuple[int, str]], ...]]:
-    """The positions of the entries every program accepts (None: all of them) and of those a
-    program errs on, with the error; ``signature`` (the entries' view numbers) shares each
-    view's outcome through ``seen``."""
-    cost = plan.cost if budget is not None else 0
-    matched = []
-    erring = []
-    for position, item in enumerate(entries):
-        view = signature[position] if signature is not None else None
-        outcome = seen.get(view) if view is not None else None
-        if outcome is None:
-            if budget is not None:
-                budget.charge(cost)
-            outcome = _run(plan.programs, item.activation)
-            if view is not None:
-                seen[view] = outcome
-        if outcome is True:
-            matched.append(position)
-        elif outcome is not False:
-            erring.append((position, outcome))
-    return (None if len(matched) == len(entries) else tuple(matched)), tuple(erring)
-
-
-def _signature(
-    indexed: IndexedSlice, paths: tuple[tuple[str, ...], ...], views: Views
-) -> tuple[int, ...]:
-    found = indexed.signatures.get(paths)
-    if found is not None and found[0] is views:
-        return found[1]
-    signature = tuple(e.view_id(paths, views) for e in indexed.entries)
-    if len(indexed.signatures) >= KEYS_KEPT_PER_DEVICE:
-        indexed.signatures.clear()
-    indexed.signatures[paths] = (views, signature)
-    return signature
+        return Part(indexed, devices, 0, erring)
 
 
 _DEVICES: Final = attrgetter("devices")
 _CONSIDERED: Final = attrgetter("considered")
 _ERRING: Final = attrgetter("erring")
-
-
-def _common(part: _Part) -> _Part:
-    """The slice's shared part instead of ``part`` when they are alike (all or no devices,
-    every one considered, no error)."""
-    indexed = part.slice
-    if part.erring or part.considered != len(indexed.entries):
-        return part
-    if part.devices is indexed.devices:
-        every = True
-    elif not part.devices:
-        every = False
-    else:
-        return part
-    return indexed.common.setdefault(every, part)
-
-
-def _names(part: _Part) -> frozenset[str]:
-    names = part.names
-    if names is None:
-        names = part.names = (
-            part.slice.names
-            if part.devices is part.slice.devices
-            else frozenset(d.name for d in part.devices)
-        )
-    return names
-
-
-def _keep(entries: tuple[Indexed, ...], devices: tuple[Device, ...]) -> tuple[Indexed, ...]:
-    kept = {id(d) for d in devices}
-    return tuple(e for e in entries if id(e.device) in kept)
-
-
-def _run(programs: Sequence[Program], activation: Any) -> bool | tuple[int, str]:
-    """True if every program is true; False if one is false (the later ones are not run, as
-    in the scheduler); else (index, message) of the first that errs."""
-    for index, program in enumerate(programs):
-        try:
-            result = program.evaluate(activation)
-        except CelEvalError as error:
-            return index, error.message or "evaluation error"
-        if result is not True:
-            return False
-    return True
 
 
 def _name(raw: Mapping[str, Any]) -> str:
