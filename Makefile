@@ -10,7 +10,7 @@ STAMP := $(VENV)/.installed-$(shell cat pyproject.toml requirements-dev.txt | ck
 # One resolution for every platform, for the oldest Python the project supports.
 COMPILE := $(BIN)/uv pip compile pyproject.toml --universal --python-version 3.11 --generate-hashes --quiet
 
-.PHONY: run test lint bench bench-scale loadtest overload e2e e2e-bench lock image clean
+.PHONY: run test lint bench bench-scale bench-scale-inprocess loadtest overload e2e e2e-bench lock image clean
 
 $(STAMP): pyproject.toml requirements-dev.txt
 	$(PYTHON) -m venv $(VENV)
@@ -51,6 +51,13 @@ bench: $(STAMP)
 SIZES ?= 250,1000,4000,8000
 bench-scale: $(STAMP)
 	$(BIN)/python -m tests.scale_bench --sizes $(SIZES)
+
+# The same cluster's model and index in one process, no API server (docs/benchmarks.md, "Scale"):
+# new shapes (SHAPES of them), repeated, after a slice change, RSS. DEVICES=64000 by default.
+DEVICES ?= 64000
+SHAPES ?= 1000
+bench-scale-inprocess: $(STAMP)
+	$(BIN)/python -m tests.scale_inprocess --devices $(DEVICES) --shapes $(SHAPES)
 
 # 30 s of locust at 32 connections against the webhook, then a bare FastAPI echo; results in
 # loadtest/results/<time>/ (summary.json, summary.csv, latency.png). See docs/loadtest.md.

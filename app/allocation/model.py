@@ -292,7 +292,7 @@ class Model:
                         alt.name,
                         claim.prefix + request.path,
                         alt,
-                        frozenset((d.slice_name, d.name) for d in match.devices),
+                        match.refs,
                         {(d.slice_name, d.name): m for d, m in match.erring},
                     )
                     matches[id(want)] = (alt, match, class_expressions)

@@ -24,7 +24,7 @@ subrequests that leads to a complete allocation.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Container, Mapping, Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any
@@ -65,7 +65,8 @@ class Want:
     path: str
     """The request's field path (with the claim's prefix), where messages about it go."""
     alternative: Alternative
-    matched: frozenset[DeviceRef]
+    matched: Container[DeviceRef]
+    """The devices its class and selectors match (``ref in matched``)."""
     erring: Mapping[DeviceRef, str] = field(default_factory=dict)
 
     @property
@@ -170,7 +171,8 @@ class Search:
         for claim in self.claims:
             for request in claim.requests:
                 if not any(
-                    len(w.matched & refs) >= w.alternative.needed for w in request.alternatives
+                    sum(1 for ref in refs if ref in w.matched) >= w.alternative.needed
+                    for w in request.alternatives
                 ):
                     return False
         return True

@@ -12,7 +12,9 @@ any slice changes (``generation("ResourceSlice")``). It
   reads only ``device.capacity["gpu.nvidia.com"].memory`` gets one evaluation for all devices
   with the same memory, however many there are (the paths it can read come from
   :func:`app.cel.syntax.device_paths`; an expression that uses ``device`` any other way is
-  evaluated per device).
+  evaluated per device), and takes the outcome once per distinct sequence of views in a slice
+  (:mod:`app.cel.parts`: slices alike cost a lookup each, and share one part per shape when
+  all or none of their devices match).
 
 It is fed either way: as a listener of the cluster view (:meth:`DeviceIndex.on_change`,
 subscribed at startup, so a slice event converts only that slice's devices and the request path
@@ -32,8 +34,8 @@ from __future__ import annotations
 import threading
 from collections import deque
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
 from itertools import chain
+from operator import attrgetter
 from types import MappingProxyType
 from typing import Any, Final
 
@@ -42,12 +44,33 @@ from app.cel.cache import CompileCache
 from app.cel.cost import Budget
 from app.cel.device import Device, devices_of_slice
 from app.cel.engine import SELECTOR, Engine, Program
-from app.cel.errors import CelEvalError
-from app.cel.projection import KEYS_KEPT_PER_DEVICE, MISSING, Indexed, view_of
+from app.cel.parts import (
+    DeviceRefs,
+    IndexedSlice,
+    Match,
+    Part,
+    Plan,
+    Shape,
+    ShapeKey,
+    Snapshot,
+    common_part,
+    keep,
+    outcomes,
+    shape_bytes,
+    slice_signature,
+)
+from app.cel.projection import KEYS_KEPT_PER_DEVICE, MISSING, Indexed, Views, view_of
 from app.cluster.view import Kind
 from app.k8s.claims import device_class_expressions
 
-__all__ = ["KEYS_KEPT_PER_DEVICE", "DeviceIndex", "IndexedSlice", "Match", "class_selectors"]
+__all__ = [
+    "KEYS_KEPT_PER_DEVICE",
+    "DeviceIndex",
+    "DeviceRefs",
+    "IndexedSlice",
+    "Match",
+    "class_selectors",
+]
 
 _MEMO_LIMIT: Final = 8192
 """Class + selector sets remembered; also bounded by bytes (`max_bytes`)."""
@@ -55,93 +78,13 @@ VIEWS_KEPT: Final = 4096
 """Expressions whose device paths are remembered (selectors come from users: bounded)."""
 CHANGES_KEPT: Final = 4096
 """Slice changes remembered (which slices changed since a generation): older are unknown."""
+TABLES_KEPT: Final = 256
+"""Path sets whose distinct projections are numbered (:class:`~app.cel.projection.Views`)."""
 
 
 class_selectors = device_class_expressions
 """The CEL expressions of a raw DeviceClass's well-formed ``spec.selectors`` (the claim model's
 reader, :func:`app.k8s.claims.device_class_expressions`)."""
-
-
-@dataclass(frozen=True, slots=True)
-class Match:
-    """The devices a class + selectors match, and what went wrong on the others."""
-
-    devices: tuple[Device, ...]
-    considered: int
-    errors: int = 0
-    first_error: str | None = None
-    erring: tuple[tuple[Device, str], ...] = ()
-    """Each device a selector erred on, with ``class <name>: selector #i: <message>`` (a
-    DeviceClass selector) or ``selector #i: <message>`` (the request's)."""
-
-    @property
-    def count(self) -> int:
-        return len(self.devices)
-
-
-@dataclass(frozen=True, slots=True)
-class IndexedSlice:
-    """One ResourceSlice as the view holds it (read-only) and its devices, converted once."""
-
-    name: str
-    version: Any
-    raw: Mapping[str, Any]
-    entries: tuple[Indexed, ...]
-    devices: tuple[Device, ...]
-    """The entries' devices (one tuple, shared by every match that takes the whole slice)."""
-
-
-@dataclass(slots=True)
-class _Snapshot:
-    generation: int
-    slices: tuple[IndexedSlice, ...]
-
-    def devices(self) -> Iterable[Indexed]:
-        for indexed in self.slices:
-            yield from indexed.entries
-
-
-@dataclass(slots=True)
-class _Part:
-    """What one class + selector set matches in one slice version."""
-
-    slice: IndexedSlice
-    devices: tuple[Device, ...]
-    considered: int
-    erring: tuple[tuple[Device, str, str], ...]
-    """(device, message with its selector, message alone) for each device a selector erred on."""
-
-
-@dataclass(frozen=True, slots=True, eq=False)
-class _Plan:
-    """An expression set compiled, with the device paths it reads (grouped: all known)."""
-
-    programs: tuple[Program, ...]
-    grouped: bool
-    paths: tuple[tuple[str, ...], ...]
-    cost: int
-
-
-_Key = tuple[str, tuple[str, ...], tuple[str, ...]]
-"""(DeviceClass name, its selectors, the request's selectors): what a memo entry answers."""
-
-
-@dataclass(slots=True)
-class _Shape:
-    """A class + selector set's matches, slice by slice, and combined at ``generation``."""
-
-    parts: dict[str, _Part]
-    generation: int = -1
-    match: Match | None = None
-
-
-def _shape_bytes(shape: _Shape) -> int:
-    """About what a memoized shape holds on its own: a part per slice (its tuples share the
-    slice's devices when every device matches) and the combined tuple of device references
-    (the devices themselves belong to the snapshot)."""
-    match = shape.match
-    combined = 0 if match is None else 8 * len(match.devices) + 64 * len(match.erring)
-    return 200 + 160 * len(shape.parts) + combined
 
 
 class DeviceIndex:
@@ -156,13 +99,16 @@ class DeviceIndex:
         self.engine = engine
         self.cache = cache if cache is not None else CompileCache()
         self._lock = threading.Lock()
-        self._snapshot = _Snapshot(generation=-1, slices=())
+        self._snapshot = Snapshot(generation=-1, slices=())
         self._slices: dict[str, IndexedSlice] = {}
         self._views: BoundedCache[str, tuple[tuple[str, ...], ...] | None] = BoundedCache(
             CacheName.CEL_DEVICE_PATHS, VIEWS_KEPT
         )
-        self._plans: BoundedCache[tuple[str, ...], _Plan] = BoundedCache(
+        self._plans: BoundedCache[tuple[str, ...], Plan] = BoundedCache(
             CacheName.CEL_DEVICE_PATHS, VIEWS_KEPT
+        )
+        self._tables: BoundedCache[tuple[tuple[str, ...], ...], Views] = BoundedCache(
+            CacheName.CEL_DEVICE_PATHS, TABLES_KEPT
         )
         self._changes = 0
         self._log: deque[tuple[int, str]] = deque(maxlen=CHANGES_KEPT)
@@ -170,8 +116,8 @@ class DeviceIndex:
         """The generation from which the log holds every change (older ones: unknown)."""
         # A slice change leaves the entries: each is brought up to date slice by slice when
         # next read (only the changed slices are evaluated again).
-        self._memo: BoundedCache[tuple[Any, ...], _Shape] = BoundedCache(
-            CacheName.CEL_DEVICE_MATCH, _MEMO_LIMIT, max_bytes=max_bytes, size=_shape_bytes
+        self._memo: BoundedCache[tuple[Any, ...], Shape] = BoundedCache(
+            CacheName.CEL_DEVICE_MATCH, _MEMO_LIMIT, max_bytes=max_bytes, size=shape_bytes
         )
 
     @property
@@ -221,7 +167,7 @@ class DeviceIndex:
                 self._log_floor = self._log[0][0]
             changed = new if new is not None else old
             self._log.append((self._changes, _name(changed) if changed is not None else ""))
-            self._snapshot = _Snapshot(self._changes, tuple(self._slices.values()))
+            self._snapshot = Snapshot(self._changes, tuple(self._slices.values()))
 
     def sync(
         self,
@@ -247,7 +193,7 @@ class DeviceIndex:
             self._changes = max(self._changes, generation)
             self._log.clear()
             self._log_floor = self._changes
-            self._snapshot = _Snapshot(generation, tuple(slices.values()))
+            self._snapshot = Snapshot(generation, tuple(slices.values()))
 
     def _indexed(
         self, name: str, raw: Mapping[str, Any], known: IndexedSlice | None
@@ -259,7 +205,10 @@ class DeviceIndex:
             Indexed(device, self.engine.device_activation(device))
             for device in devices_of_slice(raw)
         )
-        return IndexedSlice(name, version, raw, entries, tuple(e.device for e in entries))
+        devices = tuple(e.device for e in entries)
+        return IndexedSlice(
+            name, version, raw, entries, devices, frozenset(d.name for d in devices)
+        )
 
     def matching(
         self,
@@ -295,9 +244,9 @@ class DeviceIndex:
         """Whether a selector errs on a device of the named slices (their current versions),
         evaluating only those slices: what a verdict kept across a slice change must know."""
         key = (class_name, tuple(class_expressions), tuple(selectors))
-        shape = self._memo.peek(key) or _Shape({})
+        shape = self._memo.peek(key) or Shape({})
         base = (
-            self._memo.peek((class_name, tuple(class_expressions), ())) or _Shape({})
+            self._memo.peek((class_name, tuple(class_expressions), ())) or Shape({})
             if selectors
             else None
         )
@@ -316,9 +265,9 @@ class DeviceIndex:
         class_name: str,
         class_expressions: Sequence[str],
         selectors: Sequence[str],
-        snapshot: _Snapshot,
+        snapshot: Snapshot,
         budget: Budget | None,
-    ) -> _Shape:
+    ) -> Shape:
         """The shape's memo entry with a part for every slice of ``snapshot``."""
         key = (class_name, tuple(class_expressions), tuple(selectors))
         shape = self._memo.get(key)
@@ -330,11 +279,49 @@ class DeviceIndex:
             else None
         )
         fresh = shape is None
-        shape = shape if shape is not None else _Shape({})
+        shape = shape if shape is not None else Shape({})
         parts = shape.parts
-        seen: dict[Any, bool | tuple[int, str]] = {}
+        seen: dict[Any, Any] = {}
+        plan = self._plan(key[2] if selectors else key[1])
+        below_parts = base.parts if base is not None else None
+        paths, views = plan.paths, plan.views
         for indexed in snapshot.slices:
-            self._part(shape, indexed, key, budget, base=base, seen=seen)
+            name = indexed.name
+            found = parts.get(name)
+            if found is not None and found.slice is indexed:
+                continue
+            if below_parts is not None and views is not None:
+                # the common case inline: every device of the slice passed the class, and a
+                # slice with the same views was evaluated already in this call
+                below = below_parts.get(name)
+                known = indexed.signatures.get(paths)
+                if (
+                    below is not None
+                    and below.slice is indexed
+                    and below.devices is indexed.devices
+                    and known is not None
+                    and known[0] is views
+                ):
+                    outcome = seen.get(known[1])
+                    if outcome is not None and not outcome[1]:
+                        matched = outcome[0]
+                        if not matched and below is indexed.common.get(True):
+                            shared = indexed.common.get(matched is None)
+                            if shared is not None:
+                                parts[name] = shared
+                                continue
+                        parts[name] = common_part(
+                            Part(
+                                indexed,
+                                indexed.devices
+                                if matched is None
+                                else tuple(indexed.entries[i].device for i in matched),
+                                below.considered,
+                                (),
+                            )
+                        )
+                        continue
+            self._part(shape, indexed, key, budget, base=base, seen=seen, plan=plan)
         if len(parts) > len(snapshot.slices):
             for name in [n for n in parts if self._slices.get(n) is not parts[n].slice]:
                 del parts[name]
@@ -344,18 +331,20 @@ class DeviceIndex:
 
     def _part(
         self,
-        shape: _Shape,
+        shape: Shape,
         indexed: IndexedSlice,
-        key: _Key,
+        key: ShapeKey,
         budget: Budget | None,
         *,
-        base: _Shape | None = None,
-        seen: dict[Any, bool | tuple[int, str]] | None = None,
-    ) -> _Part:
+        base: Shape | None = None,
+        seen: dict[Any, Any] | None = None,
+        plan: Plan | None = None,
+    ) -> Part:
         """The shape's part for this slice version, evaluated now if it has none."""
         found = shape.parts.get(indexed.name)
         if found is not None and found.slice is indexed:
             return found
+        plan = plan if plan is not None else self._plan(key[2] if base is not None else key[1])
         if base is not None:
             below = base.parts.get(indexed.name)
             if below is None or below.slice is not indexed:
@@ -365,11 +354,9 @@ class DeviceIndex:
             entries = (
                 indexed.entries
                 if candidates is indexed.devices
-                else _keep(indexed.entries, candidates)
+                else keep(indexed.entries, candidates)
             )
-            part = self._evaluate(
-                indexed, entries, candidates, key[2], budget, source="", seen=seen
-            )
+            part = self._evaluate(indexed, entries, candidates, plan, budget, source="", seen=seen)
             part.considered = considered
         else:
             entries = tuple(e for e in indexed.entries if e.device.problem is None)
@@ -380,51 +367,60 @@ class DeviceIndex:
             )
             source = f"class {key[0]}: "
             part = self._evaluate(
-                indexed, entries, candidates, key[1], budget, source=source, seen=seen
+                indexed, entries, candidates, plan, budget, source=source, seen=seen
             )
             part.considered = len(indexed.entries)
+        part = common_part(part)
         shape.parts[indexed.name] = part
         return part
 
     def _combine(
         self,
-        shape: _Shape,
-        snapshot: _Snapshot,
+        shape: Shape,
+        snapshot: Snapshot,
         class_name: str,
         class_expressions: Sequence[str],
         selectors: Sequence[str],
     ) -> Match:
         """The shape's Match at ``snapshot``: its parts in slice order (after the class's
         errors, for a selector set)."""
-        parts = [shape.parts[s.name] for s in snapshot.slices]
-        devices = tuple(chain.from_iterable(p.devices for p in parts))
+        parts = list(map(shape.parts.__getitem__, snapshot.names))
+        devices = tuple(chain.from_iterable(map(_DEVICES, parts)))
         erring: list[tuple[Device, str, str]] = []
         if selectors:
             base = self._memo.peek((class_name, tuple(class_expressions), ()))
             if base is not None:
                 erring.extend(
-                    chain.from_iterable(base.parts[s.name].erring for s in snapshot.slices)
+                    chain.from_iterable(map(_ERRING, map(base.parts.__getitem__, snapshot.names)))
                 )
-        erring.extend(chain.from_iterable(p.erring for p in parts))
+        erring.extend(chain.from_iterable(map(_ERRING, parts)))
         first = f"{erring[0][0].id}: {erring[0][2]}" if erring else None
-        considered = sum(p.considered for p in parts)
-        return Match(devices, considered, len(erring), first, tuple((d, m) for d, m, _ in erring))
+        considered = sum(map(_CONSIDERED, parts))
+        return Match(
+            devices,
+            considered,
+            len(erring),
+            first,
+            tuple((d, m) for d, m, _ in erring),
+            DeviceRefs(dict(shape.parts)),
+        )
 
     def programs(self, expressions: Sequence[str]) -> list[Program]:
         """Compile (through the cache) every expression; raises ``CelCompileError``."""
         return [self.cache.get(self.engine, e, SELECTOR) for e in expressions]
 
-    def _plan(self, expressions: tuple[str, ...]) -> _Plan:
+    def _plan(self, expressions: tuple[str, ...]) -> Plan:
         found = self._plans.get(expressions)
         if found is None:
             programs = tuple(self.programs(expressions))
             views = [self._view(e) for e in expressions]
-            found = _Plan(
-                programs,
-                None not in views,
-                tuple(sorted({p for v in views if v is not None for p in v})),
-                sum(p.cost for p in programs),
-            )
+            paths = tuple(sorted({p for v in views if v is not None for p in v}))
+            table = None
+            if None not in views:
+                table = self._tables.get(paths)
+                if table is None:
+                    table = self._tables.put(paths, Views())
+            found = Plan(programs, table, paths, sum(p.cost for p in programs))
             self._plans.put(expressions, found)
         return found
 
@@ -439,56 +435,41 @@ class DeviceIndex:
         indexed: IndexedSlice,
         entries: Sequence[Indexed],
         candidates: tuple[Device, ...],
-        expressions: Sequence[str],
+        plan: Plan,
         budget: Budget | None,
         *,
         source: str,
-        seen: dict[Any, bool | tuple[int, str]] | None,
-    ) -> _Part:
-        """Evaluate ``expressions`` on ``entries`` (whose devices are ``candidates``), once per
-        distinct view of a device across the call (``seen``)."""
-        plan = self._plan(tuple(expressions))
+        seen: dict[Any, Any] | None,
+    ) -> Part:
+        """Evaluate ``plan`` on ``entries`` (whose devices are ``candidates``), once per
+        distinct view of a device across the call (``seen``, keyed by view number), and once
+        per distinct sequence of views (a slice like one already evaluated costs a lookup)."""
         if not plan.programs or not entries:
-            return _Part(indexed, candidates, 0, ())
-        programs, grouped, paths, seen_key = plan.programs, plan.grouped, plan.paths, plan
-        seen = seen if seen is not None and grouped else {}
-        matched = []
-        erring = []
-        cost = plan.cost if budget is not None else 0
-        for item in entries:
-            key = (seen_key, item.key(paths)) if grouped else None
-            outcome = seen.get(key) if grouped else None
-            if outcome is None:
-                if budget is not None:
-                    budget.charge(cost)
-                outcome = _run(programs, item.activation)
-                if grouped:
-                    seen[key] = outcome
-            if outcome is True:
-                matched.append(item.device)
-            elif outcome is not False:
-                message = f"{source}selector #{outcome[0]}: {outcome[1]}"
-                erring.append((item.device, message, outcome[1]))
-        devices = candidates if len(matched) == len(candidates) else tuple(matched)
-        return _Part(indexed, devices, 0, tuple(erring))
+            return Part(indexed, candidates, 0, ())
+        views = plan.views
+        if views is not None:
+            seen = seen if seen is not None else {}
+            signature = (
+                slice_signature(indexed, plan.paths, views)
+                if entries is indexed.entries
+                else tuple(e.view_id(plan.paths, views) for e in entries)
+            )
+            found = seen.get(signature)
+            if found is None:
+                found = seen[signature] = outcomes(entries, signature, plan, budget, seen)
+        else:
+            found = outcomes(entries, None, plan, budget, {})
+        matched, erring_at = found
+        devices = candidates if matched is None else tuple(entries[i].device for i in matched)
+        erring = tuple(
+            (entries[i].device, f"{source}selector #{o[0]}: {o[1]}", o[1]) for i, o in erring_at
+        )
+        return Part(indexed, devices, 0, erring)
 
 
-def _keep(entries: tuple[Indexed, ...], devices: tuple[Device, ...]) -> tuple[Indexed, ...]:
-    kept = {id(d) for d in devices}
-    return tuple(e for e in entries if id(e.device) in kept)
-
-
-def _run(programs: Sequence[Program], activation: Any) -> bool | tuple[int, str]:
-    """True if every program is true; False if one is false (the later ones are not run, as
-    in the scheduler); else (index, message) of the first that errs."""
-    for index, program in enumerate(programs):
-        try:
-            result = program.evaluate(activation)
-        except CelEvalError as error:
-            return index, error.message or "evaluation error"
-        if result is not True:
-            return False
-    return True
+_DEVICES: Final = attrgetter("devices")
+_CONSIDERED: Final = attrgetter("considered")
+_ERRING: Final = attrgetter("erring")
 
 
 def _name(raw: Mapping[str, Any]) -> str:

@@ -125,7 +125,8 @@ class Quantity:
         return NotImplemented
 
     def __hash__(self) -> int:
-        return hash(self.value)
+        value = self.value  # an integral Fraction hashes as its int, which is much cheaper
+        return hash(value.numerator) if value.denominator == 1 else hash(value)
 
     def compare(self, other: Quantity) -> int:
         """-1, 0 or 1, as ``Quantity.Cmp``."""
