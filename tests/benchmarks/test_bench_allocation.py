@@ -75,7 +75,8 @@ def fleet() -> dict[str, Any]:
         # after 83 nodes that cannot take it
         product = PRODUCTS[len(PRODUCTS) - 1 - n * len(PRODUCTS) // NODES]
         devices = [gpu(node, i, product=product) for i in range(8)]
-        slices[node] = node_slice(node, 8, devices=devices)
+        found = node_slice(node, 8, devices=devices)
+        slices[found["metadata"]["name"]] = found  # keyed as the view keys them: by name
     return slices
 
 
@@ -198,7 +199,8 @@ def shared_fleet() -> tuple[dict[str, Any], list[dict[str, Any]]]:
             )
             for i in range(8)
         ]
-        slices[node] = node_slice(node, 8, devices=devices)
+        found = node_slice(node, 8, devices=devices)
+        slices[found["metadata"]["name"]] = found
         if n < 100:
             share = {"consumedCapacity": {"memory": "60Gi"}, "shareID": f"s-{n}"}
             held = [(node, f"gpu-{i}") for i in range(8)]
