@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from tests.e2e.objects import typed_device_class
+
 Obj = dict[str, Any]
 DRIVER = "gpu.nvidia.com"
 SLICES = 7
@@ -17,15 +19,7 @@ MIG_PROFILES = {"1g.10gb": (1, 16, "10Gi"), "3g.40gb": (4, 60, "40Gi"), "7g.80gb
 
 
 def device_class(name: str, device_type: str) -> Obj:
-    expression = (
-        f'device.driver == "{DRIVER}" && device.attributes["{DRIVER}"].type == "{device_type}"'
-    )
-    return {
-        "apiVersion": "resource.k8s.io/v1",
-        "kind": "DeviceClass",
-        "metadata": {"name": name},
-        "spec": {"selectors": [{"cel": {"expression": expression}}]},
-    }
+    return typed_device_class(name, DRIVER, device_type)
 
 
 CLASSES = [device_class("gpu.nvidia.com", "gpu"), device_class("mig.nvidia.com", "mig")]

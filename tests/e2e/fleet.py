@@ -26,6 +26,7 @@ from __future__ import annotations
 from typing import Any
 
 from tests.e2e.kube import Kube
+from tests.e2e.objects import typed_device_class
 
 Obj = dict[str, Any]
 DRIVER = "gpu.nvidia.com"
@@ -34,15 +35,7 @@ GPUS_PER_NODE = 2
 
 
 def device_class(name: str, device_type: str) -> Obj:
-    expression = (
-        f'device.driver == "{DRIVER}" && device.attributes["{DRIVER}"].type == "{device_type}"'
-    )
-    return {
-        "apiVersion": "resource.k8s.io/v1",
-        "kind": "DeviceClass",
-        "metadata": {"name": name},
-        "spec": {"selectors": [{"cel": {"expression": expression}}]},
-    }
+    return typed_device_class(name, DRIVER, device_type)
 
 
 def _gpu(name: str, product: str, memory: str, architecture: str, index: int, **extra: Obj) -> Obj:

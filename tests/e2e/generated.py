@@ -18,6 +18,8 @@ import random
 from dataclasses import dataclass
 from typing import Any
 
+from tests.e2e.objects import typed_device_class
+
 Obj = dict[str, Any]
 DRIVER = "gpu.generated.example.com"
 GPU_CLASS = "generated-gpu"
@@ -59,15 +61,7 @@ class Fleet:
 
 
 def device_class(name: str, device_type: str) -> Obj:
-    expression = (
-        f'device.driver == "{DRIVER}" && device.attributes["{DRIVER}"].type == "{device_type}"'
-    )
-    return {
-        "apiVersion": "resource.k8s.io/v1",
-        "kind": "DeviceClass",
-        "metadata": {"name": name},
-        "spec": {"selectors": [{"cel": {"expression": expression}}]},
-    }
+    return typed_device_class(name, DRIVER, device_type)
 
 
 def _counters(processors: int, memory: str) -> Obj:

@@ -64,6 +64,20 @@ def cronjob(name: str, namespace: str, spec: Obj) -> Obj:
     }
 
 
+def typed_device_class(name: str, driver: str, device_type: str) -> Obj:
+    """A DeviceClass selecting the devices of `driver` whose `type` attribute is `device_type`
+    (the NVIDIA driver publishes `gpu` and `mig`)."""
+    expression = (
+        f'device.driver == "{driver}" && device.attributes["{driver}"].type == "{device_type}"'
+    )
+    return {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "DeviceClass",
+        "metadata": {"name": name},
+        "spec": {"selectors": [{"cel": {"expression": expression}}]},
+    }
+
+
 def exactly(device_class: str | None = "gpu.nvidia.com", count: int = 1, *selectors: str) -> Obj:
     body: Obj = {"count": count}
     if device_class is not None:
