@@ -3,8 +3,8 @@ the allocation model and the device index alone, no API server, no HTTP.
 
 A ClusterView holds N node-local ResourceSlices of 8 GPUs shaped like the NVIDIA driver's (the
 slices of `tests/scale_bench.py`) and the two NVIDIA DeviceClasses; the device index and the model
-are subscribed and warmed as the pipeline does at sync, the heap collected and frozen as the
-server does. Then, timed one by one as a review would call the model:
+are subscribed and warmed as the pipeline does at sync, with the collector held off during the
+sync and the heap collected and frozen after it, as the server does (app/transport/heap.py). Then, timed one by one as a review would call the model:
 
 - new shapes: a memory threshold (`compareTo(quantity(...))`), every third one with an equality
   on productName, count 1-4; each selector set never seen before;
@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import argparse
 import cProfile
-import gc
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -30,6 +29,7 @@ from app.cel.factory import get_engine
 from app.cel.index import DeviceIndex
 from app.cluster.view import ClusterView, Kind
 from app.k8s.claims import parse_claim_spec
+from app.transport import heap
 from tests.e2e.fleet import DRIVER, device_class
 from tests.scale_bench import PRODUCTS, REPEATED, resource_slice
 
@@ -80,8 +80,10 @@ class Bench:
         self.view.subscribe(self.index.on_change)
         self.view.subscribe(self.model.on_change)
         self.view.when_synced(lambda: self.model.warm(self.view.device_classes()))
+        self.view.when_synced(heap.settle)
         self.allocations = self.view.derived(Allocations)
         self.slices = slices
+        heap.hold()
         began = time.perf_counter()
         for kind in Kind:
             if kind is Kind.RESOURCE_SLICE:
@@ -97,8 +99,6 @@ class Bench:
                 objs = []
             self.view.replace(kind, objs)
         self.ready = time.perf_counter() - began
-        gc.collect()
-        gc.freeze()
         self.changes = 0
 
     def check(self, selector: str, count: int = 1) -> tuple[float, Verdict]:

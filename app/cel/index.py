@@ -4,21 +4,25 @@
 the cluster view's ``resource_slices()`` returns) and a generation number that changes whenever
 any slice changes (``generation("ResourceSlice")``). It
 
-- converts each slice's devices to CEL activations once per slice version (name +
-  resourceVersion/generation), not per request;
+- converts each slice's devices once per slice version (name + resourceVersion/generation)
+  and numbers its columns (:mod:`app.cel.projection`), never on a request;
 - memoizes "which devices of this class match these selectors" per slice-set generation, so a
   repeated claim shape costs one dictionary lookup;
-- on a memo miss, evaluates each selector once per *distinct view* of a device: a selector that
-  reads only ``device.capacity["gpu.nvidia.com"].memory`` gets one evaluation for all devices
-  with the same memory, however many there are (the paths it can read come from
-  :func:`app.cel.syntax.device_paths`; an expression that uses ``device`` any other way is
-  evaluated per device), and takes the outcome once per distinct sequence of views in a slice
-  (:mod:`app.cel.parts`: slices alike cost a lookup each, and share one part per shape when
-  all or none of their devices match).
+- groups the slices by what a selector set can read of them (:mod:`app.cel.groups`: slices
+  with the same values, device by device, on the paths the selectors read), and keeps one
+  outcome per group: a new shape is evaluated once per group, on one of its slices, and once
+  per *distinct view* of a device there (a selector reading only
+  ``device.capacity["gpu.nvidia.com"].memory`` is evaluated once per distinct memory). 8,000
+  slices of identical GPUs are one group: a new shape costs about as much as on one slice. The
+  paths an expression can read come from :func:`app.cel.syntax.device_paths`; an expression
+  that uses ``device`` any other way is evaluated per device, each slice on its own;
+- makes a device's CEL activation only when a selector is first evaluated on it.
 
 It is fed either way: as a listener of the cluster view (:meth:`DeviceIndex.on_change`,
 subscribed at startup, so a slice event converts only that slice's devices and the request path
-never changes the index), or in bulk with :meth:`DeviceIndex.sync` (tests, benchmarks, offline).
+never converts a slice), or in bulk with :meth:`DeviceIndex.sync` (tests, benchmarks, offline).
+A slice change leaves every memoized shape: the changed slice joins a group (its outcome known
+if the group is) and only a group never seen is evaluated.
 
 An evaluation error (an attribute the device does not have) does not make the device match;
 the others are still tried. Each erring device is kept in :attr:`Match.erring` with the selector
@@ -34,8 +38,7 @@ from __future__ import annotations
 import threading
 from collections import deque
 from collections.abc import Iterable, Mapping, Sequence
-from itertools import chain
-from operator import attrgetter
+from itertools import count
 from types import MappingProxyType
 from typing import Any, Final
 
@@ -44,27 +47,23 @@ from app.cel.cache import CompileCache
 from app.cel.cost import Budget
 from app.cel.device import Device, devices_of_slice
 from app.cel.engine import SELECTOR, Engine, Program
+from app.cel.groups import Grouping, grouping_bytes
 from app.cel.parts import (
     DeviceRefs,
-    IndexedSlice,
     Match,
-    Part,
+    Outcome,
     Plan,
     Shape,
     ShapeKey,
-    Snapshot,
-    common_part,
-    keep,
-    outcomes,
+    evaluate,
     shape_bytes,
-    slice_signature,
 )
-from app.cel.projection import KEYS_KEPT_PER_DEVICE, MISSING, Indexed, Views, view_of
+from app.cel.projection import MISSING, Columns, Path, PathSet, columns_of, project, view_of
+from app.cel.slices import Indexed, IndexedSlice, Snapshot
 from app.cluster.view import Kind
 from app.k8s.claims import device_class_expressions
 
 __all__ = [
-    "KEYS_KEPT_PER_DEVICE",
     "DeviceIndex",
     "DeviceRefs",
     "IndexedSlice",
@@ -78,8 +77,11 @@ VIEWS_KEPT: Final = 4096
 """Expressions whose device paths are remembered (selectors come from users: bounded)."""
 CHANGES_KEPT: Final = 4096
 """Slice changes remembered (which slices changed since a generation): older are unknown."""
-TABLES_KEPT: Final = 256
-"""Path sets whose distinct projections are numbered (:class:`~app.cel.projection.Views`)."""
+GROUPINGS_KEPT: Final = 64
+"""Path sets whose slices are kept grouped (also bounded by bytes)."""
+_ANY_PATH: Final[PathSet] = (("*",),)
+"""The grouping key of expressions that may read any part of a device."""
+_EAGER: Final[tuple[Path, ...]] = (("driver",), ("allowMultipleAllocations",))
 
 
 class_selectors = device_class_expressions
@@ -88,7 +90,7 @@ reader, :func:`app.k8s.claims.device_class_expressions`)."""
 
 
 class DeviceIndex:
-    """Device activations per slice version and a per-slice memo of selector matches."""
+    """Device columns per slice version, slices grouped alike, and a memo of outcomes per group."""
 
     def __init__(
         self,
@@ -98,25 +100,29 @@ class DeviceIndex:
     ) -> None:
         self.engine = engine
         self.cache = cache if cache is not None else CompileCache()
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()
+        """Held to change the slices (watch events) and to bring groupings and shapes up to
+        date (requests): one at a time, never long."""
         self._snapshot = Snapshot(generation=-1, slices=())
         self._slices: dict[str, IndexedSlice] = {}
-        self._views: BoundedCache[str, tuple[tuple[str, ...], ...] | None] = BoundedCache(
+        self._columns = Columns()
+        self._paths: dict[Path, Path] = {}
+        self._missing: dict[int, int] = {}
+        self._serials = count()
+        self._views: BoundedCache[str, PathSet | None] = BoundedCache(
             CacheName.CEL_DEVICE_PATHS, VIEWS_KEPT
         )
         self._plans: BoundedCache[tuple[str, ...], Plan] = BoundedCache(
             CacheName.CEL_DEVICE_PATHS, VIEWS_KEPT
         )
-        self._tables: BoundedCache[tuple[tuple[str, ...], ...], Views] = BoundedCache(
-            CacheName.CEL_DEVICE_PATHS, TABLES_KEPT
+        self._groupings: BoundedCache[PathSet, Grouping] = BoundedCache(
+            CacheName.CEL_DEVICE_GROUPS, GROUPINGS_KEPT, max_bytes=max_bytes, size=grouping_bytes
         )
         self._changes = 0
         self._log: deque[tuple[int, str]] = deque(maxlen=CHANGES_KEPT)
         self._log_floor = -1
         """The generation from which the log holds every change (older ones: unknown)."""
-        # A slice change leaves the entries: each is brought up to date slice by slice when
-        # next read (only the changed slices are evaluated again).
-        self._memo: BoundedCache[tuple[Any, ...], Shape] = BoundedCache(
+        self._memo: BoundedCache[ShapeKey, Shape] = BoundedCache(
             CacheName.CEL_DEVICE_MATCH, _MEMO_LIMIT, max_bytes=max_bytes, size=shape_bytes
         )
 
@@ -150,7 +156,12 @@ class DeviceIndex:
         or None when that is no longer known (too many changes since, or a bulk sync)."""
         if generation < self._log_floor:
             return None
-        return {name for changed, name in self._log if changed > generation}
+        changed = set()
+        for at, name in reversed(self._log):
+            if at <= generation:
+                break
+            changed.add(name)
+        return changed
 
     def on_change(self, kind: Kind, old: Mapping[str, Any] | None, new: Any) -> None:
         """ClusterView listener: convert the changed slice's devices (only those)."""
@@ -201,14 +212,44 @@ class DeviceIndex:
         version = _version(raw)
         if known is not None and version is not None and known.version == version:
             return known
-        entries = tuple(
-            Indexed(device, self.engine.device_activation(device))
-            for device in devices_of_slice(raw)
-        )
-        devices = tuple(e.device for e in entries)
+        devices = tuple(devices_of_slice(raw))
+        number, path_of = self._columns.number, self._path
+        columns = {path_of(p): number(c) for p, c in columns_of(devices).items()}
+        for path in _EAGER:
+            columns[path] = number(tuple([project(d, path) for d in devices]))
         return IndexedSlice(
-            name, version, raw, entries, devices, frozenset(d.name for d in devices)
+            name,
+            version,
+            raw,
+            tuple(map(Indexed, devices)),
+            devices,
+            frozenset(d.name for d in devices),
+            columns,
+            number(tuple([d.problem is not None for d in devices])),
+            next(self._serials),
         )
+
+    def _path(self, path: Path) -> Path:
+        """One tuple per path for every slice's columns."""
+        return self._paths.setdefault(path, path)
+
+    def _column(self, indexed: IndexedSlice, path: Path) -> int:
+        """The number of the slice's column on ``path`` (a coarse path numbered when first
+        read; a path no device of the slice has is the column of MISSING, never stored)."""
+        found = indexed.columns.get(path)
+        if found is not None:
+            return found
+        size = len(indexed.devices)
+        if len(path) == 3:
+            missing = self._missing.get(size)
+            if missing is None:
+                missing = self._missing[size] = self._columns.number((MISSING,) * size)
+            return missing
+        column = tuple([project(d, path) for d in indexed.devices])
+        found = self._columns.number(column)
+        if any(value is not MISSING for value in column):
+            indexed.columns[self._path(path)] = found
+        return found
 
     def matching(
         self,
@@ -219,18 +260,20 @@ class DeviceIndex:
     ) -> Match:
         """Devices matching every class selector and every request selector (memoized).
 
-        The memo keeps each class + selector set's matches slice by slice: after a slice
-        change only that slice's devices are evaluated again. Evaluations (not memo hits) are
+        The memo keeps each class + selector set's outcome per group of slices alike: after
+        a slice change only a group never seen is evaluated. Evaluations (not memo hits) are
         charged to ``budget``, which raises :class:`~app.cel.cost.BudgetExceededError` once
         spent.
         """
-        snapshot = self._snapshot
-        shape = self._current(class_name, class_expressions, selectors, snapshot, budget)
-        match = shape.match
-        if match is None or shape.generation != snapshot.generation:
-            match = self._combine(shape, snapshot, class_name, class_expressions, selectors)
-            shape.match, shape.generation = match, snapshot.generation
-            self._memo.put((class_name, tuple(class_expressions), tuple(selectors)), shape)
+        key = (class_name, tuple(class_expressions), tuple(selectors))
+        with self._lock:
+            snapshot = self._snapshot
+            shape = self._shape(key, snapshot, budget)
+            match = shape.match
+            if match is None or shape.generation != snapshot.generation:
+                match = self._combine(shape, key, snapshot)
+                shape.match, shape.generation = match, snapshot.generation
+                self._memo.put(key, shape)
         return match
 
     def erring_in(
@@ -241,168 +284,148 @@ class DeviceIndex:
         names: Iterable[str],
         budget: Budget | None = None,
     ) -> bool:
-        """Whether a selector errs on a device of the named slices (their current versions),
-        evaluating only those slices: what a verdict kept across a slice change must know."""
+        """Whether a selector errs on a device of the named slices (their current versions):
+        what a verdict kept across a slice change must know. Only the groups those slices
+        joined are evaluated, if never seen."""
         key = (class_name, tuple(class_expressions), tuple(selectors))
-        shape = self._memo.peek(key) or Shape({})
-        base = (
-            self._memo.peek((class_name, tuple(class_expressions), ())) or Shape({})
-            if selectors
-            else None
-        )
-        for name in names:
-            indexed = self._slices.get(name)
-            if indexed is None:
-                continue
-            if base is not None and self._part(base, indexed, (*key[:2], ()), budget).erring:
-                return True
-            if self._part(shape, indexed, key, budget, base=base).erring:
-                return True
+        with self._lock:
+            snapshot = self._snapshot
+            shape = self._shape(key, snapshot, budget, touch=False)
+            base = self._shape((*key[:2], ()), snapshot, budget, touch=False) if selectors else None
+            for name in names:
+                indexed = self._slices.get(name)
+                if indexed is None:
+                    continue
+                for found in (base, shape):
+                    if found is None:
+                        continue
+                    group = found.grouping.group(indexed)
+                    outcome = None if group is None else found.outcomes.get(group)
+                    if outcome is not None and outcome.erring:
+                        return True
         return False
 
-    def _current(
-        self,
-        class_name: str,
-        class_expressions: Sequence[str],
-        selectors: Sequence[str],
-        snapshot: Snapshot,
-        budget: Budget | None,
+    def _shape(
+        self, key: ShapeKey, snapshot: Snapshot, budget: Budget | None, *, touch: bool = True
     ) -> Shape:
-        """The shape's memo entry with a part for every slice of ``snapshot``."""
-        key = (class_name, tuple(class_expressions), tuple(selectors))
-        shape = self._memo.get(key)
+        """The shape's memo entry with an outcome for every group at ``snapshot`` (with
+        ``touch``, counted as a hit or miss and kept; else only read)."""
+        shape = self._memo.get(key) if touch else self._memo.peek(key)
         if shape is not None and shape.generation == snapshot.generation:
             return shape
-        base = (
-            self._current(class_name, class_expressions, (), snapshot, budget)
-            if selectors
-            else None
-        )
-        fresh = shape is None
-        shape = shape if shape is not None else Shape({})
-        parts = shape.parts
+        base = self._shape((*key[:2], ()), snapshot, budget, touch=touch) if key[2] else None
+        plan = self._plan(key[2] if base is not None else key[1])
+        paths = plan.paths
+        if base is not None and paths is not None and base.grouping.paths is not None:
+            paths = tuple(sorted({*paths, *base.grouping.paths}))
+        elif base is not None:
+            paths = None
+        grouping = self._grouping(paths, snapshot)
+        fresh = shape is None or shape.grouping is not grouping
+        if shape is None or shape.grouping is not grouping:
+            shape = Shape(grouping)
+        outcomes = shape.outcomes
         seen: dict[Any, Any] = {}
-        plan = self._plan(key[2] if selectors else key[1])
-        below_parts = base.parts if base is not None else None
-        paths, views = plan.paths, plan.views
-        for indexed in snapshot.slices:
-            name = indexed.name
-            found = parts.get(name)
-            if found is not None and found.slice is indexed:
-                continue
-            if below_parts is not None and views is not None:
-                # the common case inline: every device of the slice passed the class, and a
-                # slice with the same views was evaluated already in this call
-                below = below_parts.get(name)
-                known = indexed.signatures.get(paths)
-                if (
-                    below is not None
-                    and below.slice is indexed
-                    and below.devices is indexed.devices
-                    and known is not None
-                    and known[0] is views
-                ):
-                    outcome = seen.get(known[1])
-                    if outcome is not None and not outcome[1]:
-                        matched = outcome[0]
-                        if not matched and below is indexed.common.get(True):
-                            shared = indexed.common.get(matched is None)
-                            if shared is not None:
-                                parts[name] = shared
-                                continue
-                        parts[name] = common_part(
-                            Part(
-                                indexed,
-                                indexed.devices
-                                if matched is None
-                                else tuple(indexed.entries[i].device for i in matched),
-                                below.considered,
-                                (),
-                            )
-                        )
-                        continue
-            self._part(shape, indexed, key, budget, base=base, seen=seen, plan=plan)
-        if len(parts) > len(snapshot.slices):
-            for name in [n for n in parts if self._slices.get(n) is not parts[n].slice]:
-                del parts[name]
-        if fresh:
+        for group in grouping.members:
+            if group not in outcomes:
+                outcomes[group] = self._outcome(
+                    key,
+                    grouping.representative(group, grouping.version),
+                    plan,
+                    base=base,
+                    budget=budget,
+                    seen=seen,
+                )
+        if fresh and touch:
             self._memo.put(key, shape)
         return shape
 
-    def _part(
+    def _outcome(
         self,
-        shape: Shape,
-        indexed: IndexedSlice,
         key: ShapeKey,
-        budget: Budget | None,
+        indexed: IndexedSlice,
+        plan: Plan,
         *,
-        base: Shape | None = None,
-        seen: dict[Any, Any] | None = None,
-        plan: Plan | None = None,
-    ) -> Part:
-        """The shape's part for this slice version, evaluated now if it has none."""
-        found = shape.parts.get(indexed.name)
-        if found is not None and found.slice is indexed:
-            return found
-        plan = plan if plan is not None else self._plan(key[2] if base is not None else key[1])
-        if base is not None:
-            below = base.parts.get(indexed.name)
-            if below is None or below.slice is not indexed:
-                below = self._part(base, indexed, (*key[:2], ()), budget)
-            candidates = below.devices
-            considered = below.considered
-            entries = (
-                indexed.entries
-                if candidates is indexed.devices
-                else keep(indexed.entries, candidates)
-            )
-            part = self._evaluate(indexed, entries, candidates, plan, budget, source="", seen=seen)
-            part.considered = considered
-        else:
-            entries = tuple(e for e in indexed.entries if e.device.problem is None)
-            candidates = (
-                indexed.devices
-                if len(entries) == len(indexed.entries)
-                else tuple(e.device for e in entries)
-            )
+        base: Shape | None,
+        budget: Budget | None,
+        seen: dict[Any, Any],
+    ) -> Outcome:
+        """The shape's outcome on one slice (for every slice of its group)."""
+        if base is None:
+            positions: Sequence[int] = [
+                i for i, d in enumerate(indexed.devices) if d.problem is None
+            ]
+            considered = len(indexed.devices)
             source = f"class {key[0]}: "
-            part = self._evaluate(
-                indexed, entries, candidates, plan, budget, source=source, seen=seen
+        else:
+            group = base.grouping.group(indexed)
+            below = base.outcomes[group] if group is not None else None
+            if below is None:
+                raise LookupError(f"slice {indexed.name} has no class outcome")
+            positions, considered, source = below.matched, below.considered, ""
+        if plan.programs and positions:
+            columns = (
+                None
+                if plan.paths is None
+                else [self._columns.values[self._column(indexed, p)] for p in plan.paths]
             )
-            part.considered = len(indexed.entries)
-        part = common_part(part)
-        shape.parts[indexed.name] = part
-        return part
-
-    def _combine(
-        self,
-        shape: Shape,
-        snapshot: Snapshot,
-        class_name: str,
-        class_expressions: Sequence[str],
-        selectors: Sequence[str],
-    ) -> Match:
-        """The shape's Match at ``snapshot``: its parts in slice order (after the class's
-        errors, for a selector set)."""
-        parts = list(map(shape.parts.__getitem__, snapshot.names))
-        devices = tuple(chain.from_iterable(map(_DEVICES, parts)))
-        erring: list[tuple[Device, str, str]] = []
-        if selectors:
-            base = self._memo.peek((class_name, tuple(class_expressions), ()))
-            if base is not None:
-                erring.extend(
-                    chain.from_iterable(map(_ERRING, map(base.parts.__getitem__, snapshot.names)))
-                )
-        erring.extend(chain.from_iterable(map(_ERRING, parts)))
-        first = f"{erring[0][0].id}: {erring[0][2]}" if erring else None
-        considered = sum(map(_CONSIDERED, parts))
-        return Match(
-            devices,
+            matched, erring = evaluate(
+                indexed, positions, plan, columns, engine=self.engine, budget=budget, seen=seen
+            )
+        else:
+            matched, erring = list(positions), []
+        every = len(matched) == len(indexed.devices)
+        return Outcome(
+            tuple(matched),
+            every,
             considered,
-            len(erring),
-            first,
-            tuple((d, m) for d, m, _ in erring),
-            DeviceRefs(dict(shape.parts)),
+            tuple((i, f"{source}selector #{o[0]}: {o[1]}", o[1]) for i, o in erring),
+            frozenset() if every else frozenset(matched),
+        )
+
+    def _grouping(self, paths: PathSet | None, snapshot: Snapshot) -> Grouping:
+        """The grouping on ``paths`` brought up to ``snapshot`` (only the slices changed since
+        it was last brought up are regrouped)."""
+        key = _ANY_PATH if paths is None else paths
+        grouping = self._groupings.get(key)
+        if grouping is None:
+            grouping = Grouping(paths, self._column)
+        elif grouping.generation == snapshot.generation:
+            return grouping
+        known = grouping.generation
+        changed = self.changed_since(known) if known >= 0 else None
+        grouping.update(self._slices, snapshot.generation, changed)
+        if changed is None or changed:
+            self._groupings.put(key, grouping)  # (its size changed)
+        return grouping
+
+    def _combine(self, shape: Shape, key: ShapeKey, snapshot: Snapshot) -> Match:
+        """The shape's Match at ``snapshot``: counts from its groups; the errors, if any, in
+        slice order (the class's before the request's)."""
+        grouping, outcomes = shape.grouping, shape.outcomes
+        matched = considered = 0
+        erring = False
+        for group, members in grouping.members.items():
+            outcome = outcomes[group]
+            matched += len(members) * len(outcome.matched)
+            considered += len(members) * outcome.considered
+            erring = erring or bool(outcome.erring)
+        base = self._memo.peek((*key[:2], ())) if key[2] else None
+        if base is not None and any(base.outcomes[g].erring for g in base.grouping.members):
+            erring = True
+        errors: list[tuple[Device, str, str]] = []
+        if erring:
+            for found in (base, shape):
+                if found is not None:
+                    errors.extend(_errors(found, snapshot))
+        first = f"{errors[0][0].id}: {errors[0][2]}" if errors else None
+        return Match(
+            matched,
+            considered,
+            tuple((d, m) for d, m, _ in errors),
+            first_error=first,
+            refs=DeviceRefs(grouping, outcomes),
+            devices=lambda: _devices(shape, snapshot),
         )
 
     def programs(self, expressions: Sequence[str]) -> list[Program]:
@@ -414,62 +437,48 @@ class DeviceIndex:
         if found is None:
             programs = tuple(self.programs(expressions))
             views = [self._view(e) for e in expressions]
-            paths = tuple(sorted({p for v in views if v is not None for p in v}))
-            table = None
-            if None not in views:
-                table = self._tables.get(paths)
-                if table is None:
-                    table = self._tables.put(paths, Views())
-            found = Plan(programs, table, paths, sum(p.cost for p in programs))
+            paths = (
+                None
+                if None in views
+                else tuple(sorted({self._path(p) for v in views if v is not None for p in v}))
+            )
+            found = Plan(programs, paths, sum(p.cost for p in programs))
             self._plans.put(expressions, found)
         return found
 
-    def _view(self, expression: str) -> tuple[tuple[str, ...], ...] | None:
+    def _view(self, expression: str) -> PathSet | None:
         found = self._views.get(expression, MISSING)
         if found is not MISSING:
             return found  # type: ignore[return-value]
         return self._views.put(expression, view_of(expression))
 
-    def _evaluate(
-        self,
-        indexed: IndexedSlice,
-        entries: Sequence[Indexed],
-        candidates: tuple[Device, ...],
-        plan: Plan,
-        budget: Budget | None,
-        *,
-        source: str,
-        seen: dict[Any, Any] | None,
-    ) -> Part:
-        """Evaluate ``plan`` on ``entries`` (whose devices are ``candidates``), once per
-        distinct view of a device across the call (``seen``, keyed by view number), and once
-        per distinct sequence of views (a slice like one already evaluated costs a lookup)."""
-        if not plan.programs or not entries:
-            return Part(indexed, candidates, 0, ())
-        views = plan.views
-        if views is not None:
-            seen = seen if seen is not None else {}
-            signature = (
-                slice_signature(indexed, plan.paths, views)
-                if entries is indexed.entries
-                else tuple(e.view_id(plan.paths, views) for e in entries)
-            )
-            found = seen.get(signature)
-            if found is None:
-                found = seen[signature] = outcomes(entries, signature, plan, budget, seen)
+
+def _errors(shape: Shape, snapshot: Snapshot) -> list[tuple[Device, str, str]]:
+    out: list[tuple[Device, str, str]] = []
+    group_of, outcomes = shape.grouping.group, shape.outcomes
+    for indexed in snapshot.slices:
+        group = group_of(indexed)
+        outcome = None if group is None else outcomes.get(group)
+        if outcome is not None and outcome.erring:
+            devices = indexed.devices
+            out.extend((devices[i], message, alone) for i, message, alone in outcome.erring)
+    return out
+
+
+def _devices(shape: Shape, snapshot: Snapshot) -> tuple[Device, ...]:
+    out: list[Device] = []
+    group_of, outcomes = shape.grouping.group, shape.outcomes
+    for indexed in snapshot.slices:
+        group = group_of(indexed)
+        outcome = None if group is None else outcomes.get(group)
+        if outcome is None or not outcome.matched:
+            continue
+        if outcome.every:
+            out.extend(indexed.devices)
         else:
-            found = outcomes(entries, None, plan, budget, {})
-        matched, erring_at = found
-        devices = candidates if matched is None else tuple(entries[i].device for i in matched)
-        erring = tuple(
-            (entries[i].device, f"{source}selector #{o[0]}: {o[1]}", o[1]) for i, o in erring_at
-        )
-        return Part(indexed, devices, 0, erring)
-
-
-_DEVICES: Final = attrgetter("devices")
-_CONSIDERED: Final = attrgetter("considered")
-_ERRING: Final = attrgetter("erring")
+            devices = indexed.devices
+            out.extend([devices[i] for i in outcome.matched])
+    return tuple(out)
 
 
 def _name(raw: Mapping[str, Any]) -> str:

@@ -1,89 +1,88 @@
-"""A device's projection onto the fields an expression reads: devices with the same projection
-share every selector's outcome, so :class:`app.cel.index.DeviceIndex` evaluates a selector once per
-distinct projection (a "view"), not once per device.
+"""A device's projection onto the fields an expression reads, kept as *columns*: for one path
+(``("capacity", "gpu.nvidia.com", "memory")``) and one slice, the projection of each of its
+devices, in order. Columns are numbered once (:class:`Columns`), so
+
+- two slices whose columns have the same numbers for every path a selector set reads share
+  every outcome of it, device by device (:mod:`app.cel.groups` groups slices that way);
+- devices with the same projection share an outcome, so a group is evaluated once per distinct
+  view of a device, not once per device.
+
+A slice's columns for every attribute and capacity its devices publish are numbered when the
+slice is indexed (one pass over its devices); a path no device publishes is the column of
+``MISSING`` and is never stored, so selectors reading made-up names cost no memory. Coarser
+paths (``device.attributes["gpu.nvidia.com"]``, ``device.driver``) are numbered when first read.
 
 The paths an expression can read come from :func:`app.cel.syntax.device_paths`; an expression
-that uses ``device`` any other way has no view (None) and is evaluated per device.
+that uses ``device`` any other way has no paths (None) and is evaluated per device.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
 from app.cel import syntax
 from app.cel.device import Device
 
-__all__ = ["KEYS_KEPT_PER_DEVICE", "MISSING", "Indexed", "Views", "view_of"]
+__all__ = ["MISSING", "Columns", "Path", "PathSet", "columns_of", "project", "view_of"]
 
 MISSING: Final = object()
-KEYS_KEPT_PER_DEVICE: Final = 64
-"""Path sets a device keeps its projection for (one per distinct selector shape)."""
+
+Path = tuple[str, ...]
+"""One to three keys: ``("driver",)``, ``("attributes", domain)``, ``("capacity", domain, x)``."""
+PathSet = tuple[Path, ...]
 
 
-class Indexed:
-    """A device, its activation, and its projections onto the path sets seen so far."""
+class Columns:
+    """Numbers for the distinct columns seen (a column: one value per device of a slice)."""
 
-    __slots__ = ("activation", "device", "ids", "keys")
-
-    def __init__(self, device: Device, activation: Any) -> None:
-        self.device = device
-        self.activation = activation
-        self.keys: dict[tuple[tuple[str, ...], ...], tuple[Any, ...]] = {}
-        self.ids: dict[tuple[tuple[str, ...], ...], tuple[Views, int]] = {}
-
-    def key(self, paths: tuple[tuple[str, ...], ...]) -> tuple[Any, ...]:
-        found = self.keys.get(paths)
-        if found is None:
-            found = tuple(_project(self.device, p) for p in paths)
-            if len(self.keys) >= KEYS_KEPT_PER_DEVICE:
-                self.keys.clear()
-            self.keys[paths] = found
-        return found
-
-    def view_id(self, paths: tuple[tuple[str, ...], ...], views: Views) -> int:
-        """The number ``views`` gives this device's projection onto ``paths``: devices with
-        the same number share every outcome of an expression reading only those paths (a
-        small int hashes in nanoseconds, a projection holding quantities in microseconds)."""
-        found = self.ids.get(paths)
-        if found is not None and found[0] is views:
-            return found[1]
-        number = views.number(self.key(paths))
-        if len(self.ids) >= KEYS_KEPT_PER_DEVICE:
-            self.ids.clear()
-        self.ids[paths] = (views, number)
-        return number
-
-
-class Views:
-    """Numbers for the distinct projections onto one path set (one table per path set; a
-    device remembers which table numbered it, so a table dropped and made anew never mixes
-    its numbers with the old one's)."""
-
-    __slots__ = ("numbers",)
+    __slots__ = ("numbers", "values")
 
     def __init__(self) -> None:
         self.numbers: dict[tuple[Any, ...], int] = {}
+        self.values: list[tuple[Any, ...]] = []
 
-    def number(self, key: tuple[Any, ...]) -> int:
-        found = self.numbers.get(key)
+    def number(self, column: tuple[Any, ...]) -> int:
+        found = self.numbers.get(column)
         if found is None:
-            found = self.numbers[key] = len(self.numbers)
+            found = self.numbers[column] = len(self.values)
+            self.values.append(column)
         return found
+
+    def __len__(self) -> int:
+        return len(self.values)
 
 
 def _typed(value: Any) -> Any:
+    """A value with its type, so that ``1``, ``True`` and ``1.0`` never share an outcome."""
     if isinstance(value, Mapping):
         return frozenset((k, _typed(v)) for k, v in value.items())
     return (type(value), value)
 
 
-def _project(device: Device, keys: tuple[str, ...]) -> Any:
+def columns_of(devices: Sequence[Device]) -> dict[Path, tuple[Any, ...]]:
+    """The column of every attribute and capacity the devices publish (one pass)."""
+    size = len(devices)
+    found: dict[Path, list[Any]] = {}
+    for position, device in enumerate(devices):
+        for top, domains in (("attributes", device.attributes), ("capacity", device.capacity)):
+            for domain, values in domains.items():
+                for name, value in values.items():
+                    path = (top, domain, name)
+                    column = found.get(path)
+                    if column is None:
+                        column = found[path] = [MISSING] * size
+                    column[position] = (type(value), value)
+    return {path: tuple(column) for path, column in found.items()}
+
+
+def project(device: Device, keys: Path) -> Any:
+    """The device's value at ``keys`` (typed), or MISSING."""
     head = keys[0]
     if head == "driver":
-        return device.driver
+        return (str, device.driver)
     if head == "allowMultipleAllocations":
-        return device.allow_multiple_allocations
+        return (bool, device.allow_multiple_allocations)
     top: Mapping[str, Mapping[str, Any]] = (
         device.attributes if head == "attributes" else device.capacity
     )
@@ -98,7 +97,7 @@ def _project(device: Device, keys: tuple[str, ...]) -> Any:
     return value if value is MISSING else _typed(value)
 
 
-def view_of(expression: str) -> tuple[tuple[str, ...], ...] | None:
+def view_of(expression: str) -> PathSet | None:
     """The device paths an expression can read, or None if it may read anything."""
     views = set()
     for path in syntax.device_paths(expression):

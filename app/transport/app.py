@@ -8,7 +8,6 @@ comes back through this same webhook), and encodes the answer. It decides nothin
 from __future__ import annotations
 
 import asyncio
-import gc
 import logging
 import time
 from collections.abc import AsyncIterator
@@ -37,6 +36,7 @@ from app.pipeline import Decision, Endpoint, Pipeline
 from app.policies.base import Request
 from app.policies.cel_runtime import cel_runtime
 from app.policies.exceptions import policy_exceptions
+from app.transport import heap
 from app.transport.asgi import (
     JSON,
     AdmissionFront,
@@ -394,10 +394,12 @@ def create_app(
     async def lifespan(_: FastAPI) -> AsyncIterator[dict[str, Any]]:
         housekeeping.start()
         # Everything built by the initial sync (policy, compiled CEL, the view, the warm
-        # indexes) lives as long as the process: keep it out of the collector's full passes,
-        # which would otherwise pause the event loop for 100s of ms on a large view. Run when
-        # the view has synced, after the pipeline's warm-up, before /readyz turns true.
-        source.view.when_synced(_settle_heap)
+        # indexes) lives as long as the process: no full passes of the collector while it is
+        # built, then it is kept out of them (they would pause the event loop for 100s of ms
+        # on a large view). Settled when the view has synced, after the pipeline's warm-up,
+        # before /readyz turns true (app/transport/heap.py).
+        heap.hold()
+        source.view.when_synced(heap.settle)
         await source.start()
         metrics.observe_view(source.view)
         # With several workers a scrape reads every worker's gauge files, so each worker keeps
@@ -468,13 +470,6 @@ def create_app(
 
 
 VIEW_GAUGE_INTERVAL_SECONDS = 5.0
-
-
-def _settle_heap() -> None:
-    """Once the view has synced: collect, then keep what was built (policy, compiled CEL, the
-    view and its indexes) out of the collector's full passes for the life of the process."""
-    gc.collect()
-    gc.freeze()
 
 
 async def _refresh_view_gauges(metrics: Metrics, source: ClusterSource) -> None:

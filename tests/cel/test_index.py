@@ -169,30 +169,33 @@ def test_devices_with_unusable_values_never_match(engine: Engine) -> None:
     assert [d.name for d in index.matching("c", (), ["true"]).devices] == ["good"]
 
 
-def test_per_expression_views_and_per_device_keys_are_bounded(engine: Engine) -> None:
+def test_selectors_reading_made_up_paths_leave_no_trace_per_slice(engine: Engine) -> None:
     from app.cel import index as index_module
 
     index = DeviceIndex(engine)
     index.sync([make_slice("s", "gpu.nvidia.com", [gpu_device("g0", "80Gi")])], 1)
+    (indexed,) = index.slices()
+    published = set(indexed.columns)
     for i in range(index_module.VIEWS_KEPT + 50):
         domain = f"d{i}.example.com"
         index.matching("gpu.nvidia.com", (), (f'device.attributes["{domain}"].x == {i}',))
     assert len(index._views) <= index_module.VIEWS_KEPT
-    (item,) = index._snapshot.devices()
-    assert len(item.keys) <= index_module.KEYS_KEPT_PER_DEVICE
+    assert len(index._groupings) <= index_module.GROUPINGS_KEPT
+    assert set(indexed.columns) == published  # a path no device has is never stored
 
 
 def test_the_match_memo_evicts_the_oldest_results_to_stay_within_its_byte_budget(
     engine: Engine,
 ) -> None:
-    index = DeviceIndex(engine, max_bytes=8 * 1024)
+    budget = 40 * 1024  # each result holds ~15 KB: the positions of 399 of 400 devices
+    index = DeviceIndex(engine, max_bytes=budget)
     index.sync(cluster_of_80gi_gpus(400), generation=1)
     asked = [f'device.attributes["gpu.nvidia.com"].uuid != "GPU-{i}"' for i in range(5)]
     for selector in asked:
         assert index.matching("gpu.nvidia.com", [], [selector]).count == 399
     memo = index._memo
-    assert 0 < memo.bytes <= 8 * 1024
-    assert memo.evictions >= 3  # each result holds ~3.4 KB of device references
+    assert 0 < memo.bytes <= budget
+    assert memo.evictions >= 3
     misses = index.memo_misses
     index.matching("gpu.nvidia.com", [], [asked[-1]])  # the newest is kept
     assert index.memo_misses == misses

@@ -65,7 +65,9 @@ def test_the_budget_is_charged_once_per_distinct_view_not_per_slice(engine: Engi
     assert budget.spent == 2 * plan.cost  # two distinct memories: 80Gi and 40Gi
 
 
-def test_shapes_share_the_part_of_a_slice_whose_devices_all_match(engine: Engine) -> None:
+def test_shapes_reading_the_same_paths_share_one_grouping_and_hold_an_outcome_per_group(
+    engine: Engine,
+) -> None:
     index = DeviceIndex(engine)
     index.sync(fleet(10, odd=3), generation=1)
     first = 'device.capacity["gpu.nvidia.com"].memory.compareTo(quantity("1Gi")) >= 0'
@@ -75,5 +77,29 @@ def test_shapes_share_the_part_of_a_slice_whose_devices_all_match(engine: Engine
     one = index._memo.peek(("gpu.nvidia.com", CLASS, (first,)))
     two = index._memo.peek(("gpu.nvidia.com", CLASS, (second,)))
     assert one is not None and two is not None
-    assert one.parts["node-0"] is two.parts["node-0"]
-    assert one.parts["node-3"].devices == two.parts["node-3"].devices
+    assert one.grouping is two.grouping
+    assert len(one.outcomes) == len(two.outcomes) == 2  # nine slices alike, and node-3
+
+
+def test_a_changed_slice_joining_a_known_group_costs_no_evaluation(engine: Engine) -> None:
+    index = DeviceIndex(engine)
+    slices = fleet(20, odd=5)
+    index.sync(slices, generation=1)
+    index.matching("gpu.nvidia.com", CLASS, [MEMORY_80GI])
+    changed = fleet(20, odd=-1)["node-5"]  # now like the others
+    changed["metadata"]["resourceVersion"] = "2"
+    index.sync({**slices, "node-5": changed}, generation=2)
+    budget = Budget(10**9)
+    match = index.matching("gpu.nvidia.com", CLASS, [MEMORY_80GI], budget)
+    assert budget.spent == 0
+    assert match.count == 80
+    back = fleet(20, odd=7)["node-7"]  # like node-5 was: a group known, no evaluation
+    back["metadata"]["resourceVersion"] = "3"
+    index.sync({**slices, "node-5": changed, "node-7": back}, generation=3)
+    assert index.matching("gpu.nvidia.com", CLASS, [MEMORY_80GI], budget).count == 78
+    assert budget.spent == 0
+    new = make_slice("node-7", "gpu.nvidia.com", [gpu_device(f"gpu-{i}", "20Gi") for i in range(4)])
+    new["metadata"]["resourceVersion"] = "4"  # a group never seen: one view, evaluated once
+    index.sync({**slices, "node-5": changed, "node-7": new}, generation=4)
+    assert index.matching("gpu.nvidia.com", CLASS, [MEMORY_80GI], budget).count == 76
+    assert budget.spent == index._plan((MEMORY_80GI,)).cost  # (the class: a known group)

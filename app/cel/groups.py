@@ -1,0 +1,144 @@
+"""Slices grouped by what a selector set can read of them.
+
+A :class:`Grouping` belongs to one path set (the device paths a class + selector set reads,
+:func:`app.cel.projection.view_of`). Two slices are in the same group when they have as many
+devices, the same devices unusable to CEL, and the same column on every path of the set: any
+selector set reading only those paths has the same outcome on both, device by device. So a
+shape is evaluated once per group, and holds one outcome per group.
+
+A grouping follows the index's slices: brought up to a generation by regrouping only the slices
+changed since (or, when that is not known, every slice whose version it has not grouped), on the
+request path, under the index's lock. Group numbers are never reused for another signature, so
+a shape's outcomes stay valid across slice changes: a changed slice joins a group (known or new)
+and only a new group is evaluated.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from typing import Final
+
+from app.cel.projection import PathSet
+from app.cel.slices import IndexedSlice
+
+__all__ = ["Grouping", "grouping_bytes"]
+
+Column = Callable[[IndexedSlice, tuple[str, ...]], int]
+
+_ALONE: Final = -1
+"""Signature head of a slice grouped on its own (a path set that may read anything)."""
+
+
+class Grouping:
+    """Slices grouped by their columns on ``paths`` (None: every slice version on its own)."""
+
+    __slots__ = ("_column", "generation", "group_of", "members", "numbers", "paths", "version")
+
+    def __init__(self, paths: PathSet | None, column: Column) -> None:
+        self.paths = paths
+        self._column = column
+        self.generation = -1
+        self.numbers: dict[tuple[int, ...], int] = {}
+        """Signature -> group number (never reused)."""
+        self.group_of: dict[str, int] = {}
+        self.version: dict[str, IndexedSlice] = {}
+        """The slice versions grouped, by name."""
+        self.members: dict[int, dict[str, None]] = {}
+        """Group -> the names of its slices (insertion-ordered); empty groups are dropped."""
+
+    def signature(self, indexed: IndexedSlice) -> tuple[int, ...]:
+        if self.paths is None:
+            return (_ALONE, indexed.serial)
+        column = self._column
+        return (
+            len(indexed.entries),
+            indexed.problems,
+            *[column(indexed, path) for path in self.paths],
+        )
+
+    def group(self, indexed: IndexedSlice) -> int | None:
+        """The group of this slice version (None: one never grouped here)."""
+        if self.version.get(indexed.name) is indexed:
+            return self.group_of[indexed.name]
+        return self.numbers.get(self.signature(indexed))
+
+    def representative(self, group: int, slices: Mapping[str, IndexedSlice]) -> IndexedSlice:
+        return slices[next(iter(self.members[group]))]
+
+    def update(
+        self,
+        slices: Mapping[str, IndexedSlice],
+        generation: int,
+        changed: Iterable[str] | None,
+    ) -> list[int]:
+        """Regroup to ``slices`` at ``generation``: only ``changed`` (None: every slice whose
+        version is not the one grouped). Returns the groups that gained a slice."""
+        if generation == self.generation:
+            return []
+        if not self.version:
+            self._fill(slices)
+            self.generation = generation
+            return list(self.members)
+        if changed is None:
+            names: Iterable[str] = [
+                *(n for n, s in slices.items() if self.version.get(n) is not s),
+                *(n for n in self.version if n not in slices),
+            ]
+        else:
+            names = changed
+        gained = []
+        for name in names:
+            indexed = slices.get(name)
+            known = self.version.get(name)
+            if known is indexed:
+                continue
+            if known is not None:
+                old = self.group_of.pop(name)
+                del self.version[name]
+                if self.paths is None:  # a group of one version: never seen again
+                    self.numbers.pop((_ALONE, known.serial), None)
+                members = self.members[old]
+                del members[name]
+                if not members:
+                    del self.members[old]
+            if indexed is None:
+                continue
+            signature = self.signature(indexed)
+            group = self.numbers.get(signature)
+            if group is None:
+                group = self.numbers[signature] = len(self.numbers)
+            self.group_of[name] = group
+            self.version[name] = indexed
+            self.members.setdefault(group, {})[name] = None
+            gained.append(group)
+        self.generation = generation
+        return gained
+
+    def _fill(self, slices: Mapping[str, IndexedSlice]) -> None:
+        """Group every slice of an empty grouping, path by path (most of it in C)."""
+        items = list(slices.values())
+        if self.paths is None:
+            signatures: list[tuple[int, ...]] = [(_ALONE, s.serial) for s in items]
+        else:
+            column = self._column
+            lists = [[len(s.entries) for s in items], [s.problems for s in items]]
+            for path in self.paths:
+                known = [s.columns.get(path) for s in items]
+                pairs = zip(known, items, strict=True)
+                lists.append([c if c is not None else column(s, path) for c, s in pairs])
+            signatures = list(zip(*lists, strict=True))
+        numbers = self.numbers
+        groups = [numbers.setdefault(sig, len(numbers)) for sig in signatures]
+        names = list(slices)
+        self.group_of = dict(zip(names, groups, strict=True))
+        self.version = dict(zip(names, items, strict=True))
+        members: dict[int, dict[str, None]] = {}
+        for name, group in zip(names, groups, strict=True):
+            members.setdefault(group, {})[name] = None
+        self.members = members
+
+
+def grouping_bytes(grouping: Grouping) -> int:
+    """About what a grouping holds: three entries per slice and a signature per group."""
+    per_signature = 80 + 8 * (2 + len(grouping.paths or ()))
+    return 256 + 220 * len(grouping.version) + per_signature * len(grouping.numbers)
