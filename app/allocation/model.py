@@ -32,7 +32,7 @@ from app.allocation.explain import Problem, Resolved
 from app.allocation.inventory import Inventory
 from app.allocation.search import ClaimPlan, Exhausted, RequestPlan, Want, scan
 from app.allocation.state import Allocations
-from app.bounded import BoundedCache, CacheName
+from app.bounded import DEFAULT_MAX_BYTES, BoundedCache, CacheName
 from app.cel.cost import Budget
 from app.cel.errors import CelCompileError
 from app.cel.index import DeviceIndex, Match, class_selectors
@@ -86,14 +86,16 @@ class _Kept:
 class Model:
     """The allocator model over a device index (slices) and the claims' allocations."""
 
-    def __init__(self, index: DeviceIndex, memo_size: int = MEMO_SIZE) -> None:
+    def __init__(
+        self, index: DeviceIndex, memo_size: int = MEMO_SIZE, max_bytes: int = DEFAULT_MAX_BYTES
+    ) -> None:
         self.index = index
         self._inventory: Inventory | None = None
         self._facts: dict[str, Any] = {}
         self._touched: deque[tuple[int, frozenset[str] | None]] = deque(maxlen=TOUCHES_KEPT)
         """(generation, nodes re-gathered then, None for all) for each inventory update."""
         self._memo: BoundedCache[Any, _Kept] = BoundedCache(
-            CacheName.SATISFIABILITY_VERDICTS, memo_size
+            CacheName.SATISFIABILITY_VERDICTS, memo_size, max_bytes=max_bytes, size=_kept_bytes
         )
 
     def warm(self, classes: Mapping[str, Any]) -> None:
@@ -316,6 +318,15 @@ class Model:
         if unchecked or any(not r.alternatives for p in plans for r in p.requests):
             return None
         return Resolved(tuple(plans), matches)
+
+
+def _kept_bytes(kept: _Kept) -> int:
+    """About what a memoized verdict holds: its texts, the nodes and shapes it read (the key,
+    the claims' shape, is counted as the selectors it repeats)."""
+    verdict = kept.verdict
+    texts = sum(len(p.path) + len(p.message) for p in (*verdict.problems, *verdict.notes))
+    selectors = sum(len(e) for key in kept.keys for e in (*key[1], *key[2]))
+    return 600 + 2 * texts + 2 * selectors + 80 * len(kept.nodes or ())
 
 
 def _shape(claims: Sequence[ClaimInput]) -> Any:

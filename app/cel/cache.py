@@ -14,7 +14,7 @@ import threading
 from dataclasses import dataclass
 from typing import Final
 
-from app.bounded import BoundedCache, CacheName
+from app.bounded import DEFAULT_MAX_BYTES, BoundedCache, CacheName
 from app.cel.cost import MAX_SELECTOR_COST, MAX_SELECTOR_LENGTH, estimate
 from app.cel.engine import Engine, Environment, Program
 from app.cel.errors import CelCompileError
@@ -35,10 +35,18 @@ class CacheStats:
     compile_errors: int
 
 
-class _Entry:
-    __slots__ = ("done", "error", "program")
+PROGRAM_BYTES: Final = {"cel-expr-python": (4 * 1024, 48), "cel-python": (48 * 1024, 512)}
+"""Per backend: about what a compiled program holds, fixed and per character of its expression
+(measured on 300 programs of 55 and 1,186 characters: 2.4 and 48 KiB with cel-expr-python,
+45 and 533 KiB with cel-python)."""
 
-    def __init__(self) -> None:
+
+class _Entry:
+    __slots__ = ("done", "error", "program", "size")
+
+    def __init__(self, size: int = 0) -> None:
+        self.size = size
+        """About the bytes its program holds (:data:`PROGRAM_BYTES`)."""
         self.done = threading.Event()
         self.program: Program | None = None
         self.error: CelCompileError | None = None
@@ -47,12 +55,14 @@ class _Entry:
 class CompileCache:
     """Thread-safe bounded LRU of compiled programs (and compile errors)."""
 
-    def __init__(self, max_size: int = DEFAULT_MAX_SIZE) -> None:
+    def __init__(
+        self, max_size: int = DEFAULT_MAX_SIZE, max_bytes: int = DEFAULT_MAX_BYTES
+    ) -> None:
         if max_size < 1:
             raise ValueError("max_size must be at least 1")
         self._max_size = max_size
         self._entries: BoundedCache[tuple[str, str, str], _Entry] = BoundedCache(
-            CacheName.CEL_COMPILE, max_size
+            CacheName.CEL_COMPILE, max_size, max_bytes=max_bytes, size=_entry_bytes
         )
         self._lock = threading.Lock()
         self.compile_errors = 0
@@ -95,7 +105,7 @@ class CompileCache:
             entry = self._entries.get(key)
             owner = entry is None
             if entry is None:
-                entry = self._entries.put(key, _Entry())
+                entry = self._entries.put(key, _Entry(_program_bytes(engine.name, expression)))
         if owner:
             self._compile(entry, engine, expression, environment)
         elif not entry.done.is_set():
@@ -140,3 +150,12 @@ class CompileCache:
             raise
         finally:
             entry.done.set()
+
+
+def _program_bytes(backend: str, expression: str) -> int:
+    fixed, per_character = PROGRAM_BYTES.get(backend, PROGRAM_BYTES["cel-python"])
+    return fixed + per_character * len(expression)
+
+
+def _entry_bytes(entry: _Entry) -> int:
+    return entry.size

@@ -31,9 +31,11 @@ class CelRuntime:
         engine = get_engine(policy.cel.backend)
         # Build the backend's selector environment now (~0.1 s), not on the first claim.
         engine.compile("true", SELECTOR)
-        cache = CompileCache(policy.cel.cache_size)
+        cache = CompileCache(policy.cel.cache_size, max_bytes=cache_max_bytes)
         index = DeviceIndex(engine, cache, cache_max_bytes)
-        return cls(engine=engine, cache=cache, index=index, model=Model(index))
+        return cls(
+            engine=engine, cache=cache, index=index, model=Model(index, max_bytes=cache_max_bytes)
+        )
 
 
 def cel_runtime(parts: Parts) -> CelRuntime:

@@ -336,3 +336,15 @@ def test_mig_devices_are_their_own_class(cluster: Make, count: int) -> None:
 
 def test_mig_helper_builds_unique_names() -> None:
     assert mig("n", 0, "1g.10gb", 3)["name"] == "gpu-0-mig-1g10gb-3"
+
+
+def test_verdicts_are_also_bounded_by_the_bytes_they_hold(cluster: Make) -> None:
+    from app.allocation import Model
+
+    made = cluster(*TWO_NODES)
+    made.model = Model(made.index, max_bytes=4000)
+    for count in range(3, 13):  # ten "never" verdicts, each with its nearest miss (~1 KB)
+        assert made.check(spec(request(count=count))).outcome == NEVER
+    memo = made.model._memo
+    assert memo.evictions > 0
+    assert 0 < memo.bytes <= 4000

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from app.cel.cache import CompileCache
+from app.cel.cache import PROGRAM_BYTES, CompileCache
 from app.cel.device import Device
 from app.cel.engine import ADMISSION, SELECTOR, Engine, Environment, Program
 from app.cel.errors import CelCompileError
@@ -102,3 +102,14 @@ def test_least_recently_used_entry_is_evicted_at_the_bound() -> None:
 def test_cache_refuses_a_zero_bound() -> None:
     with pytest.raises(ValueError):
         CompileCache(max_size=0)
+
+
+def test_programs_are_also_bounded_by_the_bytes_they_hold() -> None:
+    engine = get_engine("cel-python")  # ~0.5 KB per character of a compiled expression
+    long = " || ".join(f'device.attributes["example.com"].v == "{i}"' for i in range(20))
+    one = PROGRAM_BYTES["cel-python"][0] + PROGRAM_BYTES["cel-python"][1] * len(f"{long} || 0 == 0")
+    cache = CompileCache(max_size=100, max_bytes=3 * one)
+    for i in range(6):
+        cache.get(engine, f"{long} || {i} == 0", SELECTOR)
+    assert cache.size == 3 and cache.evictions == 3
+    assert cache._entries.bytes <= 3 * one
