@@ -103,7 +103,10 @@ class DeviceIndex:
         self._lock = threading.RLock()
         """Held to change the slices (watch events) and to bring groupings and shapes up to
         date (requests): one at a time, never long."""
-        self._snapshot = Snapshot(generation=-1, slices=())
+        self._generation = -1
+        self._fresh: Snapshot | None = Snapshot(generation=-1, slices=())
+        """The slices in order at ``_generation``, made when first read after a change (a
+        sync that lists 8,000 slices makes it once, not once per slice)."""
         self._slices: dict[str, IndexedSlice] = {}
         self._columns = Columns()
         self._paths: dict[Path, Path] = {}
@@ -137,15 +140,25 @@ class DeviceIndex:
     @property
     def generation(self) -> int:
         """Changes whenever a slice changes (what memos of match results are keyed by)."""
-        return self._snapshot.generation
+        return self._generation
 
     @property
     def devices(self) -> tuple[Device, ...]:
-        return tuple(i.device for i in self._snapshot.devices())
+        return tuple(i.device for i in self._snapshot().devices())
+
+    def _snapshot(self) -> Snapshot:
+        found = self._fresh
+        if found is None:
+            with self._lock:
+                found = self._fresh
+                if found is None:
+                    found = Snapshot(self._generation, tuple(self._slices.values()))
+                    self._fresh = found
+        return found
 
     def slices(self) -> tuple[IndexedSlice, ...]:
         """The slices of this generation (view order), each with its converted devices."""
-        return self._snapshot.slices
+        return self._snapshot().slices
 
     def by_name(self) -> Mapping[str, IndexedSlice]:
         """The current slices by name (read-only)."""
@@ -178,7 +191,8 @@ class DeviceIndex:
                 self._log_floor = self._log[0][0]
             changed = new if new is not None else old
             self._log.append((self._changes, _name(changed) if changed is not None else ""))
-            self._snapshot = Snapshot(self._changes, tuple(self._slices.values()))
+            self._generation = self._changes
+            self._fresh = None
 
     def sync(
         self,
@@ -187,10 +201,10 @@ class DeviceIndex:
     ) -> None:
         """Take the cluster's slices at ``generation`` (a no-op when it has not changed): the
         bulk form of :meth:`on_change`, for callers without a view."""
-        if generation == self._snapshot.generation:
+        if generation == self._generation:
             return
         with self._lock:
-            if generation == self._snapshot.generation:
+            if generation == self._generation:
                 return
             items = (
                 list(resource_slices.items())
@@ -204,7 +218,8 @@ class DeviceIndex:
             self._changes = max(self._changes, generation)
             self._log.clear()
             self._log_floor = self._changes
-            self._snapshot = Snapshot(generation, tuple(slices.values()))
+            self._generation = generation
+            self._fresh = Snapshot(generation, tuple(slices.values()))
 
     def _indexed(
         self, name: str, raw: Mapping[str, Any], known: IndexedSlice | None
@@ -267,7 +282,7 @@ class DeviceIndex:
         """
         key = (class_name, tuple(class_expressions), tuple(selectors))
         with self._lock:
-            snapshot = self._snapshot
+            snapshot = self._snapshot()
             shape = self._shape(key, snapshot, budget)
             match = shape.match
             if match is None or shape.generation != snapshot.generation:
@@ -289,7 +304,7 @@ class DeviceIndex:
         joined are evaluated, if never seen."""
         key = (class_name, tuple(class_expressions), tuple(selectors))
         with self._lock:
-            snapshot = self._snapshot
+            snapshot = self._snapshot()
             shape = self._shape(key, snapshot, budget, touch=False)
             base = self._shape((*key[:2], ()), snapshot, budget, touch=False) if selectors else None
             for name in names:
