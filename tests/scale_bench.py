@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import http.client
+import itertools
 import os
 import re
 import signal
@@ -111,14 +112,14 @@ def _parallel(plane: ControlPlane, items: list[Obj], what: str) -> float:
     times out or is throttled is sent again (409 then means an earlier attempt landed)."""
     clients = [Kube(plane, timeout=CLIENT_TIMEOUT) for _ in range(WORKERS)]
     began = time.monotonic()
-    done = [0]
+    counted = itertools.count(1)  # next() is atomic under the GIL
 
     def create(pair: tuple[int, Obj]) -> None:
         index, obj = pair
         _create(clients[index % WORKERS], obj)
-        done[0] += 1
-        if done[0] % 2000 == 0:
-            _log(f"  {what}: {done[0]:,}/{len(items):,} in {time.monotonic() - began:.0f} s")
+        done = next(counted)
+        if done % 2000 == 0:
+            _log(f"  {what}: {done:,}/{len(items):,} in {time.monotonic() - began:.0f} s")
 
     try:
         with ThreadPoolExecutor(WORKERS) as pool:
