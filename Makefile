@@ -50,10 +50,12 @@ bench: $(STAMP)
 
 # The webhook at 250 to 8,000 ResourceSlices (8 GPUs each) through a real control plane: ready
 # time, RSS, first claim, new/repeated shapes, after a slice change (docs/benchmarks.md, "Scale").
-# Needs CONTROL_PLANE_ASSETS; SIZES=250,1000 to run fewer.
+# Needs CONTROL_PLANE_ASSETS; SIZES=250,1000 to run fewer. About 4 minutes for all four sizes on
+# 2 cores. SCALE_FLAGS='--keep DIR' keeps the logs, '--profile DIR' samples the sync with py-spy.
 SIZES ?= 250,1000,4000,8000
+SCALE_FLAGS ?=
 bench-scale: $(STAMP)
-	$(BIN)/python -m tests.scale_bench --sizes $(SIZES)
+	$(BIN)/python -m tests.scale_bench --sizes $(SIZES) $(SCALE_FLAGS)
 
 # The same cluster's model and index in one process, no API server (docs/benchmarks.md, "Scale"):
 # new shapes (SHAPES of them), repeated, after a slice change, RSS. DEVICES=64000 by default.

@@ -199,6 +199,8 @@ class TlsServer:
     log: Path
     health_port: int = 0
     """The plain-HTTP health listener's port (DRA_WEBHOOK_HEALTH_PORT)."""
+    started: float = 0.0
+    """time.monotonic() when the process was spawned."""
 
     @property
     def ca(self) -> str:
@@ -218,8 +220,13 @@ def start_server(
     cert_dir: Path | None = None,
     env: dict[str, str] | None = None,
     wait_ready: bool = True,
+    ready_timeout: float = 20,
+    spawned: Callable[[TlsServer], None] | None = None,
 ) -> TlsServer:
-    """`python -m app serve` on 127.0.0.1 with freshly minted certificates; waits for /healthz."""
+    """`python -m app serve` on 127.0.0.1 with freshly minted certificates; waits up to
+    `ready_timeout` seconds for /readyz (or /healthz). `spawned` is called with the server as
+    soon as its process exists, before the wait (the scale benchmark times readiness from there).
+    """
     if cert_dir is None:
         cert_dir = workdir / "certs"
         mint(cert_dir)
@@ -227,6 +234,7 @@ def start_server(
     env = {"DRA_WEBHOOK_HEALTH_PORT": str(free_port()), **(env or {})}
     log = workdir / f"server-{port}.log"
     with log.open("wb") as log_file:
+        started = time.monotonic()
         process = subprocess.Popen(
             [
                 sys.executable,
@@ -247,9 +255,16 @@ def start_server(
             env={**os.environ, **env},
         )
     server = TlsServer(
-        f"https://127.0.0.1:{port}", cert_dir, process, log, int(env["DRA_WEBHOOK_HEALTH_PORT"])
+        f"https://127.0.0.1:{port}",
+        cert_dir,
+        process,
+        log,
+        int(env["DRA_WEBHOOK_HEALTH_PORT"]),
+        started,
     )
-    deadline = time.monotonic() + 20
+    if spawned is not None:
+        spawned(server)
+    deadline = time.monotonic() + ready_timeout
     path = "/readyz" if wait_ready else "/healthz"
     with server.client() as client:
         while True:

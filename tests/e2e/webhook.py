@@ -22,6 +22,7 @@ import json
 import re
 import subprocess
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -98,9 +99,20 @@ class Webhook:
 
 
 def start_webhook(
-    plane: ControlPlane, kube: Kube, helm: str, workdir: Path, *, register: bool = True
+    plane: ControlPlane,
+    kube: Kube,
+    helm: str,
+    workdir: Path,
+    *,
+    register: bool = True,
+    ready_timeout: float = 20,
+    spawned: Callable[[TlsServer], None] | None = None,
 ) -> Webhook:
-    """Permissions and policy from the chart, the process, then (register) its configurations."""
+    """Permissions and policy from the chart, the process, then (register) its configurations.
+
+    `ready_timeout` bounds the wait for /readyz and, once registered, for the API server to call
+    the webhook; `spawned` is called as soon as the process exists (tests.conftest.start_server).
+    """
     workdir.mkdir(parents=True, exist_ok=True)
     policy = workdir / "policy.yaml"
     if not policy.exists():
@@ -114,7 +126,7 @@ def start_webhook(
     server = start_server(
         workdir,
         "--kubeconfig", str(plane.kubeconfig(WEBHOOK)), "--config", str(policy),
-        cert_dir=_certs(workdir / "certs"), env=ENV,
+        cert_dir=_certs(workdir / "certs"), env=ENV, ready_timeout=ready_timeout, spawned=spawned,
     )  # fmt: skip
     ca_bundle = base64.b64encode((server.cert_dir / "ca.crt").read_bytes()).decode()
     configurations = render(
@@ -128,7 +140,7 @@ def start_webhook(
     if register:
         for doc in configurations:
             kube.apply(doc)
-        _wait_until_called(kube, webhook)
+        _wait_until_called(kube, webhook, max(30, ready_timeout))
     return webhook
 
 
