@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any, Final
@@ -197,17 +197,47 @@ def _usable(want: Want, inventory: Inventory) -> tuple[dict[str, list[Candidate]
     """Matching devices in usable pools per node, and how many distinct ones in all."""
     per_node: dict[str, list[Candidate]] = {}
     keys: set[tuple[str, str, str]] = set()
+    matched = want.matched
     for node, candidates in inventory.nodes.items():
         found = [
             c
             for c in candidates
-            if (c.device.slice_name, c.device.name) in want.matched
-            and not c.pool.incomplete
+            if not c.pool.incomplete
             and c.pool.invalid is None
+            and (c.device.slice_name, c.device.name) in matched
         ]
         per_node[node] = found
         keys.update(c.key for c in found)
     return per_node, len(keys)
+
+
+def _usable_few(want: Want, match: Match, inventory: Inventory, index: DeviceIndex) -> int:
+    """:func:`_usable`'s count for a match of fewer devices than the request needs, reading
+    only the nodes their slices name (every node when a slice names none)."""
+    if match.count == 0:
+        return 0
+    slices = index.by_name()
+    keys: set[tuple[str, str, str]] = set()
+    for device in match.devices:
+        indexed = slices.get(device.slice_name)
+        spec = indexed.raw.get("spec") if indexed is not None else None
+        node = spec.get("nodeName") if isinstance(spec, Mapping) else None
+        if (
+            not isinstance(node, str)
+            or not node
+            or spec.get("perDeviceNodeSelection") is True
+            or node not in inventory.nodes
+        ):
+            return _usable(want, inventory)[1]
+        keys.update(
+            c.key
+            for c in inventory.nodes[node]
+            if c.device.slice_name == device.slice_name
+            and c.device.name == device.name
+            and not c.pool.incomplete
+            and c.pool.invalid is None
+        )
+    return len(keys)
 
 
 def _want_never(
@@ -218,13 +248,17 @@ def _want_never(
     budget: Budget | None,
 ) -> str:
     alt, match, class_expressions = resolved.matches[id(want)]
-    if match.count >= alt.needed and _usable(want, inventory)[1] < alt.needed:
+    needed = alt.needed
+    if want.total is not None and match.count < needed:
+        # short in the whole cluster: no node to look at (at most match.count are usable)
+        total = _usable_few(want, match, inventory, index)
+        return short_text(alt, class_expressions, index, total, budget)
+    per_node, total = _usable(want, inventory)
+    if match.count >= needed and total < needed:
         return (
-            f"{_asks(alt)}, {match.count} match but only {_usable(want, inventory)[1]} are in "
+            f"{_asks(alt)}, {match.count} match but only {total} are in "
             "pools the scheduler can use now (the others are incomplete or invalid)"
         )
-    per_node, total = _usable(want, inventory)
-    needed = alt.needed
     if total < needed:
         return short_text(alt, class_expressions, index, total, budget)
     most = max(len(found) for found in per_node.values())
@@ -424,9 +458,7 @@ def _hint(expression: str, devices: Sequence[Device]) -> str:
         seen.add(keys[:3])
         kind, domain, name = str(keys[0]), str(keys[1]), str(keys[2])
         if kind == "capacity":
-            quantities = [
-                q for d in devices if (q := d.capacity.get(domain, {}).get(name)) is not None
-            ]
+            quantities = _distinct(d.capacity.get(domain, {}).get(name) for d in devices)
             hints.append(
                 f"largest {domain}/{name} is {max(quantities)}"
                 if quantities
@@ -434,7 +466,8 @@ def _hint(expression: str, devices: Sequence[Device]) -> str:
             )
         elif kind == "attributes":
             values = {
-                str(v) for d in devices if (v := d.attributes.get(domain, {}).get(name)) is not None
+                str(v)
+                for v in _distinct(d.attributes.get(domain, {}).get(name) for d in devices)
             }
             if not values:
                 hints.append(f"no device has attribute {domain}/{name}")
@@ -443,3 +476,14 @@ def _hint(expression: str, devices: Sequence[Device]) -> str:
                 more = ", ..." if len(values) > MAX_HINT_VALUES else ""
                 hints.append(f"{domain}/{name} is {', '.join(shown)}{more}")
     return "".join(f"{h}; " for h in hints)
+
+
+def _distinct(values: Iterable[Any]) -> list[Any]:
+    """The values that are not None, each object once, in first-seen order: quantities and
+    attribute values are shared between devices (parsed once per text), so the comparisons
+    and conversions that follow run once per distinct value, not once per device."""
+    seen: dict[int, Any] = {}
+    for value in values:
+        if value is not None and id(value) not in seen:
+            seen[id(value)] = value
+    return list(seen.values())

@@ -86,8 +86,14 @@ class _Kept:
 class Model:
     """The allocator model over a device index (slices) and the claims' allocations."""
 
-    def __init__(self, index: DeviceIndex, memo_size: int = MEMO_SIZE) -> None:
+    def __init__(
+        self, index: DeviceIndex, memo_size: int = MEMO_SIZE, *, exhaustive: bool = False
+    ) -> None:
         self.index = index
+        self.exhaustive = exhaustive
+        """Search every node in full, without the shortcuts a request's cluster-wide match
+        count allows (:func:`app.allocation.search.scan`): the reference they are tested
+        against, never used to serve."""
         self._inventory: Inventory | None = None
         self._facts: dict[str, Any] = {}
         self._touched: deque[tuple[int, frozenset[str] | None]] = deque(maxlen=TOUCHES_KEPT)
@@ -294,6 +300,7 @@ class Model:
                         alt,
                         match.refs,
                         {(d.slice_name, d.name): m for d, m in match.erring},
+                        None if self.exhaustive else match.count,
                     )
                     matches[id(want)] = (alt, match, class_expressions)
                     wants.append(want)
