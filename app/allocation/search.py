@@ -160,8 +160,12 @@ class Search:
         self.chosen: list[tuple[int, str, Candidate]] = []
 
     def run(self) -> bool:
-        """Whether every claim can be allocated on this node; raises :class:`Abort`."""
-        if not self._could():
+        """Whether every claim can be allocated on this node; raises :class:`Abort`. Wants
+        with unknown totals (the reference) get the search alone, without :meth:`_could`."""
+        known = all(
+            w.total is not None for c in self.claims for r in c.requests for w in r.alternatives
+        )
+        if known and not self._could():
             return False
         return self._one(0, 0, None, 0, 0)
 
