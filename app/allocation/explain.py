@@ -19,13 +19,13 @@ from __future__ import annotations
 import re
 from collections import Counter
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any, Final
 
 from app.allocation.inventory import Candidate, Inventory
 from app.allocation.search import Abort, ClaimPlan, RequestPlan, Search, Want, scan, taint_prevents
-from app.allocation.shortfall import MAX_HINT_VALUES, devices, offers, short_text
+from app.allocation.shortfall import MAX_HINT_VALUES, Offers, devices, short_text
 from app.allocation.state import Allocations, fits
 from app.cel.cost import Budget
 from app.cel.index import DeviceIndex, Match
@@ -53,6 +53,8 @@ class Resolved:
     plans: tuple[ClaimPlan, ...]
     matches: Mapping[int, tuple[Alternative, Match, tuple[str, ...]]]
     """id(Want) -> (alternative, its match, its class's expressions)."""
+    offers: Offers = field(default_factory=lambda: Offers(0))
+    """What the devices of a class offer, kept across checks (the model's)."""
 
 
 def _asks(alt: Alternative) -> str:
@@ -111,7 +113,8 @@ def cel_abort(
     offered = ""
     if expression:
         base = index.matching(alt.device_class, class_expressions, budget=budget)
-        offered = offers(expression, base.devices).rstrip("; ")
+        key = (alt.device_class, tuple(class_expressions))
+        offered = resolved.offers.text(expression, base, key).rstrip("; ")
     whose = f"DeviceClass {alt.device_class}'s" if of_class else "its"
     return Problem(
         want.path,
@@ -280,7 +283,9 @@ def _want_never(
     if want.total is not None and match.count < needed:
         # short in the whole cluster: no node to look at (at most match.count are usable)
         total = _usable_few(want, match, inventory, index)
-        return short_text(alt, class_expressions, index, total, budget)
+        return short_text(
+            alt, class_expressions, index, total, budget=budget, offers=resolved.offers
+        )
     per_node, total, best = _per_node(want, inventory, needed)
     if match.count >= needed and total < needed:
         return (
@@ -288,7 +293,9 @@ def _want_never(
             "pools the scheduler can use now (the others are incomplete or invalid)"
         )
     if total < needed:
-        return short_text(alt, class_expressions, index, total, budget)
+        return short_text(
+            alt, class_expressions, index, total, budget=budget, offers=resolved.offers
+        )
     if best is not None:
         return (
             f"asks for {devices(needed)} on one node; the most on any node is "

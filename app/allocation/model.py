@@ -31,6 +31,7 @@ from app.allocation import explain
 from app.allocation.explain import Problem, Resolved
 from app.allocation.inventory import Inventory
 from app.allocation.search import ClaimPlan, Exhausted, RequestPlan, Want, scan
+from app.allocation.shortfall import Offers
 from app.allocation.state import Allocations
 from app.bounded import BoundedCache, CacheName
 from app.cel.cost import Budget
@@ -101,6 +102,7 @@ class Model:
         self._memo: BoundedCache[Any, _Kept] = BoundedCache(
             CacheName.SATISFIABILITY_VERDICTS, memo_size
         )
+        self._offers = Offers()
 
     def warm(self, classes: Mapping[str, Any]) -> None:
         """Build what a first check would: the devices per node, and the devices each
@@ -322,7 +324,7 @@ class Model:
             )
         if unchecked or any(not r.alternatives for p in plans for r in p.requests):
             return None
-        return Resolved(tuple(plans), matches)
+        return Resolved(tuple(plans), matches, self._offers)
 
 
 def _shape(claims: Sequence[ClaimInput]) -> Any:

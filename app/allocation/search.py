@@ -184,20 +184,29 @@ class Search:
         return True
 
     def _enough(self, want: Want) -> bool:
+        """Whether the node has ``needed`` devices the want could take, stopping as soon as
+        the answer is known either way (the devices left cannot make up the difference)."""
         needed = want.alternative.needed
         whole = None if self.allocations is None or want.admin else self.allocations.whole
         matched = want.matched
         found = 0
+        left = len(self.candidates)
+        if left < needed:
+            return False
         for candidate in self.candidates:
+            left -= 1
             pool = candidate.pool
-            if pool.incomplete or pool.invalid is not None:
-                continue
-            if whole is not None and candidate.key in whole:
-                continue
-            if (candidate.device.slice_name, candidate.device.name) in matched:
+            if (
+                not pool.incomplete
+                and pool.invalid is None
+                and (whole is None or candidate.key not in whole)
+                and (candidate.device.slice_name, candidate.device.name) in matched
+            ):
                 found += 1
                 if found >= needed:
                     return True
+            elif found + left < needed:
+                return False
         return False
 
     # -- upstream's allocateOne -----------------------------------------------------------------

@@ -250,3 +250,14 @@ def test_not_now_when_every_node_has_one_device_too_few_free() -> None:
     verdict = twins.both(spec(request(count=3)))
     assert verdict.outcome == NOT_NOW
     assert verdict.problems[0].message.startswith("not now: 4 of 12 matching devices")
+
+
+def test_what_the_devices_offer_is_read_again_after_a_slice_change() -> None:
+    twins = Twins(_nodes(2))
+    asks = spec(request("gpu", "gpu.nvidia.com", 1, _memory("200Gi")))
+    assert "largest gpu.nvidia.com/memory is 80Gi" in twins.both(asks).problems[0].message
+    larger = gpu("node-9", 0, capacity={"memory": {"value": "96Gi"}})
+    twins.view.apply(Kind.RESOURCE_SLICE, node_slice("node-9", 1, devices=[larger]))
+    assert "largest gpu.nvidia.com/memory is 96Gi" in twins.both(asks).problems[0].message
+    other = spec(request("gpu", "gpu.nvidia.com", 1, _memory("300Gi")))
+    assert "largest gpu.nvidia.com/memory is 96Gi" in twins.both(other).problems[0].message
