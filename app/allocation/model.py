@@ -15,6 +15,13 @@ that touched none of it keeps the verdict (an ok verdict read the node that take
 only the changed slices are evaluated, for a CEL error the scheduler would abort on); the other
 verdicts are computed again. The memo is a BoundedCache (LRU, counted in /metrics).
 
+Shortcuts at scale, each an answer the full search gives (compared with it on generated fleets
+in tests/allocation/test_shortcuts.py, ``Model(exhaustive=True)`` being that search): a request
+whose every alternative matches fewer devices in the whole cluster than it needs is answered
+from the match counts, without a node; a node with fewer devices than a request needs gets no
+search, and a node's search first counts the devices each request could take there
+(:func:`~app.allocation.search.scan`); the nearest miss reads only the nodes it must.
+
 The devices per node are gathered when the view has synced (:meth:`Model.warm`) and kept
 current on slice events (:meth:`Model.on_change`), never on a request.
 """
