@@ -407,6 +407,8 @@ def _want_not_now(want: Want, inventory: Inventory, allocations: Allocations) ->
     search = Search([], (), allocations)
     reported = set()
     for c in distinct.values():
+        if len(parts) > MAX_HINT_VALUES:
+            break  # (no more is shown)
         if c.key in allocations.whole or not c.consumes:
             continue
         available = search.available_counters(c.pool)
@@ -419,9 +421,11 @@ def _want_not_now(want: Want, inventory: Inventory, allocations: Allocations) ->
             if short:
                 reported.add((c.pool.label, set_name))
                 parts.append(_counter_set_text(set_name, c.pool.counter_sets, available))
-    for c in distinct.values():
+    for c in distinct.values() if want.alternative.capacity_requests else ():
+        if len(parts) > MAX_HINT_VALUES:
+            break
         used = allocations.shared.get(c.key)
-        if used and want.alternative.capacity_requests:
+        if used:
             for name, amount in used.items():
                 spec = c.capacity.get(name)
                 if spec is not None:

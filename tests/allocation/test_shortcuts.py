@@ -142,7 +142,7 @@ def claims(draw: st.DrawFn) -> list[Obj]:
     return out
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(fleet=fleets(), wanted=claims())
 def test_the_shortcuts_answer_what_searching_every_node_answers(
     fleet: list[Obj], wanted: list[Obj]
