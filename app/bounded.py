@@ -88,6 +88,8 @@ class CacheName(StrEnum):
     """A memoized denial's message text."""
     SATISFIABILITY_VERDICTS = "satisfiability-verdicts"
     """never / not now / ok by claim shape and the generations of slices, claims and classes."""
+    NEAREST_MISS_OFFERS = "nearest-miss-offers"
+    """What the devices of a class offer for a path a selector reads, per class match."""
     CAPACITY_POLICIES = "capacity-policies"
     """The requestPolicy a DeviceClass's shareable devices agree on, per capacity."""
     NAMESPACE_LOOKUPS = "namespace-lookups"

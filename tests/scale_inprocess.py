@@ -8,11 +8,15 @@ sync and the heap collected and frozen after it, as the server does (app/transpo
 
 - new shapes: a memory threshold (`compareTo(quantity(...))`), every third one with an equality
   on productName, count 1-4; each selector set never seen before;
-- impossible new shapes (more memory than any GPU has): the nearest-miss explanation;
+- impossible new shapes (more memory than any GPU has; 9 GPUs on one node): "never" with the
+  nearest miss;
 - one shape repeated; the same shape repeated right after one slice changed;
-- RSS at each step (after the new shapes: the byte-bounded caches full of them).
+- RSS at each step (after the new shapes: the byte-bounded caches full of them);
+- last, with one GPU of every other node allocated to a claim, new shapes for all 8 GPUs of such
+  a node: "not now", after searching every node.
 
     .venv/bin/python -m tests.scale_inprocess [--devices 64000] [--shapes 1000] [--profile FILE]
+        [--profile-never FILE] [--never N]
 """
 
 from __future__ import annotations
@@ -130,6 +134,12 @@ def main() -> int:
     parser.add_argument("--shapes", type=int, default=1000)
     parser.add_argument("--repeats", type=int, default=200)
     parser.add_argument("--profile", help="write a cProfile of the new shapes to this file")
+    parser.add_argument(
+        "--profile-never",
+        help="write a cProfile of the impossible new shapes to this file (and of the other "
+        "never and not-now series to FILE.per-node, FILE.not-now)",
+    )
+    parser.add_argument("--never", type=int, default=20, help="shapes in each never/not-now series")
     args = parser.parse_args()
     slices = args.devices // 8
     rss_start = rss_mib()
@@ -166,10 +176,7 @@ def main() -> int:
         f"p99 {pct(fresh, 0.99):.2f} ms, max {max(fresh):.1f} ms; "
         f"RSS after them {rss_shapes:.0f} MiB"
     )
-    never = series(lambda i: bench.check(memory_at_least(81921 + i))[0], 20)
-    print(
-        f"impossible new shape (20, never): p50 {pct(never, 0.5):.1f} ms, max {max(never):.1f} ms"
-    )
+    impossible(bench, args.never, args.profile_never)
 
     bench.check(REPEATED)
     repeated = series(lambda i: bench.check(REPEATED)[0], args.repeats)
@@ -194,8 +201,67 @@ def main() -> int:
         f"new shape after one slice change: p50 {pct(fresh_after, 0.5):.2f} ms, "
         f"p99 {pct(fresh_after, 0.99):.2f} ms"
     )
+    not_now(bench, args.never, args.profile_never)
     print(f"RSS at the end: {rss_mib():.0f} MiB")
     return 0
+
+
+def timed(bench: Bench, shapes: list[tuple[str, int]], profile_to: str | None, what: str) -> None:
+    """Check each new shape once, timed (and profiled into ``profile_to``), and print the
+    percentiles with the verdicts seen."""
+    profile = cProfile.Profile() if profile_to else None
+    outcomes: dict[str, int] = {}
+    took = []
+    for selector, count in shapes:
+        if profile is not None:
+            profile.enable()
+        ms, verdict = bench.check(selector, count)
+        if profile is not None:
+            profile.disable()
+        outcomes[verdict.outcome] = outcomes.get(verdict.outcome, 0) + 1
+        took.append(ms)
+    if profile is not None and profile_to:
+        profile.dump_stats(profile_to)
+    print(
+        f"{what} ({len(shapes)}, {outcomes}): p50 {pct(took, 0.5):.1f} ms, "
+        f"p99 {pct(took, 0.99):.1f} ms, max {max(took):.1f} ms"
+    )
+
+
+def impossible(bench: Bench, n: int, profile_to: str | None) -> None:
+    """New shapes no device can satisfy: more memory than any GPU has (none matches in the
+    cluster), then 9 GPUs on one node (the most on any node is 8)."""
+    timed(
+        bench, [(memory_at_least(81921 + i), 1) for i in range(n)], profile_to, "never, none match"
+    )
+    timed(
+        bench,
+        [(memory_at_least(1 + i), 9) for i in range(n)],
+        profile_to and f"{profile_to}.per-node",
+        "never, 9 on one node",
+    )
+
+
+def not_now(bench: Bench, n: int, profile_to: str | None) -> None:
+    """New shapes for all 8 GPUs of one node of the second product, after one GPU of every
+    such node was allocated to a claim: possible, but not now (every node is searched)."""
+    for node in range(1, bench.slices, 2):
+        bench.view.apply(Kind.RESOURCE_CLAIM, allocated(f"held-{node}", f"node-{node:05d}"))
+    product = f'device.attributes["{DRIVER}"].productName == "{PRODUCTS[1]}"'
+    shapes = [(f"{memory_at_least(1 + i)} && {product}", 8) for i in range(n)]
+    timed(bench, shapes, profile_to and f"{profile_to}.not-now", "not now")
+
+
+def allocated(name: str, pool: str) -> Obj:
+    """A claim in another namespace allocated the pool's first GPU."""
+    result = {"request": "r", "driver": DRIVER, "pool": pool, "device": "gpu-0"}
+    return {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceClaim",
+        "metadata": {"name": name, "namespace": "other", "resourceVersion": "1"},
+        "spec": {"devices": {"requests": [{"name": "r", "exactly": {"deviceClassName": "x"}}]}},
+        "status": {"allocation": {"devices": {"results": [result]}}},
+    }
 
 
 if __name__ == "__main__":

@@ -3,7 +3,8 @@
 - :mod:`~app.allocation.inventory`: devices per node in the scheduler's order (``GatherPools``);
 - :mod:`~app.allocation.state`: what allocated claims hold, consumable capacity arithmetic;
 - :mod:`~app.allocation.search`: the search on one node (``allocateOne``, ``allocateDevice``);
-- :mod:`~app.allocation.explain`: the nearest miss;
+- :mod:`~app.allocation.explain`: the nearest miss (:mod:`~app.allocation.shortfall`: the
+  selectors' one, and what the devices offer instead);
 - :mod:`~app.allocation.model`: the entry point, memoized by claim shape and generations.
 
 It reads the device index (:mod:`app.cel.index`) and the cluster view's plain data, and knows

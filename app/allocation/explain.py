@@ -19,22 +19,20 @@ from __future__ import annotations
 import re
 from collections import Counter
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any, Final
 
 from app.allocation.inventory import Candidate, Inventory
 from app.allocation.search import Abort, ClaimPlan, RequestPlan, Search, Want, scan, taint_prevents
+from app.allocation.shortfall import MAX_HINT_VALUES, Offers, devices, short_text
 from app.allocation.state import Allocations, fits
-from app.cel import syntax
 from app.cel.cost import Budget
-from app.cel.device import Device
 from app.cel.index import DeviceIndex, Match
 from app.k8s.claims import Alternative
 
 __all__ = ["EXHAUSTED", "Problem", "Resolved", "cel_abort", "class_gap", "never", "not_now"]
 
-MAX_HINT_VALUES: Final = 5
 MAX_NODES_NAMED: Final = 5
 EXHAUSTED: Final = (
     "satisfiability not checked: the claim has too many device combinations to try here "
@@ -55,16 +53,14 @@ class Resolved:
     plans: tuple[ClaimPlan, ...]
     matches: Mapping[int, tuple[Alternative, Match, tuple[str, ...]]]
     """id(Want) -> (alternative, its match, its class's expressions)."""
-
-
-def _devices(n: int) -> str:
-    return f"{n} device{'s' if n != 1 else ''}"
+    offers: Offers = field(default_factory=lambda: Offers(0))
+    """What the devices of a class offer, kept across checks (the model's)."""
 
 
 def _asks(alt: Alternative) -> str:
     if alt.all_devices:
         return "asks for all matching devices (allocationMode All)"
-    return f"asks for {_devices(alt.count)}"
+    return f"asks for {devices(alt.count)}"
 
 
 def _node(name: str) -> str:
@@ -117,7 +113,8 @@ def cel_abort(
     offered = ""
     if expression:
         base = index.matching(alt.device_class, class_expressions, budget=budget)
-        offered = _hint(expression, base.devices).rstrip("; ")
+        key = (alt.device_class, tuple(class_expressions))
+        offered = resolved.offers.text(expression, base, key).rstrip("; ")
     whose = f"DeviceClass {alt.device_class}'s" if of_class else "its"
     return Problem(
         want.path,
@@ -137,8 +134,7 @@ def never(
     for plan in resolved.plans:
         for request in plan.requests:
             alone = [ClaimPlan(plan.label, plan.path, (request,), ())]
-            possible, _ = scan(alone, inventory.nodes, None)
-            if not possible:
+            if _searched(resolved, alone) or not scan(alone, inventory.nodes, None)[0]:
                 text = _request_never(request, resolved, inventory, index, budget)
                 problems.append(Problem(request.path, text))
     if problems:
@@ -166,6 +162,13 @@ def never(
             "one node)",
         )
     ]
+
+
+def _searched(resolved: Resolved, alone: Sequence[ClaimPlan]) -> bool:
+    """Whether ``alone`` is the search that already failed (one claim of one request, no
+    constraint): no need to run it again."""
+    known = all(w.total is not None for p in alone for r in p.requests for w in r.alternatives)
+    return known and len(resolved.plans) == 1 and list(resolved.plans) == list(alone)
 
 
 def _constraint_text(constraint: Any) -> str:
@@ -197,17 +200,75 @@ def _usable(want: Want, inventory: Inventory) -> tuple[dict[str, list[Candidate]
     """Matching devices in usable pools per node, and how many distinct ones in all."""
     per_node: dict[str, list[Candidate]] = {}
     keys: set[tuple[str, str, str]] = set()
+    matched = want.matched
     for node, candidates in inventory.nodes.items():
         found = [
             c
             for c in candidates
-            if (c.device.slice_name, c.device.name) in want.matched
-            and not c.pool.incomplete
+            if not c.pool.incomplete
             and c.pool.invalid is None
+            and (c.device.slice_name, c.device.name) in matched
         ]
         per_node[node] = found
         keys.update(c.key for c in found)
     return per_node, len(keys)
+
+
+def _per_node(
+    want: Want, inventory: Inventory, needed: int
+) -> tuple[dict[str, list[Candidate]], int, list[str] | None]:
+    """:func:`_usable`, stopping early when no node has ``needed`` devices at all: then the
+    most on any node is at most the largest node's size, and once more nodes than a message
+    names hold that many (in name order) and ``needed`` distinct devices were seen, the rest
+    cannot change the answer. Returns those nodes (None when every node was read)."""
+    largest = max((len(c) for c in inventory.nodes.values()), default=0)
+    if want.total is None or largest >= needed:
+        return (*_usable(want, inventory), None)
+    per_node: dict[str, list[Candidate]] = {}
+    keys: set[tuple[str, str, str]] = set()
+    full: list[str] = []
+    matched = want.matched
+    for node in sorted(inventory.nodes):
+        found = [
+            c
+            for c in inventory.nodes[node]
+            if not c.pool.incomplete
+            and c.pool.invalid is None
+            and (c.device.slice_name, c.device.name) in matched
+        ]
+        per_node[node] = found
+        keys.update(c.key for c in found)
+        if len(found) == largest:
+            full.append(node)
+            if len(full) > MAX_NODES_NAMED and len(keys) >= needed:
+                return per_node, len(keys), full
+    return per_node, len(keys), None
+
+
+def _usable_few(want: Want, match: Match, inventory: Inventory, index: DeviceIndex) -> int:
+    """:func:`_usable`'s count for a match of fewer devices than the request needs, reading
+    only the nodes their slices name (every node when a slice names none)."""
+    if match.count == 0:
+        return 0
+    slices = index.by_name()
+    keys: set[tuple[str, str, str]] = set()
+    for device in match.devices:
+        indexed = slices.get(device.slice_name)
+        spec = indexed.raw.get("spec") if indexed is not None else None
+        if not isinstance(spec, Mapping) or spec.get("perDeviceNodeSelection") is True:
+            return _usable(want, inventory)[1]
+        node = spec.get("nodeName")
+        if not isinstance(node, str) or not node or node not in inventory.nodes:
+            return _usable(want, inventory)[1]  # a slice that may reach any node
+        keys.update(
+            c.key
+            for c in inventory.nodes[node]
+            if c.device.slice_name == device.slice_name
+            and c.device.name == device.name
+            and not c.pool.incomplete
+            and c.pool.invalid is None
+        )
+    return len(keys)
 
 
 def _want_never(
@@ -218,20 +279,33 @@ def _want_never(
     budget: Budget | None,
 ) -> str:
     alt, match, class_expressions = resolved.matches[id(want)]
-    if match.count >= alt.needed and _usable(want, inventory)[1] < alt.needed:
+    needed = alt.needed
+    if want.total is not None and match.count < needed:
+        # short in the whole cluster: no node to look at (at most match.count are usable)
+        total = _usable_few(want, match, inventory, index)
+        return short_text(
+            alt, class_expressions, index, total, budget=budget, offers=resolved.offers
+        )
+    per_node, total, best = _per_node(want, inventory, needed)
+    if match.count >= needed and total < needed:
         return (
-            f"{_asks(alt)}, {match.count} match but only {_usable(want, inventory)[1]} are in "
+            f"{_asks(alt)}, {match.count} match but only {total} are in "
             "pools the scheduler can use now (the others are incomplete or invalid)"
         )
-    per_node, total = _usable(want, inventory)
-    needed = alt.needed
     if total < needed:
-        return short_text(alt, class_expressions, index, total, budget)
+        return short_text(
+            alt, class_expressions, index, total, budget=budget, offers=resolved.offers
+        )
+    if best is not None:
+        return (
+            f"asks for {devices(needed)} on one node; the most on any node is "
+            f"{len(per_node[best[0]])} ({_nodes(best)})"
+        )
     most = max(len(found) for found in per_node.values())
     if most < needed:
         best = sorted(n for n, found in per_node.items() if len(found) == most)
         return (
-            f"asks for {_devices(needed)} on one node; the most on any node is {most} "
+            f"asks for {devices(needed)} on one node; the most on any node is {most} "
             f"({_nodes(best)})"
         )
     alone = [ClaimPlan("", "", (RequestPlan(want.request, want.path, (want,)),), ())]
@@ -313,7 +387,7 @@ def not_now(
     for plan in resolved.plans:
         for request in plan.requests:
             alone = [ClaimPlan(plan.label, plan.path, (request,), ())]
-            if scan(alone, inventory.nodes, allocations)[0]:
+            if not _searched(resolved, alone) and scan(alone, inventory.nodes, allocations)[0]:
                 continue
             texts = [_want_not_now(w, inventory, allocations) for w in request.alternatives]
             problems.append(Problem(request.path, "not now: " + "; ".join(texts)))
@@ -333,6 +407,8 @@ def _want_not_now(want: Want, inventory: Inventory, allocations: Allocations) ->
     search = Search([], (), allocations)
     reported = set()
     for c in distinct.values():
+        if len(parts) > MAX_HINT_VALUES:
+            break  # (no more is shown)
         if c.key in allocations.whole or not c.consumes:
             continue
         available = search.available_counters(c.pool)
@@ -345,9 +421,11 @@ def _want_not_now(want: Want, inventory: Inventory, allocations: Allocations) ->
             if short:
                 reported.add((c.pool.label, set_name))
                 parts.append(_counter_set_text(set_name, c.pool.counter_sets, available))
-    for c in distinct.values():
+    for c in distinct.values() if want.alternative.capacity_requests else ():
+        if len(parts) > MAX_HINT_VALUES:
+            break
         used = allocations.shared.get(c.key)
-        if used and want.alternative.capacity_requests:
+        if used:
             for name, amount in used.items():
                 spec = c.capacity.get(name)
                 if spec is not None:
@@ -376,70 +454,3 @@ def _counter_set_text(
         return f"counter set {set_name} is used up"
     remaining = available.get((set_name, worst), Fraction(0))
     return f"counter set {set_name} has {remaining} of {counters[worst]} {worst} left"
-
-
-# -- short in the whole cluster (the selectors' nearest miss) --------------------------------
-
-
-def short_text(
-    alt: Alternative,
-    class_expressions: Sequence[str],
-    index: DeviceIndex,
-    matched: int,
-    budget: Budget | None = None,
-) -> str:
-    base = index.matching(alt.device_class, class_expressions, budget=budget)
-    wanted = _devices(alt.needed)
-    if base.count == 0:
-        text = (
-            f"no device in the cluster matches DeviceClass {alt.device_class} "
-            f"({base.considered} devices published)"
-        )
-        return text + (f"; first error: {base.first_error}" if base.first_error else "")
-    blockers = []
-    for _, expression in alt.selectors:
-        alone = index.matching(alt.device_class, class_expressions, [expression], budget)
-        if alone.count < alt.needed:
-            hint = _hint(expression, base.devices)
-            blockers.append(
-                f"{hint}{alone.count} of the {base.count} devices of class {alt.device_class} "
-                f"match {expression!r}"
-            )
-    if not blockers:
-        blockers.append(
-            f"each selector matches enough of the {base.count} devices of class "
-            f"{alt.device_class}, but only {matched} match all of them"
-        )
-    return f"asks for {wanted}, {matched} can match: " + "; ".join(blockers)
-
-
-def _hint(expression: str, devices: Sequence[Device]) -> str:
-    """What the devices offer for the paths the expression reads: the nearest miss."""
-    hints = []
-    seen = set()
-    for path in syntax.device_paths(expression):
-        keys = path.keys
-        if len(keys) < 3 or None in keys[:3] or keys[:3] in seen:
-            continue
-        seen.add(keys[:3])
-        kind, domain, name = str(keys[0]), str(keys[1]), str(keys[2])
-        if kind == "capacity":
-            quantities = [
-                q for d in devices if (q := d.capacity.get(domain, {}).get(name)) is not None
-            ]
-            hints.append(
-                f"largest {domain}/{name} is {max(quantities)}"
-                if quantities
-                else f"no device has capacity {domain}/{name}"
-            )
-        elif kind == "attributes":
-            values = {
-                str(v) for d in devices if (v := d.attributes.get(domain, {}).get(name)) is not None
-            }
-            if not values:
-                hints.append(f"no device has attribute {domain}/{name}")
-            else:
-                shown = sorted(values)[:MAX_HINT_VALUES]
-                more = ", ..." if len(values) > MAX_HINT_VALUES else ""
-                hints.append(f"{domain}/{name} is {', '.join(shown)}{more}")
-    return "".join(f"{h}; " for h in hints)

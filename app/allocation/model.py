@@ -15,6 +15,13 @@ that touched none of it keeps the verdict (an ok verdict read the node that take
 only the changed slices are evaluated, for a CEL error the scheduler would abort on); the other
 verdicts are computed again. The memo is a BoundedCache (LRU, counted in /metrics).
 
+Shortcuts at scale, each an answer the full search gives (compared with it on generated fleets
+in tests/allocation/test_shortcuts.py, ``Model(exhaustive=True)`` being that search): a request
+whose every alternative matches fewer devices in the whole cluster than it needs is answered
+from the match counts, without a node; a node with fewer devices than a request needs gets no
+search, and a node's search first counts the devices each request could take there
+(:func:`~app.allocation.search.scan`); the nearest miss reads only the nodes it must.
+
 The devices per node are gathered when the view has synced (:meth:`Model.warm`) and kept
 current on slice events (:meth:`Model.on_change`), never on a request.
 """
@@ -31,6 +38,7 @@ from app.allocation import explain
 from app.allocation.explain import Problem, Resolved
 from app.allocation.inventory import Inventory
 from app.allocation.search import ClaimPlan, Exhausted, RequestPlan, Want, scan
+from app.allocation.shortfall import Offers
 from app.allocation.state import Allocations
 from app.bounded import DEFAULT_MAX_BYTES, BoundedCache, CacheName
 from app.cel.cost import Budget
@@ -87,9 +95,18 @@ class Model:
     """The allocator model over a device index (slices) and the claims' allocations."""
 
     def __init__(
-        self, index: DeviceIndex, memo_size: int = MEMO_SIZE, max_bytes: int = DEFAULT_MAX_BYTES
+        self,
+        index: DeviceIndex,
+        memo_size: int = MEMO_SIZE,
+        max_bytes: int = DEFAULT_MAX_BYTES,
+        *,
+        exhaustive: bool = False,
     ) -> None:
         self.index = index
+        self.exhaustive = exhaustive
+        """Search every node in full, without the shortcuts a request's cluster-wide match
+        count allows (:func:`app.allocation.search.scan`): the reference they are tested
+        against, never used to serve."""
         self._inventory: Inventory | None = None
         self._facts: dict[str, Any] = {}
         self._touched: deque[tuple[int, frozenset[str] | None]] = deque(maxlen=TOUCHES_KEPT)
@@ -97,6 +114,7 @@ class Model:
         self._memo: BoundedCache[Any, _Kept] = BoundedCache(
             CacheName.SATISFIABILITY_VERDICTS, memo_size, max_bytes=max_bytes, size=_kept_bytes
         )
+        self._offers = Offers()
 
     def warm(self, classes: Mapping[str, Any]) -> None:
         """Build what a first check would: the devices per node, and the devices each
@@ -296,6 +314,7 @@ class Model:
                         alt,
                         match.refs,
                         {(d.slice_name, d.name): m for d, m in match.erring},
+                        None if self.exhaustive else match.count,
                     )
                     matches[id(want)] = (alt, match, class_expressions)
                     wants.append(want)
@@ -317,7 +336,7 @@ class Model:
             )
         if unchecked or any(not r.alternatives for p in plans for r in p.requests):
             return None
-        return Resolved(tuple(plans), matches)
+        return Resolved(tuple(plans), matches, self._offers)
 
 
 def _kept_bytes(kept: _Kept) -> int:

@@ -33,7 +33,7 @@ from app.allocation.inventory import Candidate, DeviceKey, Pool
 from app.allocation.state import Allocations, fits
 from app.k8s.claims import Alternative, Constraint
 
-__all__ = ["Abort", "ClaimPlan", "Exhausted", "RequestPlan", "Search", "Want", "scan"]
+__all__ = ["Abort", "ClaimPlan", "Exhausted", "RequestPlan", "Search", "Want", "scan", "short"]
 
 DeviceRef = tuple[str, str]
 """(slice name, device name): one device of one slice version."""
@@ -68,6 +68,10 @@ class Want:
     matched: Container[DeviceRef]
     """The devices its class and selectors match (``ref in matched``)."""
     erring: Mapping[DeviceRef, str] = field(default_factory=dict)
+    total: int | None = None
+    """How many devices match in the whole cluster (``Match.count``), which lets :func:`scan`
+    answer without a node when it is short and skip the nodes with too few devices; None:
+    every node is searched in full (what those shortcuts are tested against)."""
 
     @property
     def admin(self) -> bool:
@@ -156,26 +160,54 @@ class Search:
         self.chosen: list[tuple[int, str, Candidate]] = []
 
     def run(self) -> bool:
-        """Whether every claim can be allocated on this node; raises :class:`Abort`."""
-        if not self._could(self.candidates):
+        """Whether every claim can be allocated on this node; raises :class:`Abort`. Wants
+        with unknown totals (the reference) get the search alone, without :meth:`_could`."""
+        known = all(
+            w.total is not None for c in self.claims for r in c.requests for w in r.alternatives
+        )
+        if known and not self._could():
             return False
         return self._one(0, 0, None, 0, 0)
 
-    def _could(self, candidates: Sequence[Candidate]) -> bool:
-        """False when some request has fewer matching devices on the node than it needs, so
-        the search cannot succeed. Only used when no selector errs on any device (then the
-        scheduler's search, which would reach no error either, fails the same way)."""
+    def _could(self) -> bool:
+        """False when some request has fewer devices on the node than it needs that it could
+        take (matching, in a usable pool, and not allocated whole to another claim unless it
+        asks for admin access), so the search cannot succeed. Only used when no selector errs
+        on any device (then the scheduler's search, which would reach no error either, fails
+        the same way)."""
         if any(w.erring for claim in self.claims for r in claim.requests for w in r.alternatives):
             return True
-        refs = {_ref(c) for c in candidates}
         for claim in self.claims:
             for request in claim.requests:
-                if not any(
-                    sum(1 for ref in refs if ref in w.matched) >= w.alternative.needed
-                    for w in request.alternatives
-                ):
+                if not any(self._enough(w) for w in request.alternatives):
                     return False
         return True
+
+    def _enough(self, want: Want) -> bool:
+        """Whether the node has ``needed`` devices the want could take, stopping as soon as
+        the answer is known either way (the devices left cannot make up the difference)."""
+        needed = want.alternative.needed
+        whole = None if self.allocations is None or want.admin else self.allocations.whole
+        matched = want.matched
+        found = 0
+        left = len(self.candidates)
+        if left < needed:
+            return False
+        for candidate in self.candidates:
+            left -= 1
+            pool = candidate.pool
+            if (
+                not pool.incomplete
+                and pool.invalid is None
+                and (whole is None or candidate.key not in whole)
+                and (candidate.device.slice_name, candidate.device.name) in matched
+            ):
+                found += 1
+                if found >= needed:
+                    return True
+            elif found + left < needed:
+                return False
+        return False
 
     # -- upstream's allocateOne -----------------------------------------------------------------
 
@@ -398,10 +430,31 @@ def scan(
     """The nodes that can take every claim (the first one only, unless ``every``), and the CEL
     runtime error the scheduler would abort the pod on. It filters every node (in a cluster
     under 100 nodes), and an error on any one of them fails the scheduling attempt, whatever
-    the other nodes offer."""
-    possible = []
-    erring = any(w.erring for p in plans for r in p.requests for w in r.alternatives)
+    the other nodes offer.
+
+    When no selector errs and the wants know their totals, it searches no node for a request
+    that matches fewer devices in the whole cluster than any of its alternatives needs (a node
+    holds a part of the cluster's devices), and builds no search on a node with fewer devices
+    than one request needs: both are answers the search itself would give there (its
+    :meth:`Search._could`), without looking at a device."""
+    possible: list[str] = []
+    wants = [w for p in plans for r in p.requests for w in r.alternatives]
+    erring = any(w.erring for w in wants)
+    least = 0
+    if not erring and all(w.total is not None for w in wants):
+        if any(short(r) for p in plans for r in p.requests):
+            return possible, None
+        least = max(
+            (
+                min((w.alternative.needed for w in r.alternatives), default=0)
+                for p in plans
+                for r in p.requests
+            ),
+            default=0,
+        )
     for node, candidates in nodes.items():
+        if len(candidates) < least:
+            continue
         try:
             if Search(plans, candidates, allocations, ignore_taints=ignore_taints).run():
                 possible.append(node)
@@ -410,6 +463,12 @@ def scan(
         except Abort as abort:
             return [], abort
     return possible, None
+
+
+def short(request: RequestPlan) -> bool:
+    """Whether every alternative of the request matches fewer devices in the whole cluster
+    than it needs (False when a total is unknown): no node can take it."""
+    return all(w.total is not None and w.total < w.alternative.needed for w in request.alternatives)
 
 
 def taint_prevents(candidate: Candidate, alternative: Alternative) -> Mapping[str, Any] | None:
