@@ -201,6 +201,7 @@ def main() -> int:
         f"new shape after one slice change: p50 {pct(fresh_after, 0.5):.2f} ms, "
         f"p99 {pct(fresh_after, 0.99):.2f} ms"
     )
+    new_fields(bench)
     not_now(bench, args.never, args.profile_never)
     print(f"RSS at the end: {rss_mib():.0f} MiB")
     return 0
@@ -240,6 +241,27 @@ def impossible(bench: Bench, n: int, profile_to: str | None) -> None:
         profile_to and f"{profile_to}.per-node",
         "never, 9 on one node",
     )
+
+
+FIELDS = ("type", "productName", "brand", "architecture", "index", "driverVersion")
+
+
+def new_fields(bench: Bench) -> None:
+    """Shapes each reading a set of fields no shape read before (as the first claim does: the
+    slices are grouped on those fields once), then shapes reading a per-device attribute
+    (``uuid``: every slice is a group of its own, every device a view of its own)."""
+    same = 'device.attributes["{d}"].{a} == device.attributes["{d}"].{a}'
+    shapes = []
+    for i, first in enumerate(FIELDS):
+        for second in FIELDS[i + 1 :]:
+            reads = [same.format(d=DRIVER, a=a) for a in (first, second)]
+            shapes.append((" && ".join([memory_at_least(1), *reads]), 1))
+    timed(bench, shapes, None, "new shape reading fields never read")
+    before = rss_mib()
+    uuid = f'device.attributes["{DRIVER}"].uuid'
+    shapes = [(f'{uuid} != "GPU-none-{i}"', 1 + i % 4) for i in range(20)]
+    timed(bench, shapes, None, "new shape reading uuid")
+    print(f"RSS after the uuid shapes: {before:.0f} -> {rss_mib():.0f} MiB")
 
 
 def not_now(bench: Bench, n: int, profile_to: str | None) -> None:

@@ -19,7 +19,7 @@ from app.cel.device import Device
 from app.cel.engine import Engine, Program
 from app.cel.errors import CelEvalError
 from app.cel.groups import Grouping
-from app.cel.projection import PathSet
+from app.cel.projection import PathSet, reduced
 from app.cel.slices import IndexedSlice
 
 __all__ = [
@@ -163,18 +163,29 @@ def evaluate(
 ) -> tuple[list[int], list[tuple[int, tuple[int, str]]]]:
     """The positions every program accepts, and those a program errs on with the error.
     ``columns`` (the slice's columns on ``plan.paths``) give each device its view: a view
-    seen before (``seen``) takes its outcome without an evaluation."""
+    seen before (``seen``) takes its outcome without an evaluation, and a new one is evaluated
+    on the device reduced to those paths (a small activation, made for the evaluation and not
+    kept: selectors reading a per-device value, such as a uuid, hold no memory per device).
+    Without paths (an expression that may read anything) the device's whole activation is
+    made once and kept."""
     cost = plan.cost if budget is not None else 0
     matched = []
     erring = []
     entries = indexed.entries
+    paths = plan.paths
     for position in positions:
         view = None if columns is None else tuple([c[position] for c in columns])
         outcome = None if view is None else seen.get(view)
         if outcome is None:
             if budget is not None:
                 budget.charge(cost)
-            outcome = run(plan.programs, entries[position].activated(engine))
+            entry = entries[position]
+            activation = (
+                entry.activated(engine)
+                if paths is None
+                else engine.device_activation(reduced(entry.device, paths))
+            )
+            outcome = run(plan.programs, activation)
             if view is not None:
                 seen[view] = outcome
         if outcome is True:

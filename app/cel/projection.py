@@ -24,7 +24,16 @@ from typing import Any, Final
 from app.cel import syntax
 from app.cel.device import Device
 
-__all__ = ["MISSING", "Columns", "Path", "PathSet", "columns_of", "project", "view_of"]
+__all__ = [
+    "MISSING",
+    "Columns",
+    "Path",
+    "PathSet",
+    "columns_of",
+    "project",
+    "reduced",
+    "view_of",
+]
 
 MISSING: Final = object()
 
@@ -95,6 +104,47 @@ def project(device: Device, keys: Path) -> Any:
         return _typed(domain)
     value = domain.get(keys[2], MISSING)
     return value if value is MISSING else _typed(value)
+
+
+def reduced(device: Device, paths: PathSet) -> Device:
+    """The device with only what ``paths`` reach (a domain the device has stays, empty if none
+    of its names is read, so a missing name errs as it would on the whole device): what an
+    expression reading only those paths needs, and a small activation instead of a full one."""
+    if not paths:
+        return _with(device, {}, {})
+    tops: dict[str, dict[str, dict[str, Any]]] = {"attributes": {}, "capacity": {}}
+    for path in paths:
+        head = path[0]
+        if head not in tops:
+            continue
+        source: Mapping[str, Mapping[str, Any]] = (
+            device.attributes if head == "attributes" else device.capacity
+        )
+        if len(path) == 1:
+            tops[head] = {d: dict(v) for d, v in source.items()}
+            continue
+        domain = source.get(path[1])
+        if domain is None:
+            continue
+        kept = tops[head].setdefault(path[1], {})
+        if len(path) == 2:
+            kept.update(domain)
+        elif path[2] in domain:
+            kept[path[2]] = domain[path[2]]
+    return _with(device, tops["attributes"], tops["capacity"])
+
+
+def _with(device: Device, attributes: Any, capacity: Any) -> Device:
+    return Device(
+        device.driver,
+        device.pool,
+        device.slice_name,
+        device.name,
+        attributes,
+        capacity,
+        device.allow_multiple_allocations,
+        device.problem,
+    )
 
 
 def view_of(expression: str) -> PathSet | None:

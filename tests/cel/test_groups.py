@@ -27,6 +27,8 @@ SELECTORS = (
     'device.attributes["gpu.nvidia.com"].healthy',
     '"gpu.nvidia.com" in device.attributes && device.allowMultipleAllocations == false',
     "device.attributes.size() > 0",
+    'device.attributes["other.example.com"].x == 1',  # a domain no device has
+    'device.capacity["gpu.nvidia.com"].cores.isGreaterThan(quantity("1"))',  # no such name
 )
 
 device_spec = st.fixed_dictionaries(
