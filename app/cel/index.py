@@ -59,6 +59,7 @@ from app.cel.parts import (
     shape_bytes,
 )
 from app.cel.projection import MISSING, Columns, Path, PathSet, columns_of, project, view_of
+from app.cel.simple import Comparison, comparison
 from app.cel.slices import Indexed, IndexedSlice, Snapshot
 from app.cluster.view import Kind
 from app.k8s.claims import device_class_expressions
@@ -341,9 +342,10 @@ class DeviceIndex:
             shape = Shape(grouping)
         outcomes = shape.outcomes
         seen: dict[Any, Any] = {}
+        alike: dict[Outcome, Outcome] = {}  # equal outcomes share one object (uuid: 8,000 groups)
         for group in grouping.members:
             if group not in outcomes:
-                outcomes[group] = self._outcome(
+                outcome = self._outcome(
                     key,
                     grouping.representative(group, grouping.version),
                     plan,
@@ -351,6 +353,7 @@ class DeviceIndex:
                     budget=budget,
                     seen=seen,
                 )
+                outcomes[group] = alike.setdefault(outcome, outcome)
         if fresh and touch:
             self._memo.put(key, shape)
         return shape
@@ -457,7 +460,9 @@ class DeviceIndex:
                 if None in views
                 else tuple(sorted({self._path(p) for v in views if v is not None for p in v}))
             )
-            found = Plan(programs, paths, sum(p.cost for p in programs))
+            found = Plan(
+                programs, paths, sum(p.cost for p in programs), _comparisons(expressions, paths)
+            )
             self._plans.put(expressions, found)
         return found
 
@@ -466,6 +471,22 @@ class DeviceIndex:
         if found is not MISSING:
             return found  # type: ignore[return-value]
         return self._views.put(expression, view_of(expression))
+
+
+def _comparisons(
+    expressions: tuple[str, ...], paths: PathSet | None
+) -> tuple[tuple[int, Comparison], ...] | None:
+    """Each expression as a string comparison with its path's index in ``paths`` (None unless
+    every one is such a comparison)."""
+    if not expressions or paths is None:
+        return None
+    found = []
+    for expression in expressions:
+        simple = comparison(expression)
+        if simple is None or simple.path not in paths:
+            return None
+        found.append((paths.index(simple.path), simple))
+    return tuple(found)
 
 
 def _errors(shape: Shape, snapshot: Snapshot) -> list[tuple[Device, str, str]]:

@@ -20,6 +20,7 @@ from app.cel.engine import Engine, Program
 from app.cel.errors import CelEvalError
 from app.cel.groups import Grouping
 from app.cel.projection import PathSet, reduced
+from app.cel.simple import Comparison, decide_all
 from app.cel.slices import IndexedSlice
 
 __all__ = [
@@ -43,6 +44,9 @@ class Plan:
     paths: PathSet | None
     """None: an expression may read any part of a device (evaluated per device)."""
     cost: int
+    comparisons: tuple[tuple[int, Comparison], ...] | None = None
+    """When every expression is a string comparison (:mod:`app.cel.simple`): each one with
+    the index of its path in ``paths``, answered without CEL where the value is a string."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -165,17 +169,30 @@ def evaluate(
     ``columns`` (the slice's columns on ``plan.paths``) give each device its view: a view
     seen before (``seen``) takes its outcome without an evaluation, and a new one is evaluated
     on the device reduced to those paths (a small activation, made for the evaluation and not
-    kept: selectors reading a per-device value, such as a uuid, hold no memory per device).
+    kept: selectors reading a per-device value, such as a uuid, hold no memory per device). A
+    plan of string comparisons is answered from the columns where the values are strings
+    (:mod:`app.cel.simple`), without CEL and without a charge.
     Without paths (an expression that may read anything) the device's whole activation is
     made once and kept."""
     cost = plan.cost if budget is not None else 0
-    matched = []
-    erring = []
+    matched: list[int] = []
+    erring: list[tuple[int, tuple[int, str]]] = []
     entries = indexed.entries
     paths = plan.paths
-    for position in positions:
-        view = None if columns is None else tuple([c[position] for c in columns])
-        outcome = None if view is None else seen.get(view)
+    comparisons = plan.comparisons
+    decided = (
+        None
+        if comparisons is None or columns is None
+        else decide_all(comparisons, columns, positions)
+    )
+    if decided is not None and None not in decided:
+        return [p for p, d in zip(positions, decided, strict=True) if d], erring
+    for k, position in enumerate(positions):
+        outcome: bool | tuple[int, str] | None = None if decided is None else decided[k]
+        view = None
+        if outcome is None and columns is not None:
+            view = tuple([c[position] for c in columns])
+            outcome = seen.get(view)
         if outcome is None:
             if budget is not None:
                 budget.charge(cost)

@@ -28,6 +28,12 @@ SELECTORS = (
     '"gpu.nvidia.com" in device.attributes && device.allowMultipleAllocations == false',
     "device.attributes.size() > 0",
     'device.attributes["other.example.com"].x == 1',  # a domain no device has
+    # string comparisons, answered without CEL where the value is a string:
+    '"A100" != device.attributes["gpu.nvidia.com"].model',
+    "device.attributes['gpu.nvidia.com'].model in ['H100', 'B200']",
+    'device.attributes["gpu.nvidia.com"].index == "1"',  # an int: CEL's answer
+    'device.attributes["gpu.nvidia.com"].healthy != "yes"',  # absent on some: CEL's error
+    'device.attributes["gpu.nvidia.com"].uuid == "x"',  # absent on every device
     'device.capacity["gpu.nvidia.com"].cores.isGreaterThan(quantity("1"))',  # no such name
 )
 
