@@ -78,6 +78,10 @@ VIEWS_KEPT: Final = 4096
 """Expressions whose device paths are remembered (selectors come from users: bounded)."""
 CHANGES_KEPT: Final = 4096
 """Slice changes remembered (which slices changed since a generation): older are unknown."""
+COLUMNS_CHECKED_EVERY: Final = 1024
+"""Slice changes between two checks of the column numbers' growth."""
+COLUMNS_KEPT_MIN: Final = 1 << 16
+"""Column numbers kept before any renumbering (at most 4x those the slices hold beyond it)."""
 GROUPINGS_KEPT: Final = 64
 """Path sets whose slices are kept grouped (also bounded by bytes)."""
 _ANY_PATH: Final[PathSet] = (("*",),)
@@ -194,6 +198,25 @@ class DeviceIndex:
             self._log.append((self._changes, _name(changed) if changed is not None else ""))
             self._generation = self._changes
             self._fresh = None
+            if self._changes % COLUMNS_CHECKED_EVERY == 0:
+                self._renumber_if_grown()
+
+    def _renumber_if_grown(self) -> None:
+        """Number the columns anew when most numbers are no longer held by a slice (slices
+        replaced by others with new values: new uuids). Groupings are made anew from the new
+        numbers; each memoized shape evaluates its groups again when next asked."""
+        held = sum(len(s.columns) + 1 for s in self._slices.values())
+        if len(self._columns) <= max(COLUMNS_KEPT_MIN, 4 * held):
+            return
+        old, fresh = self._columns.values, Columns()
+        for indexed in self._slices.values():
+            columns = indexed.columns
+            for path, number in columns.items():
+                columns[path] = fresh.number(old[number])
+            indexed.problems = fresh.number(old[indexed.problems])
+        self._columns = fresh
+        self._missing.clear()
+        self._groupings.clear()
 
     def sync(
         self,

@@ -201,3 +201,24 @@ def test_the_match_memo_evicts_the_oldest_results_to_stay_within_its_byte_budget
     assert index.memo_misses == misses
     index.matching("gpu.nvidia.com", [], [asked[0]])  # the oldest went
     assert index.memo_misses == misses + 1
+
+
+def test_column_numbers_are_renumbered_when_replaced_slices_leave_most_unused(
+    engine: Engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from app.cel import index as index_module
+    from app.cluster.view import Kind
+
+    monkeypatch.setattr(index_module, "COLUMNS_CHECKED_EVERY", 1)
+    monkeypatch.setattr(index_module, "COLUMNS_KEPT_MIN", 64)
+    index = DeviceIndex(engine)
+    selector = 'device.attributes["gpu.nvidia.com"].uuid != "GPU-0-1"'
+    old = None
+    for round_ in range(200):  # the node's GPUs replaced 200 times: new uuids each time
+        devices = [gpu_device(f"g{i}", "80Gi", uuid=f"GPU-{round_}-{i}") for i in range(4)]
+        new = make_slice("node-a", "gpu.nvidia.com", devices, version=str(round_))
+        index.on_change(Kind.RESOURCE_SLICE, old, new)
+        old = new
+        match = index.matching("gpu.nvidia.com", (), [selector])
+        assert match.count == (3 if round_ == 0 else 4)
+        assert len(index._columns) <= 100  # the slice holds 7: 64 kept, then 4x those
