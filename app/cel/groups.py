@@ -32,14 +32,24 @@ _ALONE: Final = -1
 class Grouping:
     """Slices grouped by their columns on ``paths`` (None: every slice version on its own)."""
 
-    __slots__ = ("_column", "generation", "group_of", "members", "numbers", "paths", "version")
+    __slots__ = (
+        "_column",
+        "_next",
+        "generation",
+        "group_of",
+        "members",
+        "numbers",
+        "paths",
+        "version",
+    )
 
     def __init__(self, paths: PathSet | None, column: Column) -> None:
         self.paths = paths
         self._column = column
         self.generation = -1
         self.numbers: dict[tuple[int, ...], int] = {}
-        """Signature -> group number (never reused)."""
+        """Signature -> group number (never reused, even when a signature is dropped)."""
+        self._next = 0
         self.group_of: dict[str, int] = {}
         self.version: dict[str, IndexedSlice] = {}
         """The slice versions grouped, by name."""
@@ -103,16 +113,20 @@ class Grouping:
                     del self.members[old]
             if indexed is None:
                 continue
-            signature = self.signature(indexed)
-            group = self.numbers.get(signature)
-            if group is None:
-                group = self.numbers[signature] = len(self.numbers)
+            group = self._number(self.signature(indexed))
             self.group_of[name] = group
             self.version[name] = indexed
             self.members.setdefault(group, {})[name] = None
             gained.append(group)
         self.generation = generation
         return gained
+
+    def _number(self, signature: tuple[int, ...]) -> int:
+        found = self.numbers.get(signature)
+        if found is None:
+            found = self.numbers[signature] = self._next
+            self._next += 1
+        return found
 
     def _fill(self, slices: Mapping[str, IndexedSlice]) -> None:
         """Group every slice of an empty grouping, path by path (most of it in C)."""
@@ -127,8 +141,10 @@ class Grouping:
                 pairs = zip(known, items, strict=True)
                 lists.append([c if c is not None else column(s, path) for c, s in pairs])
             signatures = list(zip(*lists, strict=True))
-        numbers = self.numbers
-        groups = [numbers.setdefault(sig, len(numbers)) for sig in signatures]
+        numbers, number = self.numbers, self._number
+        groups = [
+            found if (found := numbers.get(sig)) is not None else number(sig) for sig in signatures
+        ]
         names = list(slices)
         self.group_of = dict(zip(names, groups, strict=True))
         self.version = dict(zip(names, items, strict=True))

@@ -19,6 +19,7 @@ CLASSES = {
     "gpu": ('device.driver == "gpu.nvidia.com"',),
     "healthy": ('device.attributes["gpu.nvidia.com"].healthy == true',),  # errs where absent
     "any": (),
+    "bare": ('[device].all(d, d.driver == "gpu.nvidia.com")',),  # reads device bare: no paths
 }
 SELECTORS = (
     'device.capacity["gpu.nvidia.com"].memory.compareTo(quantity("40Gi")) >= 0',
@@ -34,6 +35,7 @@ SELECTORS = (
     'device.attributes["gpu.nvidia.com"].index == "1"',  # an int: CEL's answer
     'device.attributes["gpu.nvidia.com"].healthy != "yes"',  # absent on some: CEL's error
     'device.attributes["gpu.nvidia.com"].uuid == "x"',  # absent on every device
+    '[device].all(d, d.attributes["gpu.nvidia.com"].model == "H100")',  # no paths: per device
     'device.capacity["gpu.nvidia.com"].cores.isGreaterThan(quantity("1"))',  # no such name
 )
 
