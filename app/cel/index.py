@@ -82,6 +82,8 @@ COLUMNS_CHECKED_EVERY: Final = 1024
 """Slice changes between two checks of the column numbers' growth."""
 COLUMNS_KEPT_MIN: Final = 1 << 16
 """Column numbers kept before any renumbering (at most 4x those the slices hold beyond it)."""
+OUTCOMES_SLACK: Final = 16
+"""Outcomes of groups with no slice left a shape keeps, beyond as many as it has groups."""
 GROUPINGS_KEPT: Final = 64
 """Path sets whose slices are kept grouped (also bounded by bytes)."""
 _ANY_PATH: Final[PathSet] = (("*",),)
@@ -109,6 +111,8 @@ class DeviceIndex:
         """Held to change the slices (watch events) and to bring groupings and shapes up to
         date (requests): one at a time, never long."""
         self._generation = -1
+        self._synced_at = -1
+        """The generation a caller last passed to :meth:`sync`."""
         self._fresh: Snapshot | None = Snapshot(generation=-1, slices=())
         """The slices in order at ``_generation``, made when first read after a change (a
         sync that lists 8,000 slices makes it once, not once per slice)."""
@@ -217,18 +221,20 @@ class DeviceIndex:
         self._columns = fresh
         self._missing.clear()
         self._groupings.clear()
+        self._paths = {p: p for s in self._slices.values() for p in s.columns}
 
     def sync(
         self,
         resource_slices: Mapping[str, Mapping[str, Any]] | Iterable[Mapping[str, Any]],
         generation: int,
     ) -> None:
-        """Take the cluster's slices at ``generation`` (a no-op when it has not changed): the
-        bulk form of :meth:`on_change`, for callers without a view."""
-        if generation == self._generation:
+        """Take the cluster's slices at ``generation`` (a no-op when it is the generation the
+        index is at, or was last synced to): the bulk form of :meth:`on_change`, for callers
+        without a view. The index's own generation only moves forward."""
+        if generation in (self._generation, self._synced_at):
             return
         with self._lock:
-            if generation == self._generation:
+            if generation in (self._generation, self._synced_at):
                 return
             items = (
                 list(resource_slices.items())
@@ -239,11 +245,12 @@ class DeviceIndex:
             for name, raw in sorted(items, key=lambda item: item[0]):
                 slices[name] = self._indexed(name, raw, self._slices.get(name))
             self._slices = slices
-            self._changes = max(self._changes, generation)
+            self._changes = max(self._changes + 1, generation)
             self._log.clear()
             self._log_floor = self._changes
-            self._generation = generation
-            self._fresh = Snapshot(generation, tuple(slices.values()))
+            self._generation = self._changes
+            self._synced_at = generation
+            self._fresh = Snapshot(self._changes, tuple(slices.values()))
 
     def _indexed(
         self, name: str, raw: Mapping[str, Any], known: IndexedSlice | None
@@ -363,10 +370,16 @@ class DeviceIndex:
         fresh = shape is None or shape.grouping is not grouping
         if shape is None or shape.grouping is not grouping:
             shape = Shape(grouping)
+        shape.base = base
+        members = grouping.members
+        if len(shape.outcomes) > 2 * len(members) + OUTCOMES_SLACK:
+            # groups with no slice left (slices changed away): a new dict, as older matches
+            # still read the one they were made with
+            shape.outcomes = {g: o for g, o in shape.outcomes.items() if g in members}
         outcomes = shape.outcomes
         seen: dict[Any, Any] = {}
         alike: dict[Outcome, Outcome] = {}  # equal outcomes share one object (uuid: 8,000 groups)
-        for group in grouping.members:
+        for group in members:
             if group not in outcomes:
                 outcome = self._outcome(
                     key,
@@ -451,7 +464,7 @@ class DeviceIndex:
             matched += len(members) * len(outcome.matched)
             considered += len(members) * outcome.considered
             erring = erring or bool(outcome.erring)
-        base = self._memo.peek((*key[:2], ())) if key[2] else None
+        base = shape.base
         if base is not None and any(base.outcomes[g].erring for g in base.grouping.members):
             erring = True
         errors: list[tuple[Device, str, str]] = []
@@ -466,7 +479,7 @@ class DeviceIndex:
             tuple((d, m) for d, m, _ in errors),
             first_error=first,
             refs=DeviceRefs(grouping, outcomes),
-            devices=lambda: _devices(shape, snapshot),
+            devices=lambda: _devices(grouping, outcomes, snapshot),
         )
 
     def programs(self, expressions: Sequence[str]) -> list[Program]:
@@ -481,7 +494,7 @@ class DeviceIndex:
             paths = (
                 None
                 if None in views
-                else tuple(sorted({self._path(p) for v in views if v is not None for p in v}))
+                else tuple(sorted({p for v in views if v is not None for p in v}))
             )
             found = Plan(
                 programs, paths, sum(p.cost for p in programs), _comparisons(expressions, paths)
@@ -524,9 +537,13 @@ def _errors(shape: Shape, snapshot: Snapshot) -> list[tuple[Device, str, str]]:
     return out
 
 
-def _devices(shape: Shape, snapshot: Snapshot) -> tuple[Device, ...]:
+def _devices(
+    grouping: Grouping, outcomes: dict[int, Outcome], snapshot: Snapshot
+) -> tuple[Device, ...]:
+    """The matched devices in slice order (read from the grouping and outcomes, not the shape:
+    a match must not hold its shape, which holds the match)."""
     out: list[Device] = []
-    group_of, outcomes = shape.grouping.group, shape.outcomes
+    group_of = grouping.group
     for indexed in snapshot.slices:
         group = group_of(indexed)
         outcome = None if group is None else outcomes.get(group)

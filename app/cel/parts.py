@@ -75,6 +75,8 @@ class Shape:
     outcomes: dict[int, Outcome] = field(default_factory=dict)
     generation: int = -1
     match: Match | None = None
+    base: Shape | None = None
+    """The class's own shape (for a request's selectors): its errors come first in a match."""
 
 
 def shape_bytes(shape: Shape) -> int:

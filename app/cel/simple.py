@@ -59,8 +59,8 @@ def comparison(text: str) -> Comparison | None:
 
 
 def _equality(path: tuple[str, str, str], op: Token, literal: Token) -> Comparison | None:
-    value = string_value(literal.text) if literal.kind == "string" else None
-    if value is None or literal.text[:1] in ("b", "B"):
+    value = _plain(literal)
+    if value is None:
         return None
     return Comparison(path, op.text == "!=", frozenset((value,)))
 
@@ -73,14 +73,22 @@ def _list(tokens: list[Token]) -> frozenset[str] | None:
     expect_value = True
     for token in tokens[1:-1]:
         if expect_value:
-            value = string_value(token.text) if token.kind == "string" else None
-            if value is None or token.text[:1] in ("b", "B"):
+            value = _plain(token)
+            if value is None:
                 return None
             values.append(value)
         elif token.text != ",":
             return None
         expect_value = not expect_value
     return frozenset(values) if values else None
+
+
+def _plain(token: Token) -> str | None:
+    """A string literal without escapes (the backends decode some escapes differently: such a
+    literal is left to the backend's own CEL)."""
+    if token.kind != "string" or "\\" in token.text or token.text[:1] in ("b", "B"):
+        return None
+    return string_value(token.text)
 
 
 def decide(comparisons: tuple[tuple[int, Comparison], ...], view: tuple[Any, ...]) -> bool | None:

@@ -222,3 +222,73 @@ def test_column_numbers_are_renumbered_when_replaced_slices_leave_most_unused(
         match = index.matching("gpu.nvidia.com", (), [selector])
         assert match.count == (3 if round_ == 0 else 4)
         assert len(index._columns) <= 100  # the slice holds 7: 64 kept, then 4x those
+
+
+def test_a_requests_match_keeps_the_class_errors_under_a_small_byte_budget(
+    engine: Engine,
+) -> None:
+    index = DeviceIndex(engine, max_bytes=3000)  # the class's own result does not fit
+    devices = [gpu_device(f"g{i}", "80Gi") for i in range(40)]
+    devices[0]["attributes"]["healthy"] = {"bool": True}
+    index.sync([make_slice("node-a", "gpu.nvidia.com", devices)], generation=1)
+    healthy = ('device.attributes["gpu.nvidia.com"].healthy == true',)  # errs where absent
+    match = index.matching(
+        "healthy", healthy, ['device.attributes["gpu.nvidia.com"].model == "H100"']
+    )
+    assert match.errors == 39
+    assert match.first_error is not None and "node-a/g1" in match.first_error
+
+
+def test_a_sync_after_watch_events_never_takes_the_generation_back(engine: Engine) -> None:
+    from app.cluster.view import Kind
+
+    index = DeviceIndex(engine)
+    a, b = (make_slice(n, "gpu.nvidia.com", [gpu_device("g0", "80Gi")]) for n in "ab")
+    index.on_change(Kind.RESOURCE_SLICE, None, a)
+    index.on_change(Kind.RESOURCE_SLICE, None, b)
+    assert index.matching("gpu.nvidia.com", ()).count == 2
+    index.sync({"a": a}, generation=1)  # a caller's own numbering, behind the index's
+    assert index.generation > 2
+    assert index.matching("gpu.nvidia.com", ()).count == 1
+
+
+def test_a_shape_drops_the_outcomes_of_groups_no_slice_is_in(engine: Engine) -> None:
+    from app.cel import index as index_module
+    from app.cluster.view import Kind
+
+    index = DeviceIndex(engine)
+    bare = ('[device].all(d, d.driver == "gpu.nvidia.com")',)  # each slice version alone
+    old = None
+    for version in range(200):
+        new = make_slice("node-a", "gpu.nvidia.com", [gpu_device("g0", "80Gi")], str(version))
+        index.on_change(Kind.RESOURCE_SLICE, old, new)
+        old = new
+        assert index.matching("gpu.nvidia.com", bare).count == 1
+    shape = index._memo.peek(("gpu.nvidia.com", bare, ()))
+    assert shape is not None
+    assert len(shape.outcomes) <= 2 + index_module.OUTCOMES_SLACK
+
+
+class _Raw(dict[str, Any]):
+    """A raw slice that can be weakly referenced."""
+
+
+def test_a_replaced_slice_is_freed_without_the_cycle_collector(engine: Engine) -> None:
+    import gc
+    import weakref
+
+    gc.collect()
+    gc.disable()  # as after the sync: what a cycle holds would stay (and frozen: for good)
+    try:
+        index = DeviceIndex(engine)
+        first = _Raw(make_slice("node-a", "gpu.nvidia.com", [gpu_device("g0", "80Gi")]))
+        index.sync([first], generation=1)
+        index.matching("gpu.nvidia.com", ('device.driver == "gpu.nvidia.com"',))
+        freed = weakref.ref(first)
+        del first
+        index.sync([make_slice("node-a", "gpu.nvidia.com", [], "2")], generation=2)
+        index._memo.clear()  # the shape goes (evicted) with its match of the first slice
+        index.matching("gpu.nvidia.com", ('device.driver == "gpu.nvidia.com"',))
+        assert freed() is None
+    finally:
+        gc.enable()
