@@ -16,7 +16,9 @@ any slice changes (``generation("ResourceSlice")``). It
   slices of identical GPUs are one group: a new shape costs about as much as on one slice. The
   paths an expression can read come from :func:`app.cel.syntax.device_paths`; an expression
   that uses ``device`` any other way is evaluated per device, each slice on its own;
-- makes a device's CEL activation only when a selector is first evaluated on it.
+- keeps no CEL activation per device: a new view is evaluated on the device reduced to the
+  paths read (:func:`app.cel.projection.reduced`), and string comparisons are answered from
+  the columns (:mod:`app.cel.simple`).
 
 It is fed either way: as a listener of the cluster view (:meth:`DeviceIndex.on_change`,
 subscribed at startup, so a slice event converts only that slice's devices and the request path

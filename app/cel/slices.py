@@ -15,8 +15,9 @@ __all__ = ["Indexed", "IndexedSlice", "Snapshot"]
 
 
 class Indexed:
-    """A device and its CEL activation, made when a selector is first evaluated on the device
-    (most devices never are: a group is evaluated on one slice, once per distinct view)."""
+    """A device, and its whole CEL activation once an expression that may read any part of it
+    (no known paths) is evaluated on it; other expressions make a reduced activation per
+    evaluation and keep none."""
 
     __slots__ = ("activation", "device")
 
