@@ -82,13 +82,14 @@ class Api:
         method: str,
         path: str,
         *,
+        query: list[tuple[str, str]] | None = None,
         body: Obj | None = None,
         timeout: float,
         content_type: str = "application/json",
     ) -> tuple[int, bytes]:
         """Send one request; its status and whole body."""
         response = await self.open(
-            method, path, body=body, timeout=timeout, content_type=content_type
+            method, path, query=query, body=body, timeout=timeout, content_type=content_type
         )
         try:
             return response.status, await response.read()

@@ -30,7 +30,7 @@ import orjson
 from kubernetes.aio import client as k8s
 from kubernetes.aio import config as k8s_config
 
-from app.cluster.api import status_text
+from app.cluster.api import Api, status_text
 from app.errors import ConfigError
 
 logger = logging.getLogger(__name__)
@@ -140,9 +140,10 @@ class Cluster:
     def __init__(self, client: k8s.ApiClient, page_size: int = 500) -> None:
         self.client = client
         self.page_size = page_size
+        self._api = Api(client)
 
     async def close(self) -> None:
-        await self.client.close()  # type: ignore[no-untyped-call]
+        await self._api.close()
 
     async def _send(
         self,
@@ -153,25 +154,19 @@ class Cluster:
         body: Obj | None = None,
         content_type: str = "application/json",
     ) -> tuple[int, bytes]:
-        params = await self.client.param_serialize(
-            method=method,
-            resource_path=path,
-            query_params=query or None,
-            header_params={"Accept": "application/json", "Content-Type": content_type},
-            body=body,
-            auth_settings=["BearerToken"],
-        )
         try:
-            rest = await self.client.call_api(*params, _request_timeout=REQUEST_TIMEOUT)
+            return await self._api.request(
+                method,
+                path,
+                query=query,
+                body=body,
+                timeout=REQUEST_TIMEOUT,
+                content_type=content_type,
+            )
         except (aiohttp.ClientError, TimeoutError, OSError) as exc:
             raise ReportError(
                 f"report: {method} {path}: cannot reach the API server: {_describe(exc)}"
             ) from exc
-        response = rest.response
-        try:
-            return response.status, await response.read()
-        finally:
-            response.release()
 
     async def pages(self, resource: Resource, selector: str = "") -> AsyncIterator[Page]:
         """Every object of `resource` in the cluster (with these labels), a page at a time."""
