@@ -155,27 +155,9 @@ def main() -> int:
     first, verdict = bench.check(memory_at_least(1))
     print(f"first claim: {first:.1f} ms ({verdict.outcome})")
 
-    profile = cProfile.Profile() if args.profile else None
-    outcomes: dict[str, int] = {}
-
-    def new(i: int) -> float:
-        if profile is not None:
-            profile.enable()
-        took, verdict = bench.check(new_selector(i + 1), 1 + i % 4)
-        if profile is not None:
-            profile.disable()
-        outcomes[verdict.outcome] = outcomes.get(verdict.outcome, 0) + 1
-        return took
-
-    fresh = series(new, args.shapes)
-    if profile is not None:
-        profile.dump_stats(args.profile)
-    rss_shapes = rss_mib()
-    print(
-        f"new shape ({args.shapes}, {outcomes}): p50 {pct(fresh, 0.5):.2f} ms, "
-        f"p99 {pct(fresh, 0.99):.2f} ms, max {max(fresh):.1f} ms; "
-        f"RSS after them {rss_shapes:.0f} MiB"
-    )
+    shapes = [(new_selector(i + 1), 1 + i % 4) for i in range(args.shapes)]
+    timed(bench, shapes, args.profile, "new shape")
+    print(f"RSS after them {rss_mib():.0f} MiB")
     impossible(bench, args.never, args.profile_never)
 
     bench.check(REPEATED)
@@ -224,8 +206,8 @@ def timed(bench: Bench, shapes: list[tuple[str, int]], profile_to: str | None, w
     if profile is not None and profile_to:
         profile.dump_stats(profile_to)
     print(
-        f"{what} ({len(shapes)}, {outcomes}): p50 {pct(took, 0.5):.1f} ms, "
-        f"p99 {pct(took, 0.99):.1f} ms, max {max(took):.1f} ms"
+        f"{what} ({len(shapes)}, {outcomes}): p50 {pct(took, 0.5):.2f} ms, "
+        f"p99 {pct(took, 0.99):.2f} ms, max {max(took):.1f} ms"
     )
 
 

@@ -80,15 +80,15 @@ class Grouping:
         slices: Mapping[str, IndexedSlice],
         generation: int,
         changed: Iterable[str] | None,
-    ) -> list[int]:
+    ) -> None:
         """Regroup to ``slices`` at ``generation``: only ``changed`` (None: every slice whose
-        version is not the one grouped). Returns the groups that gained a slice."""
+        version is not the one grouped)."""
         if generation == self.generation:
-            return []
+            return
         if not self.version:
             self._fill(slices)
             self.generation = generation
-            return list(self.members)
+            return
         if changed is None:
             names: Iterable[str] = [
                 *(n for n, s in slices.items() if self.version.get(n) is not s),
@@ -96,7 +96,6 @@ class Grouping:
             ]
         else:
             names = changed
-        gained = []
         for name in names:
             indexed = slices.get(name)
             known = self.version.get(name)
@@ -117,9 +116,7 @@ class Grouping:
             self.group_of[name] = group
             self.version[name] = indexed
             self.members.setdefault(group, {})[name] = None
-            gained.append(group)
         self.generation = generation
-        return gained
 
     def _number(self, signature: tuple[int, ...]) -> int:
         found = self.numbers.get(signature)
