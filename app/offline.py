@@ -20,14 +20,15 @@ import yaml
 from app.cluster.view import ClusterView, Kind
 from app.config import Policy
 from app.errors import ConfigError, ObjectShapeError
-from app.k8s.objects import pod_spec
 from app.pipeline import Decision, Endpoint, Pipeline
 from app.policies.base import Request
 from app.policies.exceptions import Clock, Exceptions, cover, policy_exceptions, system_clock
 from app.policies.parts import Parts
 from app.policies.translate import legacy_matcher, mapping_resolver, sharing_rules
+from app.policies.workloads import workload_catalogue
 from app.translation.legacy import LegacyMatcher, MappingResolver, legacy_requests
 from app.translation.sharing import SharingRules
+from app.workloads import Catalogue, group_kind, scan
 
 Obj = dict[str, Any]
 
@@ -148,10 +149,17 @@ class NamespaceReport:
     excepted: dict[str, str] = field(default_factory=dict)
     """Legacy objects an active policy exception wholly covers -> `<exception> until <date>`:
     a dra-only label would admit them until that date."""
+    unrewritable: list[str] = field(default_factory=list)
+    """GPU requests outside the pod templates dra-webhook rewrites (an operator's own fields,
+    Helm values, an unknown kind): `Kind/name: path: why`. A dra-only label denies them."""
 
     @property
     def ready_for_dra_only(self) -> bool:
-        return not self.invalid and all(o in self.excepted for o in self.legacy_objects)
+        return (
+            not self.invalid
+            and not self.unrewritable
+            and all(o in self.excepted for o in self.legacy_objects)
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -162,6 +170,8 @@ class ReportRules:
     mappings: MappingResolver
     sharing: SharingRules
     exceptions: Exceptions
+    catalogue: Catalogue
+    annotations: tuple[str, ...] = ()
 
     @classmethod
     def build(cls, policy: Policy, clock: Clock = system_clock) -> ReportRules:
@@ -171,6 +181,8 @@ class ReportRules:
             parts.build(mapping_resolver),
             parts.build(sharing_rules),
             parts.build(policy_exceptions),
+            parts.build(workload_catalogue),
+            policy.legacy_resources.annotations,
         )
 
 
@@ -218,17 +230,20 @@ def _count(
     rules: ReportRules,
     view: ClusterView,
 ) -> None:
-    kind = str(obj["kind"])
+    group, kind = group_kind(obj)
     name = f"{kind}/{obj.get('metadata', {}).get('name', '?')}"
     try:
-        spec = pod_spec(kind, obj)
-        if spec is None:
+        specs = rules.catalogue.specs(group, kind, obj)
+        found = scan(group, kind, obj, rules.catalogue, rules.legacy, annotations=rules.annotations)
+        if not specs and not found:
             return
         entry.objects += 1
-        legacy = legacy_requests(spec, rules.legacy)
+        legacy = [r for spec in specs for r in legacy_requests(spec, rules.legacy)]
     except ObjectShapeError as exc:
         entry.invalid.append(f"{name}: {exc}")
         return
+    entry.unrewritable += [f"{name}: {f.path}: {f.message}" for f in found]
+    entry.resources |= {f.resource for f in found}
     if legacy:
         entry.legacy_objects.append(name)
         for item in legacy:
@@ -238,9 +253,16 @@ def _count(
                 entry.unmapped.add(item.resource)
         if rules.exceptions:
             labels = view.namespace_labels(entry.namespace) or {}
-            coverage = cover(rules.exceptions.selecting(kind, obj, labels), legacy)
-            if not coverage.rest:
-                entry.excepted[name] = ", ".join(f"{a.name} {a.when()}" for a in coverage.used)
+            rest = list(legacy)
+            used: dict[str, str] = {}
+            for spec in specs:
+                mine = [r for r in rest if r.container.path.startswith(spec.path + ".")]
+                coverage = cover(rules.exceptions.selecting(kind, spec, labels), mine)
+                if mine and not coverage.rest:
+                    used |= {a.name: f"{a.name} {a.when()}" for a in coverage.used}
+                    rest = [r for r in rest if r not in mine]
+            if not rest:
+                entry.excepted[name] = ", ".join(used.values())
 
 
 def classify(

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
+from app import workloads
 from app.allocation import Allocations
 from app.bounded import DEFAULT_MAX_BYTES
 from app.cluster.templates import ManagedTemplates
@@ -28,7 +29,6 @@ from app.cluster.view import ClusterView, DerivedIndex, Kind
 from app.config import Policy
 from app.config.policy import StaleView as StaleViewPolicy
 from app.errors import ObjectShapeError, PolicyError
-from app.k8s.objects import POD_SPEC_PATHS
 from app.policies import defaults, dra_only, quota, rules, selectors, translate
 from app.policies.base import Context, Mode, Request, Result, Violation
 from app.policies.cel_runtime import cel_runtime
@@ -36,6 +36,7 @@ from app.policies.exceptions import Clock, policy_exceptions, system_clock
 from app.policies.parts import Builder, Parts
 from app.policies.quota_capacity import ClassPolicies
 from app.policies.quota_rules import quota_rules
+from app.policies.workloads import workload_catalogue
 from app.verdict import ALLOWED, INTERNAL_ERROR, Decision, merge
 
 __all__ = ["ALLOWED", "INTERNAL_ERROR", "Decision", "Endpoint", "Pipeline", "Registration", "merge"]
@@ -51,24 +52,11 @@ class Endpoint(StrEnum):
 Check = Callable[[Request, Context], Result]
 GroupKind = tuple[str, str]
 
-_APPS = "apps"
-_BATCH = "batch"
 _RESOURCE = "resource.k8s.io"
 
-POD_BEARING: frozenset[GroupKind] = frozenset(
-    {
-        ("", "Pod"),
-        ("", "PodTemplate"),
-        ("", "ReplicationController"),
-        (_APPS, "Deployment"),
-        (_APPS, "ReplicaSet"),
-        (_APPS, "StatefulSet"),
-        (_APPS, "DaemonSet"),
-        (_BATCH, "Job"),
-        (_BATCH, "CronJob"),
-    }
-)
-assert {kind for _, kind in POD_BEARING} == set(POD_SPEC_PATHS)
+POD_BEARING: frozenset[GroupKind] = workloads.builtin().kinds()
+"""Every kind of the shipped workload catalogue (`app/workloads/catalogue.yaml`): the built-in
+kinds and the operators' custom resources; a policy's `workloadKinds` adds to it (`Pipeline`)."""
 
 WORKLOADS: frozenset[GroupKind] = POD_BEARING - {("", "Pod")}
 
@@ -94,13 +82,20 @@ class Registration:
     """What the check reads from `ctx.parts`, built from the policy at load."""
     indexes: tuple[type[DerivedIndex], ...] = ()
     """Derived indexes of the view the check reads (`ctx.view.index`), subscribed at load."""
+    workloads: bool = False
+    """Also every kind the policy's `workloadKinds` adds to the catalogue."""
 
 
 _TRANSLATE_READS = frozenset(
     {Kind.NAMESPACE, Kind.DEVICE_CLASS, Kind.RESOURCE_CLAIM, Kind.RESOURCE_CLAIM_TEMPLATE}
 )
 """Extended-resource mappings, and the claims and templates a pod already references."""
-_TRANSLATE_BUILDS = (translate.translation_rules, policy_exceptions, cel_runtime)
+_TRANSLATE_BUILDS = (
+    translate.translation_rules,
+    policy_exceptions,
+    cel_runtime,
+    workload_catalogue,
+)
 _TRANSLATE_INDEXES = (ManagedTemplates, Allocations)
 """Templates already made for the namespace count against translation's cap; the claims it
 makes are checked by the allocation model (what allocated claims hold)."""
@@ -113,7 +108,13 @@ REGISTRATIONS: tuple[Registration, ...] = (
         frozenset({"CREATE", "UPDATE"}),
         dra_only.check,
         reads=frozenset({Kind.NAMESPACE, Kind.DEVICE_CLASS}),
-        builds=(translate.translation_rules, policy_exceptions, dra_only.answers),
+        builds=(
+            translate.translation_rules,
+            policy_exceptions,
+            dra_only.answers,
+            workload_catalogue,
+        ),
+        workloads=True,
     ),
     Registration(
         "translate",
@@ -134,6 +135,7 @@ REGISTRATIONS: tuple[Registration, ...] = (
         reads=_TRANSLATE_READS,
         builds=_TRANSLATE_BUILDS,
         indexes=_TRANSLATE_INDEXES,
+        workloads=True,
     ),
     Registration(
         "translate-validate",
@@ -144,6 +146,7 @@ REGISTRATIONS: tuple[Registration, ...] = (
         reads=_TRANSLATE_READS,
         builds=_TRANSLATE_BUILDS,
         indexes=_TRANSLATE_INDEXES,
+        workloads=True,
     ),
     Registration(
         "cel-selectors",
@@ -189,6 +192,7 @@ REGISTRATIONS: tuple[Registration, ...] = (
         quota.check,
         builds=(quota_rules, cel_runtime, *_TRANSLATE_BUILDS),
         indexes=(ClaimUsage, SliceNodes, TemplateCounts, ClassPolicies, *_TRANSLATE_INDEXES),
+        workloads=True,
     ),
 )
 RULE_KINDS: frozenset[GroupKind] = POD_BEARING | CLAIM_KINDS | DEVICE_CLASS
@@ -254,9 +258,14 @@ class Pipeline:
             modes.translate: Mode.TRANSLATE,
             modes.audit: Mode.AUDIT,
         }
+        added = (
+            self.parts[workload_catalogue].kinds() - POD_BEARING
+            if (workload_catalogue in self.parts)
+            else frozenset()
+        )
         routes: dict[tuple[Endpoint, str, str, str], list[Registration]] = {}
         for reg in registrations:
-            for group, kind in reg.kinds:
+            for group, kind in reg.kinds | added if reg.workloads else reg.kinds:
                 for operation in reg.operations:
                     routes.setdefault((reg.endpoint, group, kind, operation), []).append(reg)
         self._routes = {key: tuple(regs) for key, regs in routes.items()}

@@ -48,6 +48,9 @@ class LegacyResources(_Model):
         "gpu.intel.com/*",
         "habana.ai/gaudi",
     )
+    annotations: tuple[str, ...] = ("gpu-fraction", "gpu-memory", "gpu-fraction-num-devices")
+    """Pod annotations through which a scheduler hands out GPU shares (KAI Scheduler's):
+    a pod or template carrying one is reported like a legacy request."""
 
     @field_validator("names")
     @classmethod
@@ -375,6 +378,9 @@ class Policy(_Model):
     defaults: Defaults = Field(default_factory=Defaults)
     exceptions: tuple[PolicyException, ...] = ()
     """Objects allowed (dra-only) or left untranslated (translate) until a date."""
+    workload_kinds: tuple[dict[str, Any], ...] = Field(default=(), alias="workloadKinds")
+    """More workload kinds for the catalogue (app/workloads/catalogue.yaml has the format);
+    validated when the pipeline is built, with the key's path on error."""
 
     _exception_names = field_validator("exceptions")(unique_exception_names)
 

@@ -1,4 +1,5 @@
-"""Reading pod specs and containers out of raw objects of any pod-bearing kind.
+"""Reading containers out of a pod spec of any pod-bearing kind (where a kind keeps its pod
+specs is the workload catalogue's, `app/workloads`).
 
 Every accessor checks the type of what it reads and raises ObjectShapeError with the field path,
 so a malformed object is answered with a precise denial instead of a crash.
@@ -6,6 +7,7 @@ so a malformed object is answered with a precise denial instead of a crash.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -13,19 +15,6 @@ from typing import Any
 from app.errors import ObjectShapeError
 
 Obj = dict[str, Any]
-
-POD_SPEC_PATHS: Mapping[str, tuple[str, ...]] = {
-    "Pod": ("spec",),
-    "PodTemplate": ("template", "spec"),
-    "ReplicationController": ("spec", "template", "spec"),
-    "ReplicaSet": ("spec", "template", "spec"),
-    "Deployment": ("spec", "template", "spec"),
-    "StatefulSet": ("spec", "template", "spec"),
-    "DaemonSet": ("spec", "template", "spec"),
-    "Job": ("spec", "template", "spec"),
-    "CronJob": ("spec", "jobTemplate", "spec", "template", "spec"),
-}
-"""Where the pod spec sits in each kind that carries one."""
 
 CONTAINER_FIELDS = ("initContainers", "containers", "ephemeralContainers")
 """Every list of containers in a pod spec, in the order the kubelet starts them."""
@@ -62,26 +51,13 @@ class PodSpecRef:
     spec: Obj
     path: str
     pointer: str
+    meta: Mapping[str, Any] = dataclasses.field(default_factory=dict, compare=False)
+    """The metadata of the pods it makes (a template's, or a Pod's own): their labels select
+    policy exceptions, their annotations can ask a scheduler for GPU shares."""
 
 
 def field_path(parts: tuple[str, ...]) -> str:
     return ".".join(parts)
-
-
-def pod_spec(kind: str, obj: Obj) -> PodSpecRef | None:
-    """The pod spec of a pod-bearing object; None for other kinds or an absent spec."""
-    parts = POD_SPEC_PATHS.get(kind)
-    if parts is None:
-        return None
-    node: Any = obj
-    for depth, part in enumerate(parts):
-        child = node.get(part)
-        if child is None:
-            return None
-        if not isinstance(child, dict):
-            raise ObjectShapeError(field_path(parts[: depth + 1]), "must be an object")
-        node = child
-    return PodSpecRef(node, field_path(parts), "/" + "/".join(parts))
 
 
 def containers(ref: PodSpecRef) -> Iterator[ContainerRef]:

@@ -26,3 +26,14 @@ def remove(path: str) -> PatchOp:
 
 def replace(path: str, value: Any) -> PatchOp:
     return {"op": "replace", "path": path, "value": value}
+
+
+def resolve(document: Any, path: str) -> Any:
+    """The value a JSON pointer names in `document` (KeyError/IndexError when it names none)."""
+    node = document
+    if not path:
+        return node
+    for token in path[1:].split("/"):
+        key = token.replace("~1", "/").replace("~0", "~")
+        node = node[int(key)] if isinstance(node, list) else node[key]
+    return node

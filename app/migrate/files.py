@@ -19,23 +19,26 @@ from typing import Any
 import yaml
 
 from app.errors import ObjectShapeError
-from app.k8s.objects import pod_spec
 from app.migrate.documents import Document, DocumentError, Loaded, split
 from app.migrate.edit import fresh, plain, shared_nodes, sync
 from app.migrate.objects import (
     Outcome,
     Rules,
-    is_pod_bearing,
+    is_object,
     name_of,
     namespace_of,
     objects_of,
     translate,
 )
 from app.translation.legacy import legacy_requests
+from app.workloads import group_kind
 
 Obj = dict[str, Any]
 _FAST_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 _JSON_INDENT = re.compile(r"\n([ \t]+)\S")
+_HINTS = ("containers", "limits", "requests", "gpu")
+"""A document holding none of these asks for no device: every pod spec has `containers`, every
+resources map `limits` or `requests`, and an operator's GPU field names a `gpu`."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -158,7 +161,7 @@ def _rewrite_document(
     changed = False
     root = loaded.data
     for prefix, obj, set_obj, insert in _slots(root):
-        if not is_pod_bearing(obj):
+        if not is_object(obj):
             continue
         wanted = plain(obj)
         outcome = translate(wanted, rules)
@@ -261,7 +264,7 @@ def _may_hold_pods(body: str, rules: Rules) -> bool:
     legacy name (mapping keys, strings to both loaders); what is translated is read round-trip.
     A document it cannot read goes to the round-trip loader, which reports it.
     """
-    if "containers" not in body:  # every pod spec has it
+    if not any(hint in body for hint in (*_HINTS, *rules.annotations)):
         return False
     try:
         data = yaml.load(body, Loader=_FAST_LOADER)
@@ -269,8 +272,13 @@ def _may_hold_pods(body: str, rules: Rules) -> bool:
         return True
     try:
         for _, obj in objects_of(data):
-            spec = pod_spec(str(obj.get("kind")), obj) if is_pod_bearing(obj) else None
-            if spec is not None and legacy_requests(spec, rules.translation.legacy):
+            if not is_object(obj):
+                continue
+            group, kind = group_kind(obj)
+            for spec in rules.catalogue.specs(group, kind, obj):
+                if legacy_requests(spec, rules.translation.legacy):
+                    return True
+            if rules.findings(obj):
                 return True
     except ObjectShapeError:
         return True
@@ -301,7 +309,7 @@ def _rewrite_json(
     is_list = any(prefix for prefix, _ in objects_of(data))
     entries = list(objects_of(data))
     for prefix, obj in entries:
-        if not is_pod_bearing(obj):
+        if not is_object(obj):
             continue
         outcome: Outcome = translate(obj, rules)
         if outcome.problems:

@@ -16,11 +16,12 @@ from app.cluster.templates import ManagedTemplates
 from app.cluster.view import ClusterView
 from app.config import Policy
 from app.errors import ObjectShapeError
-from app.k8s.objects import POD_SPEC_PATHS, pod_spec
 from app.policies.parts import Parts
 from app.policies.translate import translation_rules
+from app.policies.workloads import workload_catalogue
 from app.translation import TranslationRules, plan
 from app.translation.manifest import write
+from app.workloads import Catalogue, Finding, builtin, group_kind, scan
 
 Obj = dict[str, Any]
 
@@ -31,13 +32,28 @@ class Rules:
 
     translation: TranslationRules
     view: ClusterView
+    catalogue: Catalogue = field(default_factory=builtin)
+    annotations: tuple[str, ...] = ()
+    """Scheduler share annotations reported like legacy requests."""
 
     @classmethod
     def build(cls, policy: Policy, view: ClusterView) -> Rules:
         """The webhook's translation rules for `policy`, built as its pipeline builds them."""
-        translation = Parts(policy).build(translation_rules)
+        parts = Parts(policy)
+        translation = parts.build(translation_rules)
         view.derived(ManagedTemplates)  # what plan() reads of templates the cluster file holds
-        return cls(replace(translation, templates=translation.templates.readable()), view)
+        return cls(
+            replace(translation, templates=translation.templates.readable()),
+            view,
+            parts.build(workload_catalogue),
+            policy.legacy_resources.annotations,
+        )
+
+    def findings(self, obj: Obj) -> tuple[Finding, ...]:
+        """GPU requests of `obj` that translation cannot rewrite (`app/workloads/scan.py`)."""
+        group, kind = group_kind(obj)
+        legacy = self.translation.legacy
+        return scan(group, kind, obj, self.catalogue, legacy, annotations=self.annotations)
 
 
 @dataclass(slots=True)
@@ -62,8 +78,10 @@ def objects_of(document: Any) -> Iterator[tuple[str, Any]]:
     yield "", document
 
 
-def is_pod_bearing(obj: Any) -> bool:
-    return isinstance(obj, dict) and obj.get("kind") in POD_SPEC_PATHS
+def is_object(obj: Any) -> bool:
+    """A Kubernetes object (a map with a kind): every one is read, whatever its kind, so a GPU
+    request in a kind the catalogue does not know is reported rather than passed."""
+    return isinstance(obj, dict) and isinstance(obj.get("kind"), str)
 
 
 def namespace_of(obj: Obj) -> str:
@@ -79,20 +97,27 @@ def name_of(obj: Obj) -> str:
 
 
 def translate(obj: Obj, rules: Rules) -> Outcome:
-    """Translate the pod spec of a pod-bearing object (a plain value, left unchanged)."""
-    kind = str(obj.get("kind"))
+    """Translate every pod spec of an object (a plain value, left unchanged); what cannot be
+    rewritten (an operator's own fields, Helm values, an unknown kind) is a problem."""
+    group, kind = group_kind(obj)
     outcome = Outcome()
     try:
-        spec = pod_spec(kind, obj)
-        if spec is None:
-            return outcome
-        planned = plan(spec, namespace_of(obj), rules.translation, rules.view)
+        found = rules.catalogue.templates(group, kind, obj)
+        plans = [plan(t.spec, namespace_of(obj), rules.translation, rules.view) for t in found]
+        findings = rules.findings(obj)
     except ObjectShapeError as exc:
         outcome.problems.append((exc.path, exc.message))
         return outcome
-    outcome.problems = [(p.path, p.message) for p in planned.all_problems]
-    if outcome.problems or not planned.wants:
+    outcome.problems = [(p.path, p.message) for planned in plans for p in planned.all_problems]
+    outcome.problems += [(f.path, f.message) for f in findings]
+    wanted = [planned for planned in plans if planned.wants]
+    if outcome.problems or not wanted:
         return outcome
-    outcome.rewritten = write(kind, obj, planned)
-    outcome.templates = list(planned.templates.values())
+    rewritten = obj
+    for planned in wanted:
+        rewritten = write(rewritten, planned)
+        for template in planned.templates.values():
+            if template not in outcome.templates:
+                outcome.templates.append(template)
+    outcome.rewritten = rewritten
     return outcome

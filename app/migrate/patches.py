@@ -23,7 +23,7 @@ from typing import Any
 from app.migrate.documents import DocumentError, Loaded, split
 from app.migrate.edit import plain
 from app.migrate.files import Problem, Templates
-from app.migrate.objects import Rules, is_pod_bearing, name_of, namespace_of, objects_of, translate
+from app.migrate.objects import Rules, is_object, name_of, namespace_of, objects_of, translate
 
 Obj = dict[str, Any]
 
@@ -78,7 +78,7 @@ def patch_folder(
         return result
     for index, document in enumerate(documents):
         for prefix, obj in objects_of(document):
-            if not is_pod_bearing(obj):
+            if not is_object(obj):
                 continue
             before = plain(obj)
             outcome = translate(before, rules)

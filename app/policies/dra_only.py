@@ -21,11 +21,12 @@ from collections.abc import Hashable
 
 from app.bounded import BoundedCache, CacheName
 from app.cluster.view import Kind
-from app.k8s.objects import CONTAINER_FIELDS, PodSpecRef, pod_spec
+from app.k8s.objects import CONTAINER_FIELDS, PodSpecRef
 from app.policies.base import ALLOW, Context, Mode, Request, Result, Violation
 from app.policies.exceptions import Applied, cover, policy_exceptions
 from app.policies.parts import Parts
 from app.policies.translate import legacy_matcher, mapping_resolver, translation_rules
+from app.policies.workloads import combine, finding_result, findings, per_template
 from app.translation.legacy import (
     DeviceMapping,
     LegacyMatcher,
@@ -109,14 +110,32 @@ def _raw_shape(spec: PodSpecRef, is_legacy: LegacyMatcher) -> tuple[Hashable, ..
 def check(request: Request, ctx: Context) -> Result:
     if ctx.mode not in (Mode.DRA_ONLY, Mode.AUDIT) or request.object is None:
         return ALLOW
-    spec = pod_spec(request.kind, request.object)
-    if spec is None:
-        return ALLOW
+    result = per_template(request, ctx, lambda spec, old: _check_spec(request, ctx, spec, old))
+    is_legacy = ctx.parts[legacy_matcher]
+    found = findings(request, ctx, is_legacy)
+    if not found:
+        return result
+    reported = finding_result(
+        request,
+        ctx,
+        found,
+        is_legacy,
+        label=_label(ctx),
+        what=(
+            f"namespace {request.namespace} is dra-only ({_label(ctx)}): request GPUs through "
+            "DRA resourceClaims; dra-webhook cannot rewrite these"
+        ),
+    )
+    return combine((result, reported))
+
+
+def _check_spec(request: Request, ctx: Context, spec: PodSpecRef, old: PodSpecRef | None) -> Result:
+    """The rule over one pod spec of the object (`old`: the old object's at the same path)."""
     exceptions = ctx.parts[policy_exceptions]
     if exceptions:
-        selecting = exceptions.selecting(request.kind, request.object, ctx.namespace_labels)
+        selecting = exceptions.selecting(request.kind, spec, ctx.namespace_labels)
         if selecting:
-            return _excepted(request, ctx, spec, selecting)
+            return _excepted(request, ctx, spec, old, selecting)
     is_legacy = ctx.parts[legacy_matcher]
     if request.operation == "CREATE" and not (
         ctx.policy.dra_only.allow_device_class_extended_resources
@@ -132,7 +151,7 @@ def check(request: Request, ctx: Context) -> Result:
     found = _found(spec, ctx)
     if not found:
         return ALLOW
-    return _judge(request, ctx, spec, found)
+    return _judge(request, ctx, spec, old, found)
 
 
 def _found(spec: PodSpecRef, ctx: Context) -> list[LegacyRequest]:
@@ -145,13 +164,17 @@ def _found(spec: PodSpecRef, ctx: Context) -> list[LegacyRequest]:
     return found
 
 
-def _judge(request: Request, ctx: Context, spec: PodSpecRef, found: list[LegacyRequest]) -> Result:
+def _judge(
+    request: Request,
+    ctx: Context,
+    spec: PodSpecRef,
+    old: PodSpecRef | None,
+    found: list[LegacyRequest],
+) -> Result:
     """The rule over legacy requests `found` (not empty), memoized by their shape."""
     existing: frozenset[tuple[str, str, str]] = frozenset()
-    if request.operation == "UPDATE" and request.old_object is not None:
-        old_spec = pod_spec(request.kind, request.old_object)
-        if old_spec is not None:
-            existing = offence_keys(legacy_requests(old_spec, ctx.parts[legacy_matcher]))
+    if old is not None:
+        existing = offence_keys(legacy_requests(old, ctx.parts[legacy_matcher]))
     memo_key = _memo_key(request, ctx, spec, _shape(found), existing)
     memo = ctx.parts[answers]
     known = memo.get(memo_key)
@@ -165,7 +188,11 @@ def _judge(request: Request, ctx: Context, spec: PodSpecRef, found: list[LegacyR
 
 
 def _excepted(
-    request: Request, ctx: Context, spec: PodSpecRef, selecting: tuple[Applied, ...]
+    request: Request,
+    ctx: Context,
+    spec: PodSpecRef,
+    old: PodSpecRef | None,
+    selecting: tuple[Applied, ...],
 ) -> Result:
     """An object some policy exception selects: what an active one covers is allowed (in
     audit namespaces: not reported as an offence) with the exception's warning, the rest is
@@ -174,7 +201,7 @@ def _excepted(
     if not found:
         return ALLOW
     coverage = cover(selecting, found)
-    result = _judge(request, ctx, spec, coverage.rest) if coverage.rest else ALLOW
+    result = _judge(request, ctx, spec, old, coverage.rest) if coverage.rest else ALLOW
     effect = (
         "allowed in this dra-only namespace"
         if ctx.mode is Mode.DRA_ONLY

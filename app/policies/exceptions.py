@@ -19,11 +19,10 @@ from __future__ import annotations
 import datetime as dt
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
 
 from app.config.exceptions import PolicyException
 from app.k8s.labels import Selector
-from app.k8s.objects import POD_SPEC_PATHS
+from app.k8s.objects import PodSpecRef
 from app.policies.parts import Parts
 from app.translation.legacy import LegacyRequest
 
@@ -180,12 +179,13 @@ class Exceptions:
         return frozenset(item.name for item in self.items)
 
     def selecting(
-        self, kind: str, obj: Mapping[str, Any], namespace_labels: Mapping[str, str]
+        self, kind: str, spec: PodSpecRef, namespace_labels: Mapping[str, str]
     ) -> tuple[Applied, ...]:
-        """Every exception that selects the object, with its state now (one clock read)."""
+        """Every exception that selects the pods of `spec` (a pod spec of an object of `kind`),
+        with its state now (one clock read)."""
         if not self.items:
             return ()
-        labels = pod_labels(kind, obj)
+        labels = pod_labels(spec)
         found = [e for e in self.items if e.selects(kind, labels, namespace_labels)]
         if not found:
             return ()
@@ -196,18 +196,13 @@ class Exceptions:
         )
 
 
-def pod_labels(kind: str, obj: Mapping[str, Any]) -> Mapping[str, str]:
-    """The labels of the pods `obj` makes: a Pod's own, a workload's pod template's.
+def pod_labels(spec: PodSpecRef) -> Mapping[str, str]:
+    """The labels of the pods `spec` makes: a Pod's own, a workload's pod template's.
 
     Anything that is not a map of strings counts as no label (the API server refuses such an
     object anyway); it can only make an exception not select, never select more.
     """
-    path = POD_SPEC_PATHS.get(kind)
-    if path is None:
-        return {}
-    node: Any = obj
-    for key in (*path[:-1], "metadata", "labels"):
-        node = node.get(key) if isinstance(node, dict) else None
+    node = spec.meta.get("labels")
     if not isinstance(node, dict):
         return {}
     return {k: v for k, v in node.items() if isinstance(k, str) and isinstance(v, str)}

@@ -25,7 +25,7 @@ ResourceQuota is the hard stop.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -33,7 +33,7 @@ from app.cluster.usage import ClaimUsage, TemplateCounts
 from app.cluster.view import Kind
 from app.errors import ObjectShapeError
 from app.k8s.claim_count import count_claim
-from app.k8s.objects import PodSpecRef, list_field, object_name, pod_spec
+from app.k8s.objects import PodSpecRef, list_field, object_name
 from app.k8s.quantity import QuantityError, parse_quantity
 from app.policies import quota_shares
 from app.policies.base import ALLOW, Context, Obj, Request, Result
@@ -49,6 +49,7 @@ from app.policies.quota_rules import (
     QuotaRules,
     quota_rules,
 )
+from app.policies.workloads import templates
 from app.translation import TranslationPlan
 
 __all__ = ["Breach", "Entry", "NamespaceQuota", "PodDemand", "QuotaRules", "check", "pod_demand"]
@@ -180,6 +181,16 @@ class PodDemand:
         return bool(self.devices or self.unbounded or self.claims)
 
 
+@dataclass(frozen=True, slots=True)
+class _Part:
+    """One pod template of a workload as quota counts it."""
+
+    spec: PodSpecRef
+    demand: PodDemand
+    pods: int
+    unit: str
+
+
 def _check_workload(
     request: Request,
     obj: Obj,
@@ -187,45 +198,83 @@ def _check_workload(
     quota: NamespaceQuota,
     native: Mapping[str, list[_NativeLimit]],
 ) -> Result:
-    spec = pod_spec(request.kind, obj)
-    if spec is None or request.kind == "PodTemplate":
+    if request.kind == "PodTemplate":
         return ALLOW
-    translated = translation(spec, request.namespace, ctx)
-    if _charged_at_owner(request.kind, obj):
-        found = Findings()
+    found_templates = templates(request, ctx)
+    if not found_templates:
+        return ALLOW
+    name = object_name(obj) or request.name
+    subject = f"{request.kind} {name}".rstrip()
+    found = Findings()
+    charged = _charged_at_owner(request.kind, obj)
+    parts: list[_Part] = []
+    for template in found_templates:
+        spec = template.spec
+        translated = translation(spec, request.namespace, ctx)
         _check_translated_requests(translated, quota, found)
         if quota.capacity:
             quota_shares.check_pod(
-                request, spec, ctx, quota=quota, translated=translated, found=found, charged=True
+                request,
+                spec,
+                ctx,
+                quota=quota,
+                translated=translated,
+                found=found,
+                charged=charged or (template.pods is None and not template.per_node),
+                pods=pods_of(request.kind, template, ctx.view),
             )
-        return found.result(
-            f"{request.kind} {object_name(obj) or request.name}".rstrip(), request.namespace
-        )
-    demand = _pod_demand(spec, request.namespace, ctx, translated)
-    if not demand:
-        return ALLOW
-    pods, unit = pods_of(request.kind, obj, ctx.view)
-    before, claims_before = _before(request, ctx)
+        if charged:
+            continue
+        counted = pods_of(request.kind, template, ctx.view)
+        if counted is None:
+            continue  # a blueprint (a training runtime): its pods are counted where it is used
+        demand = _pod_demand(spec, request.namespace, ctx, translated)
+        if demand:
+            parts.append(_Part(spec, demand, *counted))
+    if parts:
+        _check_demand(request, ctx, quota, native, parts, found, name)
+    return found.result(subject, request.namespace)
 
+
+def _check_demand(  # noqa: PLR0917 - one call site, every argument named there
+    request: Request,
+    ctx: Context,
+    quota: NamespaceQuota,
+    native: Mapping[str, list[_NativeLimit]],
+    parts: list[_Part],
+    found: Findings,
+    name: str,
+) -> None:
+    """The namespace's limits against what every pod of the workload will hold at once: the
+    sum over its templates of pods x per pod (a PyTorchJob's 1 Master + 8 Workers x 4)."""
+    before, claims_before = _before(request, ctx)
     namespace = request.namespace
     usage = ctx.view.index(ClaimUsage)
-    name = object_name(obj) or request.name
-    found = Findings()
+    path = parts[0].spec.path if len(parts) == 1 else _common_path(p.spec.path for p in parts)
     warn_only = request.kind == "DaemonSet"
-    for device_class, per_pod in sorted(demand.devices.items()):
-        total = per_pod * pods
+    classes = sorted({c for p in parts for c in p.demand.devices})
+    for device_class in classes:
+        mine = [p for p in parts if device_class in p.demand.devices]
+        total = sum(p.demand.devices[device_class] * p.pods for p in mine)
         more = total - before.get(device_class, 0)
         if more <= 0:
             continue
-        needs = _arithmetic(
-            request.kind,
-            name,
-            pods=pods,
-            unit=unit,
-            per_pod=per_pod,
-            device_class=device_class,
-            total=total,
-        )
+        if len(parts) == 1:
+            only = parts[0]
+            needs = _arithmetic(
+                request.kind,
+                name,
+                pods=only.pods,
+                unit=only.unit,
+                per_pod=only.demand.devices[device_class],
+                device_class=device_class,
+                total=total,
+            )
+        else:
+            terms = " + ".join(
+                f"{p.spec.path}: {p.pods} {p.unit} x {p.demand.devices[device_class]}" for p in mine
+            )
+            needs = f"{request.kind} {name} needs {terms} = {_devices(total, device_class)}"
         if device_class in before:
             needs += f" ({before[device_class]} before this change)"
         used = usage.devices_of(namespace, device_class)
@@ -233,49 +282,60 @@ def _check_workload(
             if warn_only:
                 breach = Breach(breach.limit, breach.entry, deny=False)
             found.add(
-                spec.path,
-                f"{needs}; namespace {namespace} allows {breach.limit}, {used} in use",
-                breach,
+                path, f"{needs}; namespace {namespace} allows {breach.limit}, {used} in use", breach
             )
         for limit in native.get(device_class, ()):
             in_use = max(limit.used, used)
             if in_use + more > limit.hard:
                 deny = ctx.parts[quota_rules].resource_quotas == "deny" and not warn_only
                 found.add(
-                    spec.path,
+                    path,
                     f"{needs}; ResourceQuota {limit.quota} allows {limit.hard} "
                     f"({device_class}{RESOURCE_QUOTA_SUFFIX}), {in_use} in use",
                     Breach(limit.hard, "", deny),  # the message names the ResourceQuota
                 )
-    for device_class in sorted(demand.unbounded):
+    for device_class in sorted({c for p in parts for c in p.demand.unbounded}):
         if breach := quota.breach(PER_NAMESPACE, device_class, None):
             if warn_only:
                 breach = Breach(breach.limit, breach.entry, deny=False)
             found.add(
-                spec.path,
+                path,
                 f"{request.kind} {name} claims all devices of {device_class} "
                 f"(allocationMode: All) in each pod; namespace {namespace} allows {breach.limit}",
                 breach,
             )
-    more_claims = demand.claims * pods - claims_before
+    claims = sum(p.demand.claims * p.pods for p in parts)
+    more_claims = claims - claims_before
     if more_claims > 0:
         used_claims = usage.claims(namespace)
         if breach := quota.claims_breach(used_claims, more_claims):
             if warn_only:
                 breach = Breach(breach.limit, breach.entry, deny=False)
+            if len(parts) == 1:
+                only = parts[0]
+                makes = f"{only.pods} {only.unit} x {only.demand.claims} ResourceClaims"
+            else:
+                makes = " + ".join(
+                    f"{p.spec.path}: {p.pods} {p.unit} x {p.demand.claims}" for p in parts
+                )
+                makes += " ResourceClaims"
             found.add(
-                spec.path,
-                f"{request.kind} {name} makes {pods} {unit} x {demand.claims} ResourceClaims = "
-                f"{demand.claims * pods}; namespace {namespace} allows {breach.limit}, "
-                f"{used_claims} in use",
+                path,
+                f"{request.kind} {name} makes {makes} = {claims}; namespace {namespace} allows "
+                f"{breach.limit}, {used_claims} in use",
                 breach,
             )
-    _check_translated_requests(translated, quota, found)
-    if quota.capacity:
-        quota_shares.check_pod(
-            request, spec, ctx, quota=quota, translated=translated, found=found, charged=False
-        )
-    return found.result(f"{request.kind} {name}".rstrip(), namespace)
+
+
+def _common_path(paths: Iterable[str]) -> str:
+    """The field path all of a workload's pod specs are under (`spec`)."""
+    split = [p.split(".") for p in paths]
+    common: list[str] = []
+    for names in zip(*split, strict=False):
+        if len(set(names)) != 1:
+            break
+        common.append(names[0])
+    return ".".join(common) or "spec"
 
 
 _CHARGED_AT_OWNER: Mapping[str, frozenset[tuple[str, str]]] = {
@@ -321,17 +381,23 @@ def _before(request: Request, ctx: Context) -> tuple[dict[str, int], int]:
     """On UPDATE, the devices by class and the claims the old object already accounted for."""
     if request.operation != "UPDATE" or request.old_object is None:
         return {}, 0
-    old_spec = pod_spec(request.kind, request.old_object)
-    if old_spec is None:
-        return {}, 0
+    devices: dict[str, int] = {}
+    claims = 0
     try:
-        old_demand = _pod_demand(
-            old_spec, request.namespace, ctx, translation(old_spec, request.namespace, ctx)
-        )
-        old_pods, _ = pods_of(request.kind, request.old_object, ctx.view)
+        for template in templates(request, ctx, request.old_object):
+            counted = pods_of(request.kind, template, ctx.view)
+            if counted is None:
+                continue
+            spec = template.spec
+            demand = _pod_demand(
+                spec, request.namespace, ctx, translation(spec, request.namespace, ctx)
+            )
+            for device_class, n in demand.devices.items():
+                devices[device_class] = devices.get(device_class, 0) + n * counted[0]
+            claims += demand.claims * counted[0]
     except ObjectShapeError:
         return {}, 0
-    return {c: n * old_pods for c, n in old_demand.devices.items()}, old_demand.claims * old_pods
+    return devices, claims
 
 
 def _arithmetic(

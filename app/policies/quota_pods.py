@@ -4,46 +4,34 @@ foresight: replicas x per pod)."""
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
 
 from app.cluster.usage import SliceNodes
 from app.cluster.view import ClusterReader
-from app.errors import ObjectShapeError
 from app.k8s.objects import PodSpecRef
 from app.policies import translate
-from app.policies.base import Context, Mode, Obj
+from app.policies.base import Context, Mode
 from app.translation import TranslationPlan
+from app.workloads import Template
 
-_REPLICAS: Mapping[str, tuple[tuple[str, ...], str]] = {
-    "Deployment": (("spec", "replicas"), "replicas"),
-    "ReplicaSet": (("spec", "replicas"), "replicas"),
-    "StatefulSet": (("spec", "replicas"), "replicas"),
-    "ReplicationController": (("spec", "replicas"), "replicas"),
-    "Job": (("spec", "parallelism"), "parallel pods"),
-    "CronJob": (("spec", "jobTemplate", "spec", "parallelism"), "parallel pods"),
-}
-"""Where each workload says how many of its pods run at once, and what to call them."""
+_UNITS: Mapping[str, str] = {"Job": "parallel pods", "CronJob": "parallel pods"}
+"""What a kind's pods are called in the arithmetic ("8 replicas"), when not replicas."""
 
-_SINGULAR = {"replicas": "replica", "parallel pods": "parallel pod"}
+_SINGULAR = {"replicas": "replica", "parallel pods": "parallel pod", "pods": "pod"}
 
 
-def pods_of(kind: str, obj: Obj, view: ClusterReader) -> tuple[int, str]:
-    """How many pods of the object run at once, and what to call them ("8 replicas")."""
+def pods_of(kind: str, template: Template, view: ClusterReader) -> tuple[int, str] | None:
+    """How many pods of a template run at once (the catalogue's factors: replicas, group
+    sizes, parallelism), and what to call them ("8 replicas"); None when the object does not
+    say (a runtime blueprint: its pods are counted where it is used)."""
     if kind == "Pod":
         return 1, "pod"
-    if kind == "DaemonSet":
+    if template.per_node:
         nodes = max(view.index(SliceNodes).count, 1)
         return nodes, "node with devices" if nodes == 1 else "nodes with devices"
-    where, unit = _REPLICAS[kind]
-    node: Any = obj
-    for part in where[:-1]:
-        node = node.get(part) if isinstance(node, dict) else None
-    value = node.get(where[-1], 1) if isinstance(node, dict) else 1
-    if value is None:
-        value = 1
-    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
-        raise ObjectShapeError(".".join(where), "must be a non-negative integer")
-    return value, unit if value != 1 else _SINGULAR[unit]
+    if template.pods is None:
+        return None
+    unit = _UNITS.get(kind, "replicas")
+    return template.pods, unit if template.pods != 1 else _SINGULAR[unit]
 
 
 def translation(spec: PodSpecRef, namespace: str, ctx: Context) -> TranslationPlan | None:

@@ -11,7 +11,7 @@ from collections.abc import Mapping
 
 from app.errors import ObjectShapeError
 from app.k8s.capacity import Ask
-from app.k8s.objects import PodSpecRef, list_field, object_name, pod_spec
+from app.k8s.objects import PodSpecRef, list_field, object_name
 from app.k8s.quantity import Quantity, parse_quantity
 from app.policies import quota_capacity as capacity
 from app.policies.base import Context, Obj, Request
@@ -24,6 +24,7 @@ from app.policies.quota_rules import (
     CapacityBreach,
     NamespaceQuota,
 )
+from app.policies.workloads import templates
 from app.translation import TranslationPlan, Want
 
 
@@ -122,9 +123,14 @@ def check_pod(
     translated: TranslationPlan | None,
     found: Findings,
     charged: bool,
+    pods: tuple[int, str] | None = (1, "pod"),
 ) -> None:
     """Capacity per claim of the claims translation makes, and unless the owner was charged,
-    pods x per-pod capacity against maxCapacityPerNamespace."""
+    pods x per-pod capacity against maxCapacityPerNamespace (`pods`: how many pods of `spec`
+    run at once and what to call them; None: not counted).
+
+    A workload with several pod templates is checked one template at a time against the
+    namespace's capacity (each template's pods with what the namespace already uses)."""
     obj = request.object
     assert obj is not None
     namespace = request.namespace
@@ -148,24 +154,25 @@ def check_pod(
                     f"{_terms(counter, mine)}; at most {breach.limit} per claim",
                     breach,
                 )
-    if charged:
+    if charged or pods is None:
         return
     asks = _pod_asks(spec, namespace, ctx, translated)
     if not asks:
         return
-    pods, unit = pods_of(request.kind, obj, ctx.view)
+    pods_count, unit = pods
     before: Mapping[tuple[str, str], Quantity] = {}
     if request.operation == "UPDATE" and request.old_object is not None:
-        old_spec = pod_spec(request.kind, request.old_object)
-        if old_spec is not None:
-            try:
-                old_pods, _ = pods_of(request.kind, request.old_object, ctx.view)
-                old_plan = translation(old_spec, namespace, ctx)
-                old = _pod_asks(old_spec, namespace, ctx, old_plan)
-                before = counter.count(old, old_pods).totals
-            except ObjectShapeError:
-                before = {}
-    counted = counter.count(asks, pods)
+        try:
+            for template in templates(request, ctx, request.old_object):
+                old_pods = pods_of(request.kind, template, ctx.view)
+                if template.spec.path != spec.path or old_pods is None:
+                    continue
+                old_plan = translation(template.spec, namespace, ctx)
+                old = _pod_asks(template.spec, namespace, ctx, old_plan)
+                before = counter.count(old, old_pods[0]).totals
+        except ObjectShapeError:
+            before = {}
+    counted = counter.count(asks, pods_count)
     used: capacity.Counted | None = None
     name = object_name(obj) or request.name
     for key, total in sorted(counted.totals.items()):
@@ -179,9 +186,9 @@ def check_pod(
             if request.kind == "DaemonSet":
                 breach = CapacityBreach(breach.limit, breach.entry, deny=False)
             mine = [a for a in asks if (a.device_class, a.capacity) == key]
-            needs = f"{request.kind} {name} needs {_terms(counter, mine, pods)}"
-            if pods != 1:
-                needs += f" ({pods} {unit})"
+            needs = f"{request.kind} {name} needs {_terms(counter, mine, pods_count)}"
+            if pods_count != 1:
+                needs += f" ({pods_count} {unit})"
             if key in before:
                 needs += f" ({before[key]} before this change)"
             found.add(

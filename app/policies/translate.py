@@ -25,12 +25,13 @@ from collections.abc import Iterable
 
 from app.allocation import ClaimInput
 from app.k8s.claims import parse_claim_spec
-from app.k8s.objects import PodSpecRef, pod_spec
+from app.k8s.objects import PodSpecRef
 from app.policies import selectors
 from app.policies.base import ALLOW, Context, Mode, Request, Result, Violation
 from app.policies.defaults import claim_defaults, translation_hook
 from app.policies.exceptions import cover, policy_exceptions
 from app.policies.parts import Parts
+from app.policies.workloads import combine, finding_result, findings, per_template
 from app.translation import Problem, TranslationPlan, TranslationRules, plan, to_patch
 from app.translation.legacy import LegacyMatcher, MappingResolver, legacy_requests
 from app.translation.naming import who
@@ -102,12 +103,35 @@ def validate(request: Request, ctx: Context) -> Result:
 
     On UPDATE only problems the old object did not have are denied, so a workload that predates
     the label can still be scaled, relabelled or deleted; the old problems are warned about.
+    GPU requests outside the pod templates (an operator's own fields, Helm values) cannot be
+    translated and are denied the same way.
     """
     if ctx.mode is not Mode.TRANSLATE or request.object is None or request.kind == "Pod":
         return ALLOW
-    spec = pod_spec(request.kind, request.object)
-    if spec is None:
-        return ALLOW
+    result = per_template(request, ctx, lambda spec, old: _validate_spec(request, ctx, spec, old))
+    is_legacy = ctx.parts[legacy_matcher]
+    found = findings(request, ctx, is_legacy)
+    if not found:
+        return result
+    label = _mode_label(ctx)
+    reported = finding_result(
+        request,
+        ctx,
+        found,
+        is_legacy,
+        label=label,
+        what=(
+            f"namespace {request.namespace} translates device-plugin requests into DRA claims "
+            f"({label}), but {_subject(request)} asks for GPUs where dra-webhook cannot "
+            "rewrite them:"
+        ),
+    )
+    return combine((result, reported))
+
+
+def _validate_spec(
+    request: Request, ctx: Context, spec: PodSpecRef, old: PodSpecRef | None
+) -> Result:
     excepted, notes = _exception(request, ctx, spec)
     if excepted is not None:
         return excepted
@@ -116,11 +140,8 @@ def validate(request: Request, ctx: Context) -> Result:
     problems = planned.all_problems
     label = _mode_label(ctx)
     old_keys: frozenset[Key] = frozenset()
-    if problems and request.operation == "UPDATE" and request.old_object is not None:
-        old_spec = pod_spec(request.kind, request.old_object)
-        if old_spec is not None:
-            old = plan_for(old_spec, request.namespace, ctx)
-            old_keys = frozenset(p.key for p in old.all_problems)
+    if problems and old is not None:
+        old_keys = frozenset(p.key for p in plan_for(old, request.namespace, ctx).all_problems)
     new = [p for p in problems if p.key not in old_keys]
     warnings = [
         f"predates this change, pods of this {request.kind} will be denied: {_violation(p)}"
@@ -139,10 +160,10 @@ def validate(request: Request, ctx: Context) -> Result:
 
 
 def _translate(request: Request, ctx: Context) -> Result:
-    assert request.object is not None
-    spec = pod_spec(request.kind, request.object)
-    if spec is None:
-        return ALLOW
+    return per_template(request, ctx, lambda spec, _: _translate_spec(request, ctx, spec))
+
+
+def _translate_spec(request: Request, ctx: Context, spec: PodSpecRef) -> Result:
     excepted, notes = _exception(request, ctx, spec)
     if excepted is not None:
         return excepted
@@ -190,7 +211,7 @@ def _exception(request: Request, ctx: Context, spec: PodSpecRef) -> tuple[Result
     if not exceptions:
         return None, []
     assert request.object is not None
-    selecting = exceptions.selecting(request.kind, request.object, ctx.namespace_labels)
+    selecting = exceptions.selecting(request.kind, spec, ctx.namespace_labels)
     if not selecting:
         return None, []
     found = legacy_requests(spec, ctx.parts[legacy_matcher])

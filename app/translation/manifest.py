@@ -10,18 +10,16 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from app.k8s.objects import pod_spec
+from app.k8s.patch import resolve
 from app.translation.plan import TranslationPlan
 
 Obj = dict[str, Any]
 
 
-def write(kind: str, obj: Obj, plan: TranslationPlan) -> Obj:
-    """A deep copy of `obj` (of `kind`) with the plan applied; `obj` is left alone."""
+def write(obj: Obj, plan: TranslationPlan) -> Obj:
+    """A deep copy of `obj` with the plan applied; `obj` is left alone."""
     result = copy.deepcopy(obj)
-    found = pod_spec(kind, result)
-    assert found is not None, "a plan is made from the pod spec of this object"
-    spec = found.spec
+    spec = resolve(result, plan.spec.pointer)
     if plan.stale:
         names = set(plan.stale.values())
         entries = spec["resourceClaims"]

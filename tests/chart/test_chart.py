@@ -41,6 +41,7 @@ from tests.dra_only_cases import (
     WORKLOADS,
     ExceptionCase,
 )
+from tests.specs import pod_spec
 
 REPO = Path(__file__).resolve().parents[2]
 CHART = REPO / "charts" / "dra-webhook"
@@ -1179,7 +1180,9 @@ def test_the_admission_policy_skips_exactly_what_an_exception_selects(
     assert allowed is case.selected, message
     policy = parse_policy(_one(docs, "ConfigMap")["data"]["policy.yaml"], "rendered ConfigMap")
     ns = {"gpu-mode": "dra-only", **case.namespace_labels}
-    selecting = Exceptions(policy.exceptions).selecting(kind, obj, ns)
+    spec = pod_spec(kind, obj)
+    assert spec is not None
+    selecting = Exceptions(policy.exceptions).selecting(kind, spec, ns)
     assert bool(selecting) is case.selected
 
 

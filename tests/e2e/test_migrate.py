@@ -21,10 +21,10 @@ import pytest
 import yaml
 
 from app.cli import main
-from app.k8s.objects import pod_spec
 from tests.assets import k8s_tool
 from tests.e2e.controlplane import ControlPlane
 from tests.e2e.kube import ApiError, Kube, release_devices
+from tests.specs import pod_spec
 
 pytestmark = [pytest.mark.journey("migrate"), pytest.mark.usefixtures("webhook")]
 

@@ -10,13 +10,12 @@ import pytest
 from app.errors import ObjectShapeError
 from app.k8s.objects import (
     CONTAINER_FIELDS,
-    POD_SPEC_PATHS,
     containers,
     list_field,
     object_name,
-    pod_spec,
     resource_map,
 )
+from tests.specs import BUILT_IN, pod_spec, spec_parts
 
 Obj = dict[str, Any]
 
@@ -25,20 +24,20 @@ def nest(kind: str, spec: Obj) -> Obj:
     """An object of `kind` with `spec` where that kind carries its pod spec."""
     obj: Obj = {"kind": kind}
     node = obj
-    parts = POD_SPEC_PATHS[kind]
+    parts = spec_parts(kind)
     for part in parts[:-1]:
         node = node.setdefault(part, {})
     node[parts[-1]] = spec
     return obj
 
 
-@pytest.mark.parametrize("kind", sorted(POD_SPEC_PATHS))
+@pytest.mark.parametrize("kind", sorted(BUILT_IN))
 def test_every_pod_bearing_kind_gives_its_pod_spec_with_path_and_pointer(kind: str) -> None:
     spec = {"containers": [{"name": "c"}]}
     ref = pod_spec(kind, nest(kind, spec))
     assert ref is not None
     assert ref.spec is spec
-    parts = POD_SPEC_PATHS[kind]
+    parts = spec_parts(kind)
     assert ref.path == ".".join(parts)
     assert ref.pointer == "/" + "/".join(parts)
 

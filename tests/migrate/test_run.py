@@ -160,12 +160,13 @@ POD_SPEC = {"containers": [{"name": "app", "resources": {"limits": {"nvidia.com/
 
 
 def _wrapped(kind: str) -> dict[str, object]:
-    from app.k8s.objects import POD_SPEC_PATHS
+    from tests.specs import BUILT_IN, spec_parts
 
     node: dict[str, object] = POD_SPEC
-    for part in reversed(POD_SPEC_PATHS[kind]):
+    for part in reversed(spec_parts(kind)):
         node = {part: node}
-    return {"apiVersion": "v1", "kind": kind, "metadata": {"name": "x"}, **node}
+    api_version = f"{BUILT_IN[kind]}/v1".lstrip("/")
+    return {"apiVersion": api_version, "kind": kind, "metadata": {"name": "x"}, **node}
 
 
 @pytest.mark.parametrize(

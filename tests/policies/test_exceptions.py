@@ -25,6 +25,7 @@ from tests.dra_only_cases import (
     ExceptionCase,
     container,
 )
+from tests.specs import pod_spec
 
 Obj = dict[str, Any]
 END = dt.datetime(3000, 1, 1, tzinfo=dt.UTC)
@@ -160,9 +161,12 @@ def test_a_workload_is_selected_by_its_pod_template_labels_not_its_own() -> None
     obj["metadata"]["labels"] = {"exception": "vendor"}  # on the Deployment only
     pipeline = _pipeline(SOME_DAY, {"exceptions": "allowed"}, "dra-only")
     assert not _review(pipeline, obj).allowed
-    assert pod_labels("Deployment", obj) == {}
-    assert pod_labels("CronJob", {"spec": {"jobTemplate": "bad"}}) == {}
-    assert pod_labels("Pod", {"metadata": {"labels": {"a": "b", "n": 1}}}) == {"a": "b"}
+    spec = pod_spec("Deployment", obj)
+    assert spec is not None
+    assert pod_labels(spec) == {}
+    pod = pod_spec("Pod", {"metadata": {"labels": {"a": "b", "n": 1}}, "spec": {}})
+    assert pod is not None
+    assert pod_labels(pod) == {"a": "b"}
 
 
 # -- translate namespaces ---------------------------------------------------------------------

@@ -11,7 +11,6 @@ import pytest
 
 from app.cluster.view import Kind
 from app.config import Policy
-from app.k8s.objects import pod_spec
 from app.pipeline import Decision, Endpoint, Pipeline
 from app.policies.base import Context, Mode
 from app.policies.quota import pod_demand
@@ -27,6 +26,7 @@ from tests.claim_objects import (
     workload,
 )
 from tests.conftest import make_pipeline, policy_from, wrap
+from tests.specs import pod_spec
 
 Obj = dict[str, Any]
 

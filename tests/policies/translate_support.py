@@ -12,7 +12,8 @@ import jsonpatch
 import kubernetes_validate
 import kubernetes_validate.utils
 
-from app.k8s.objects import CONTAINER_FIELDS, pod_spec
+from app.k8s.objects import CONTAINER_FIELDS
+from tests.specs import pod_spec
 
 Obj = dict[str, Any]
 

@@ -23,7 +23,6 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from app.k8s.objects import pod_spec
 from app.pipeline import Endpoint, Pipeline
 from app.policies.base import Context, Mode
 from app.policies.quota import pod_demand
@@ -32,6 +31,7 @@ from app.translation import TranslationPlan, to_patch
 from app.translation.manifest import write
 from app.transport.review import decode_review
 from tests.conftest import DEMO_NAMESPACES, make_pipeline, policy_from, wrap
+from tests.specs import pod_spec
 
 Obj = dict[str, Any]
 NS = "ml-research"
@@ -108,7 +108,7 @@ def test_a_plan_applied_as_a_patch_equals_the_plan_written_into_the_manifest(
     plan = planned(p, pod)
     assert not plan.problems and plan.over_cap is None
     patched = jsonpatch.apply_patch(pod, to_patch(plan))
-    assert patched == write("Pod", pod, plan)
+    assert patched == write(pod, plan)
     assert pod == before  # neither changes the object it reads
 
     decision = p.review(Endpoint.MUTATE, decode_review(orjson.dumps(wrap(pod))))
