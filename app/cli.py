@@ -239,6 +239,7 @@ def _print_reports(reports: list[offline.NamespaceReport], output: str) -> int:
                 **asdict(r),
                 "resources": sorted(r.resources),
                 "unmapped": sorted(r.unmapped),
+                "notRewritable": r.unrewritable,
                 "readyForDraOnly": r.ready_for_dra_only,
             }
             for r in reports
@@ -257,6 +258,8 @@ def _print_reports(reports: list[offline.NamespaceReport], output: str) -> int:
         )
         for problem in r.invalid:
             print(f"  invalid: {problem}")
+        for problem in r.unrewritable:
+            print(f"  not rewritable: {problem}")
         for name, exception in r.excepted.items():
             print(f"  excepted: {name} by exception {exception}")
     return 0

@@ -244,7 +244,7 @@ def _count(
         return
     entry.unrewritable += [f"{name}: {f.path}: {f.message}" for f in found]
     entry.resources |= {f.resource for f in found}
-    if legacy:
+    if legacy or found:
         entry.legacy_objects.append(name)
         for item in legacy:
             entry.resources.add(item.resource)

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import logging
 import re
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -168,6 +168,39 @@ class Cluster:
                 f"report: {method} {path}: cannot reach the API server: {_describe(exc)}"
             ) from exc
 
+    async def discover(self, kinds: Iterable[tuple[str, str]]) -> list[Resource]:
+        """The namespaced resources the API server serves for `kinds` (group, kind), at each
+        group's preferred version; a kind it does not serve is left out, not an error (an
+        operator that is not installed)."""
+        wanted: dict[str, set[str]] = {}
+        for group, kind in kinds:
+            wanted.setdefault(group, set()).add(kind)
+        status, data = await self._send("GET", "/apis")
+        if status != 200:
+            raise ReportError(f"report: discovery (GET /apis) failed: {status_text(status, data)}")
+        found: list[Resource] = []
+        for name, version in _groups(orjson.loads(data)):
+            if name not in wanted:
+                continue
+            status, data = await self._send("GET", f"/apis/{name}/{version}")
+            if status == 404:
+                continue  # the group went away between the two requests
+            if status != 200:
+                raise ReportError(
+                    f"report: discovery of {name}/{version} failed: {status_text(status, data)}"
+                )
+            body = orjson.loads(data)
+            for item in body.get("resources") or () if isinstance(body, dict) else ():
+                if (
+                    isinstance(item, dict)
+                    and item.get("kind") in wanted[name]
+                    and "/" not in str(item.get("name"))
+                    and item.get("namespaced") is True
+                    and "list" in (item.get("verbs") or ())
+                ):
+                    found.append(Resource(str(item["kind"]), name, version, str(item["name"])))
+        return sorted(found, key=lambda r: (r.group, r.kind))
+
     async def pages(self, resource: Resource, selector: str = "") -> AsyncIterator[Page]:
         """Every object of `resource` in the cluster (with these labels), a page at a time."""
         token: str | None = None
@@ -214,6 +247,18 @@ class Cluster:
             raise _failure(status, data, "patch", resource, f"in namespace {meta['namespace']}")
         stored: Obj = orjson.loads(data)
         return stored
+
+
+def _groups(body: Any) -> Iterator[tuple[str, str]]:
+    """(group, preferred version) of an APIGroupList."""
+    groups = body.get("groups") if isinstance(body, dict) else None
+    for group in groups if isinstance(groups, list) else ():
+        if not isinstance(group, dict):
+            continue
+        preferred = group.get("preferredVersion")
+        version = preferred.get("version") if isinstance(preferred, dict) else None
+        if isinstance(group.get("name"), str) and isinstance(version, str):
+            yield group["name"], version
 
 
 def _failure(status: int, data: bytes, verb: str, resource: Resource, where: str) -> ReportError:

@@ -151,6 +151,17 @@ def _result(
                 f"device plugin, allowed by policy exception {finding.excepted}"
             ),
         }
+    if finding.unrewritable:
+        return {
+            **item,
+            "rule": LEGACY_RULE,
+            "result": result,
+            "severity": severity,
+            "message": (
+                f"{finding.kind}/{finding.name} asks for GPUs where dra-webhook cannot rewrite "
+                f"them: {finding.unrewritable}"
+            ),
+        }
     fixes = " ".join(f"{resource}: {fix(resource)}." for resource in finding.resources)
     return {
         **item,

@@ -2,7 +2,8 @@
 
 Namespaces (for their mode label) and DeviceClasses (for `spec.extendedResourceName` mappings)
 are listed first into a `ClusterView`, the same view the offline report and the webhook read;
-then every pod-bearing kind, owners first, a page at a time into the `Tally`. Nothing else is
+then every pod-bearing kind, owners first (the operators' kinds of the workload catalogue the
+API server serves, found through discovery), a page at a time into the `Tally`. Nothing else is
 held: the peak memory is one page of objects plus the totals (docs/benchmarks.md, "Live
 report").
 
@@ -71,7 +72,10 @@ async def run(policy: Policy, options: Options, progress_to: TextIO) -> Outcome:
         view.replace(Kind.DEVICE_CLASS, classes)
         tally = Tally(policy, view)
         listed: dict[str, int] = {}
-        for resource in WORKLOADS:
+        # The operators' kinds the cluster serves, listed first: they own the pods (and Jobs)
+        # their controllers make, which are then counted under them.
+        operators = await cluster.discover(tally.operator_kinds())
+        for resource in (*operators, *WORKLOADS):
             seen = 0
             async for page in cluster.pages(resource):
                 for obj in page.items:

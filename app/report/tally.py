@@ -48,6 +48,8 @@ class Finding:
     resources: tuple[str, ...] = ()
     unmapped: tuple[str, ...] = ()
     invalid: str = ""
+    unrewritable: str = ""
+    """GPU requests outside the pod templates dra-webhook rewrites (path: why)."""
     excepted: str = ""
     """The policy exceptions (with their end dates) that allow every legacy request of it."""
 
@@ -72,10 +74,17 @@ class Tally:
         self.owned = 0
         """Objects counted under their owner instead of on their own."""
         self._owners: set[tuple[str, str, str]] = set()
+        self._operator_kinds = frozenset(kind for _, kind in self.operator_kinds())
 
     @property
     def rules(self) -> offline.ReportRules:
         return self._rules
+
+    def operator_kinds(self) -> frozenset[tuple[str, str]]:
+        """(group, kind) of the catalogue's kinds outside the core API groups."""
+        return frozenset(
+            (e.group, e.kind) for e in self._rules.catalogue.entries() if not e.built_in
+        )
 
     def mode(self, namespace: str) -> str:
         labels = self._view.namespace_labels(namespace) or {}
@@ -93,7 +102,7 @@ class Tally:
         if not isinstance(meta, dict) or not isinstance(meta.get("namespace"), str):
             return
         ns, kind, name = meta["namespace"], str(obj.get("kind")), str(meta.get("name", ""))
-        if kind in OWNER_KINDS:
+        if kind in OWNER_KINDS or kind in self._operator_kinds:
             self._owners.add((ns, kind, name))
         if self._owned(ns, meta.get("ownerReferences")):
             self.owned += 1
@@ -103,7 +112,7 @@ class Tally:
             f"{kind} {ns}/{name}", obj, entry.report.mode, self._rules, self._view
         )
         offline.merge(entry.report, part)
-        if part.invalid or part.legacy_objects:
+        if part.invalid or part.legacy_objects or part.unrewritable:
             entry.findings.append(
                 Finding(
                     kind=kind,
@@ -113,6 +122,7 @@ class Tally:
                     resources=tuple(sorted(part.resources)),
                     unmapped=tuple(sorted(part.unmapped)),
                     invalid="; ".join(part.invalid),
+                    unrewritable="; ".join(part.unrewritable),
                     excepted="; ".join(part.excepted.values()),
                 )
             )

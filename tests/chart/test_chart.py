@@ -32,6 +32,7 @@ from app.config.policy import load_policy, parse_policy
 from app.pipeline import Endpoint
 from app.policies.exceptions import Exceptions
 from app.transport.review import decode_review
+from app.workloads import builtin
 from tests.assets import k8s_tool
 from tests.conftest import make_pipeline, wrap
 from tests.dra_only_cases import (
@@ -41,6 +42,7 @@ from tests.dra_only_cases import (
     WORKLOADS,
     ExceptionCase,
 )
+from tests.operators import namespaced_plurals
 from tests.specs import pod_spec
 
 REPO = Path(__file__).resolve().parents[2]
@@ -508,7 +510,7 @@ def test_an_external_url_gets_the_given_ca_bundle_and_no_in_cluster_workload(mod
         "ValidatingAdmissionPolicyBinding",
     }
     entries = list(_webhooks(docs))
-    assert len(entries) == 7
+    assert len(entries) == 8  # with the operators' workloads entry
     for kind, webhook in entries:
         path = "/mutate" if kind.startswith("Mutating") else "/validate"
         assert webhook["clientConfig"] == {
@@ -593,6 +595,13 @@ def test_the_webhooks_receive_the_kinds_and_operations_the_design_names() -> Non
         ("resource.k8s.io", r, "CREATE") for r in ("resourceclaims", "resourceclaimtemplates")
     }
     expected |= {("resource.k8s.io", "deviceclasses", op) for op in both}
+    # the operators' workloads (webhook.operatorWorkloads), CREATE and UPDATE
+    expected |= {
+        (entry["apiGroup"], r, op)
+        for entry in _values(CHART / "ci" / "default-values.yaml")["webhook"]["operatorWorkloads"]
+        for r in entry["resources"]
+        for op in both
+    }
     assert _rules(docs, "ValidatingWebhookConfiguration") == expected
 
 
@@ -664,7 +673,9 @@ def test_only_namespaces_with_the_mode_label_are_sent_unless_the_policy_needs_al
         selector = _selector(webhook)
         if (
             entry == "pods" and (kind.startswith("Mutating") or not _pods_everywhere(settings))
-        ) or (kind.startswith("Mutating") and entry in ("workloads", "cronjobs")):
+        ) or (
+            kind.startswith("Mutating") and entry in ("workloads", "cronjobs", "operator-workloads")
+        ):
             assert selector[modes["label"]] == translate_only, (kind, entry)
         elif entry.startswith("pods-quota-"):
             quota = quotas[int(entry.removeprefix("pods-quota-"))]
@@ -737,6 +748,7 @@ def test_with_quotas_and_defaults_every_namespace_reaches_the_entries_that_need_
         ("MutatingWebhookConfiguration", "pods"),
         ("MutatingWebhookConfiguration", "workloads"),
         ("MutatingWebhookConfiguration", "cronjobs"),
+        ("MutatingWebhookConfiguration", "operator-workloads"),
         # translate namespaces; the quota's pods everywhere else
         ("ValidatingWebhookConfiguration", "pods"),
         ("ValidatingWebhookConfiguration", "pods-quota-0"),
@@ -749,7 +761,7 @@ def test_workload_translation_adds_mutating_workload_entries_with_dry_run_side_e
         w["name"].split(".", 1)[0]: w
         for w in _one(docs, "MutatingWebhookConfiguration")["webhooks"]
     }
-    assert set(mutating) == {"pods", "workloads", "cronjobs", "claims"}
+    assert set(mutating) == {"pods", "workloads", "cronjobs", "operator-workloads", "claims"}
     for name in ("workloads", "cronjobs"):
         assert mutating[name]["sideEffects"] == "NoneOnDryRun"
         assert mutating[name]["matchConditions"][0]["name"] == "template-uses-devices"
@@ -1236,3 +1248,28 @@ def test_a_bad_exception_fails_the_render_naming_it(tmp_path: Path) -> None:
     bad.write_text(yaml.safe_dump({"policy": {"exceptions": [{**EXCEPTIONS[0], "until": "soon"}]}}))
     result = _run_helm("template", RELEASE, str(CHART), "-n", NAMESPACE, "-f", str(bad))
     assert result.returncode != 0 and "until" in result.stderr
+
+
+def test_the_chart_sends_every_namespaced_operator_kind_of_the_workload_catalogue() -> None:
+    """webhook.operatorWorkloads and app/workloads/catalogue.yaml name the same kinds (their
+    plurals from the operators' vendored CRDs), so a kind added to one is added to the other."""
+    values = _values(CHART / "ci" / "default-values.yaml")
+    sent = {
+        (e["apiGroup"], r) for e in values["webhook"]["operatorWorkloads"] for r in e["resources"]
+    }
+    plurals = namespaced_plurals()
+    catalogued = {
+        (entry.group, plurals[(entry.group, entry.kind)])
+        for entry in builtin().entries()
+        if not entry.built_in and (entry.group, entry.kind) in plurals
+    }
+    assert sent == catalogued
+    cluster_scoped = {
+        (entry.group, entry.kind)
+        for entry in builtin().entries()
+        if not entry.built_in and (entry.group, entry.kind) not in plurals
+    }
+    assert cluster_scoped == {
+        ("trainer.kubeflow.org", "ClusterTrainingRuntime"),
+        ("argoproj.io", "ClusterWorkflowTemplate"),
+    }  # no namespace, so no mode: checked by `check`, `migrate` and `report` only

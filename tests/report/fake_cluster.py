@@ -43,6 +43,10 @@ class FakeCluster:
         self.reports: dict[tuple[str, str], Obj] = {}
         self.requests: list[tuple[str, str, dict[str, str]]] = []
         self.forbidden: set[tuple[str, str]] = set()
+        self.groups: dict[str, list[Obj]] = {
+            "apps": [], "batch": [], "resource.k8s.io": [], "wgpolicyk8s.io": []
+        }  # fmt: skip
+        """Discovery: API group -> its resources (APIResource), served at version v1."""
         self.pages_served = 0
         self._runner: web.AppRunner | None = None
         self.port = 0
@@ -53,6 +57,13 @@ class FakeCluster:
 
     def serve(self, path: str, count: int, make: Callable[[int], Obj]) -> None:
         self.collections[path] = (count, make)
+
+    def serve_kind(self, group: str, kind: str, plural: str, items: list[Obj]) -> None:
+        """A custom resource kind (namespaced), in discovery and listed at v1."""
+        self.groups.setdefault(group, []).append(
+            {"name": plural, "kind": kind, "namespaced": True, "verbs": ["get", "list"]}
+        )
+        self.serve(f"/apis/{group}/v1/{plural}", len(items), items.__getitem__)
 
     def forbid(self, verb: str, plural: str) -> None:
         self.forbidden.add((verb, plural))
@@ -98,11 +109,27 @@ class FakeCluster:
                 f'{plural} is forbidden: User "system:serviceaccount:x:nobody" cannot {verb} '
                 f'resource "{plural}" in API group "{group}" at the cluster scope',
             )
+        if request.method == "GET" and (found := self._discovery(request.path)) is not None:
+            return web.Response(body=orjson.dumps(found), content_type="application/json")
         if request.method == "GET":
             return self._list(request.path, query)
         if request.method == "PATCH" and plural == "policyreports":
             return await self._apply(request, parts[-3], parts[-1])
         return _status(405, "MethodNotAllowed", f"{request.method} {request.path}")
+
+    def _discovery(self, path: str) -> Obj | None:
+        if path == "/apis":
+            groups = [
+                {"name": g, "versions": [{"groupVersion": f"{g}/v1", "version": "v1"}],
+                 "preferredVersion": {"groupVersion": f"{g}/v1", "version": "v1"}}
+                for g in self.groups
+            ]  # fmt: skip
+            return {"kind": "APIGroupList", "apiVersion": "v1", "groups": groups}
+        parts = path.strip("/").split("/")
+        if len(parts) == 3 and parts[0] == "apis" and parts[1] in self.groups:
+            return {"kind": "APIResourceList", "groupVersion": f"{parts[1]}/{parts[2]}",
+                    "resources": self.groups[parts[1]]}  # fmt: skip
+        return None
 
     def _list(self, path: str, query: dict[str, str]) -> web.Response:
         if path.endswith("/policyreports"):

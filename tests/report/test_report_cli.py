@@ -12,7 +12,7 @@ import pytest
 from app.cli import main
 from app.k8s.policyreports import REPORT_NAME
 from app.report.progress import Progress
-from tests.report.fake_cluster import FakeCluster
+from tests.report.fake_cluster import FakeCluster, pod
 
 Obj = dict[str, Any]
 
@@ -178,3 +178,38 @@ def test_in_cluster_outside_a_pod_is_one_line(
     assert code == 2
     (line,) = err.strip().splitlines()
     assert line.startswith("dra-webhook: report: in-cluster service account:")
+
+
+def test_operators_kinds_the_cluster_serves_are_listed_through_discovery_and_own_their_pods(
+    cluster: FakeCluster, kubeconfig: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    template = {"spec": pod("train", "x", "nvidia.com/gpu")["spec"]}
+    job = {
+        "metadata": {"name": "bert", "namespace": "train", "uid": "uid-pytorchjob"},
+        "spec": {"pytorchReplicaSpecs": {"Worker": {"replicas": 2, "template": template}}},
+    }
+    trainjob = {
+        "metadata": {"name": "tune", "namespace": "train", "uid": "uid-trainjob"},
+        "spec": {"trainer": {"resourcesPerNode": {"limits": {"nvidia.com/gpu": "4"}}}},
+    }
+    cluster.serve_kind("kubeflow.org", "PyTorchJob", "pytorchjobs", [job])
+    cluster.serve_kind("trainer.kubeflow.org", "TrainJob", "trainjobs", [trainjob])
+    owned = pod("train", "bert-worker-0", "nvidia.com/gpu", owner=("PyTorchJob", "bert"))
+    count, make = cluster.collections["/api/v1/pods"]
+    cluster.serve("/api/v1/pods", count + 1, lambda i: owned if i == count else make(i))
+
+    code, out, err = run(capsys, "report", "--kubeconfig", str(kubeconfig), "--output", "json")
+
+    assert code == 0, err
+    train = rows(out)["train"]
+    assert set(train["legacy_objects"]) == {"Pod/bare", "PyTorchJob/bert", "TrainJob/tune"}
+    assert train["notRewritable"] == [
+        "TrainJob/tune: spec.trainer.resourcesPerNode.limits[nvidia.com/gpu]: nvidia.com/gpu: 4 "
+        "(TrainJob spec.trainer.resourcesPerNode is copied by the Trainer controller into the "
+        "runtime's pod templates; request the devices through resourceClaims in the "
+        "(Cluster)TrainingRuntime's JobSet template instead)"
+    ]
+    assert "7 counted under their owner" in err  # the PyTorchJob's pod too
+    paths = [path for method, path, _ in cluster.requests if method == "GET"]
+    assert "/apis/kubeflow.org/v1/pytorchjobs" in paths
+    assert not any("rayclusters" in path for path in paths)  # not served: not listed

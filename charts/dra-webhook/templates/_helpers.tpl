@@ -193,6 +193,18 @@ clientConfig:
   scope: Namespaced
 {{- end }}
 
+{{/* The operators' workload kinds (webhook.operatorWorkloads), any version: the webhook reads
+them by group and kind. */}}
+{{- define "dra-webhook.operatorRules" -}}
+{{- range . }}
+- apiGroups: [{{ .apiGroup | quote }}]
+  apiVersions: ["*"]
+  operations: ["CREATE", "UPDATE"]
+  resources: {{ toJson .resources }}
+  scope: Namespaced
+{{- end }}
+{{- end }}
+
 {{/*
 "true" when the chart renders the dra-only rule as a ValidatingAdmissionPolicy
 (templates/admissionpolicy.yaml): admissionPolicy.enabled, unless the policy allows names that
