@@ -37,6 +37,7 @@ from app.policies.parts import Builder, Parts
 from app.policies.quota_capacity import ClassPolicies
 from app.policies.quota_rules import quota_rules
 from app.policies.workloads import workload_catalogue
+from app.translation.sharing import PublishedCapacities
 from app.verdict import ALLOWED, INTERNAL_ERROR, Decision, merge
 
 __all__ = ["ALLOWED", "INTERNAL_ERROR", "Decision", "Endpoint", "Pipeline", "Registration", "merge"]
@@ -96,9 +97,10 @@ _TRANSLATE_BUILDS = (
     cel_runtime,
     workload_catalogue,
 )
-_TRANSLATE_INDEXES = (ManagedTemplates, Allocations)
+_TRANSLATE_INDEXES = (ManagedTemplates, Allocations, PublishedCapacities)
 """Templates already made for the namespace count against translation's cap; the claims it
-makes are checked by the allocation model (what allocated claims hold)."""
+makes are checked by the allocation model (what allocated claims hold); a share's compute
+limit asks for the capacity the class's devices publish."""
 
 REGISTRATIONS: tuple[Registration, ...] = (
     Registration(
@@ -114,6 +116,7 @@ REGISTRATIONS: tuple[Registration, ...] = (
             dra_only.answers,
             workload_catalogue,
         ),
+        indexes=(PublishedCapacities,),  # the fix of a share is translation's plan
         workloads=True,
     ),
     Registration(

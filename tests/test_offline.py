@@ -32,7 +32,10 @@ def test_check_prints_each_decision_and_fails_when_anything_is_denied(
     assert "): DENIED" in out
     assert "spec.initContainers[0].resources.limits[nvidia.com/gpu]" in out
     assert "Deployment ml-audit/inference" in out
-    assert "warning: container server asks for nvidia.com/mig-1g.10gb: 1" in out
+    assert (
+        "warning: spec.template.spec.containers[0].resources.limits[nvidia.com/mig-1g.10gb]: "
+        "container server asks for nvidia.com/mig-1g.10gb: 1" in out
+    )
     assert "Pod gpu-e2e/web" in out
 
 

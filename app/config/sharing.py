@@ -11,8 +11,10 @@ device's capacities (`exactly.capacity.requests`). A rule says how one family of
   (`nvidia.com/gpu` alone stays a whole GPU);
 - `capacities`: the names that become capacity requests, each with the capacity it fills, the
   unit its number is in (`Mi` for MiB) or, for a percentage, the device size it is a percentage
-  of (`percentOf`). An entry without `capacity` names what DRA cannot express (HAMi's core
-  limit): it is removed from the pod with a warning.
+  of (`percentOf`). `capacity` may list candidates (`[cores, compute]`: HAMi's devices
+  publish `cores`, the dra-example-driver's `compute`): the first one some shareable device of
+  the class publishes is asked for, and where none does the name is removed with a warning. An
+  entry without `capacity` names what DRA cannot express: it is removed with a warning.
 
 docs/sharing.md writes the defaults out for users.
 """
@@ -43,9 +45,10 @@ class SharedCapacity(_Model):
     """One legacy name of a sharing rule that becomes a capacity request (or is dropped)."""
 
     resource: str = Field(min_length=1)
-    capacity: str | None = None
-    """The device capacity the amount is asked of (`memory`); None: DRA has no way to say it,
-    the name is removed with a warning."""
+    capacity: str | tuple[str, ...] | None = None
+    """The device capacity the amount is asked of (`memory`); a list: candidates, the first
+    that the class's devices publish (a compute limit: `cores` or `compute`), none published:
+    removed with a warning; None: DRA has no way to say it, removed with a warning."""
     unit: Unit = ""
     """What the legacy number counts: `Mi` (HAMi, Volcano: MiB), `Gi` (gpushare: GiB), or
     `""` for a plain number (time-slicing replicas -> `shares`)."""
@@ -60,10 +63,21 @@ class SharedCapacity(_Model):
 
     @field_validator("capacity")
     @classmethod
-    def _qualified(cls, value: str | None) -> str | None:
-        if value is not None and not _QUALIFIED.match(value):
-            raise ValueError(f"{value!r} is not a capacity name (an optional domain/ and a name)")
+    def _qualified(cls, value: str | tuple[str, ...] | None) -> str | tuple[str, ...] | None:
+        names = (value,) if isinstance(value, str) else value or ()
+        for name in names:
+            if not _QUALIFIED.match(name):
+                raise ValueError(
+                    f"{name!r} is not a capacity name (an optional domain/ and a name)"
+                )
+        if isinstance(value, tuple) and (not value or len(set(value)) < len(value)):
+            raise ValueError("a list of capacities names each candidate once, and at least one")
         return value
+
+    @property
+    def candidates(self) -> tuple[str, ...]:
+        """The capacities a list names, in order; () for a single capacity or none."""
+        return self.capacity if isinstance(self.capacity, tuple) else ()
 
     @field_validator("percent_of")
     @classmethod
@@ -83,6 +97,8 @@ class SharedCapacity(_Model):
             raise ValueError(f"{self.resource}: percentOf needs percent: true")
         if self.select_size and self.percent_of is None:
             raise ValueError(f"{self.resource}: selectSize needs percentOf")
+        if self.candidates and self.percent:
+            raise ValueError(f"{self.resource}: a list of capacities takes amounts, not percent")
         return self
 
 
@@ -121,6 +137,9 @@ SHARED_CLASS = "gpu-shared.nvidia.com"
 """The default rules' DeviceClass: NVIDIA GPUs that allow multiple allocations."""
 
 _MEMORY_MIB = {"capacity": "memory", "unit": "Mi"}
+_COMPUTE = {"capacity": ["cores", "compute"]}
+"""A compute limit (a percentage of the GPU's cores): HAMi's devices publish `cores`, the
+dra-example-driver's `compute` (0-100); the NVIDIA driver publishes neither."""
 
 DEFAULT_SHARING = (
     SharingRule.model_validate(
@@ -131,7 +150,7 @@ DEFAULT_SHARING = (
             "capacities": [
                 {"resource": "nvidia.com/gpumem", **_MEMORY_MIB},
                 {"resource": "nvidia.com/gpumem-percentage", "capacity": "memory", "percent": True},
-                {"resource": "nvidia.com/gpucores"},
+                {"resource": "nvidia.com/gpucores", **_COMPUTE},
             ],
         }
     ),
@@ -142,7 +161,8 @@ DEFAULT_SHARING = (
             "count": "volcano.sh/vgpu-number",
             "capacities": [
                 {"resource": "volcano.sh/vgpu-memory", **_MEMORY_MIB},
-                {"resource": "volcano.sh/vgpu-cores"},
+                {"resource": "volcano.sh/gpu-memory", **_MEMORY_MIB},
+                {"resource": "volcano.sh/vgpu-cores", **_COMPUTE},
             ],
         }
     ),

@@ -27,9 +27,10 @@ from __future__ import annotations
 
 import functools
 import math
+import re
 from dataclasses import dataclass
 from fractions import Fraction
-from typing import Final, Literal
+from typing import Any, Final, Literal
 
 from app.bounded import CacheName, memoized
 
@@ -346,3 +347,24 @@ def _decimal_parts(magnitude: Fraction) -> tuple[int, int]:
         mantissa *= 10
         exponent -= 1
     return mantissa, exponent
+
+
+_MAY_BE_ZERO = re.compile(r"[+-]?[0.]+([eE][-+]?[0-9]+|[A-Za-z]*)")
+"""The text of every quantity of zero (and a few non-quantities, which then fail to parse)."""
+
+
+def is_zero(amount: Any) -> bool:
+    """Whether an amount is absent or a quantity of zero (`0`, `"0"`, `"0Mi"`); an amount that
+    does not parse is not zero (it is reported as written)."""
+    if amount is None:
+        return True
+    if isinstance(amount, bool):
+        return False
+    if isinstance(amount, int | float):
+        return amount == 0
+    if not isinstance(amount, str) or not _MAY_BE_ZERO.fullmatch(amount):
+        return False  # the common case, a count like "2", costs one regex match
+    try:
+        return parse_quantity(amount).sign() == 0
+    except QuantityError:
+        return False

@@ -5,6 +5,11 @@ makes the loaded document equal to it while leaving every node that is already e
 its comments, quoting, key order and anchors stay where they were. Keys that appear are appended
 to their mapping (where `write` puts them); list items are kept, dropped or appended.
 
+A comment on a key that goes (`nvidia.com/gpu: 1  # one GPU`, or on its own line right above
+it) goes to the first key that appears in the same mapping or, where none does, in the nearest
+enclosing one (the container's `claims` that replace the GPU), as an end-of-line comment on
+its first line: what the reviewer wrote about the GPU stays next to what now asks for it.
+
 A node reached twice (an anchor and its aliases) is copied before it is changed at one place, so
 an edit meant for one container does not land in another that happens to share the YAML node.
 Whatever this cannot express is caught by the caller, which compares the result with the wanted
@@ -62,18 +67,22 @@ def _walk(node: Any) -> Iterator[Any]:
             stack.extend(current)
 
 
-def sync(node: Any, wanted: Any, shared: set[int]) -> Any:
+def sync(node: Any, wanted: Any, shared: set[int], carried: list[str] | None = None) -> Any:
     """`node` changed in place to equal `wanted` where it can be, else what replaces it.
 
     The caller stores the returned value where `node` was when it is not `node` itself.
+    `carried`: where the comments of dropped keys go when no key appears in this mapping to
+    take them (the enclosing mapping's).
     """
     if plain(node) == wanted:
         return node
     if isinstance(node, dict) and isinstance(wanted, dict):
         if id(node) in shared:
             node = _unshared(node)
+        gone = [k for k in node if str(k) not in wanted]
+        moved = [text for key in gone for text in _take_comments(node, key)]
         orphans = ""
-        for key in [k for k in node if str(k) not in wanted]:
+        for key in gone:
             before = _key_before(node, key, wanted)
             lines = _drop_key(node, key)
             if before is None:
@@ -81,14 +90,20 @@ def sync(node: Any, wanted: Any, shared: set[int]) -> Any:
                     orphans += lines  # nothing stays: after the mapping's new last line
             else:
                 _append_lines_at(_entry_tail(node, before), lines)
+        added: list[str] = []
         for key, value in wanted.items():
             if key in node:
-                updated = sync(node[key], value, shared)
+                updated = sync(node[key], value, shared, moved)
                 if updated is not node[key]:
                     node[key] = updated
             else:
                 node[key] = fresh(value)
+                added.append(key)
         _append_lines(node, orphans)
+        if moved and added:
+            _put_comment(node, added[0], moved)
+        elif moved and carried is not None:
+            carried += moved
         return node
     if isinstance(node, list) and isinstance(wanted, list):
         if id(node) in shared:
@@ -121,6 +136,84 @@ def _sync_list(node: list[Any], wanted: list[Any], shared: set[int]) -> None:
         else:
             node.append(fresh(value))
     del node[len(wanted) :]
+
+
+def _take_comments(node: dict[Any, Any], key: Any) -> list[str]:
+    """The comments about an entry that goes, taken out of the tree: the full lines right above
+    it and the end-of-line comments of its lines ("# " and the text, one each)."""
+    found: list[str] = []
+    keys = list(node)
+    at = keys.index(key)
+    if at == 0:
+        comment = node.ca.comment if isinstance(node, CommentedMap) else None
+        if comment and len(comment) > 1 and comment[1]:
+            found += _texts("".join(getattr(t, "value", "") or "" for t in comment[1]))
+            comment[1] = None
+    else:
+        slot = _entry_tail(node, keys[at - 1])
+        found += _texts(_trailing_lines(slot))
+        _cut_trailing_lines(slot)
+    found += _end_of_line_comments(node, key)
+    return found
+
+
+def _end_of_line_comments(node: Any, key: Any) -> list[str]:
+    """The end-of-line comments on the entry `key` of `node` and the comments within its value."""
+    value = node[key]
+    found: list[str] = []
+    slot = _slot(node, key, 2 if isinstance(node, dict) else 0)
+    if slot is not None:
+        items, name, position = slot
+        entry = items.get(name)
+        token = entry[position] if entry and len(entry) > position else None
+        text = getattr(token, "value", None)
+        if isinstance(text, str) and not text.startswith("\n"):
+            found += _texts(text.partition("\n")[0])
+    if isinstance(value, dict):
+        comment = value.ca.comment if isinstance(value, CommentedMap) else None
+        if comment and len(comment) > 1 and comment[1]:  # above its first key
+            found += _texts("".join(getattr(t, "value", "") or "" for t in comment[1]))
+        for inner in value:
+            found += _end_of_line_comments(value, inner)
+    elif isinstance(value, list):
+        for index in range(len(value)):
+            found += _end_of_line_comments(value, index)
+    return found
+
+
+def _texts(lines: str) -> list[str]:
+    """The comments of some lines, each without its `#`."""
+    found = []
+    for line in lines.splitlines():
+        text = line.strip()
+        if text.startswith("#") and text.lstrip("#").strip():
+            found.append(text.lstrip("#").strip())
+    return found
+
+
+def _cut_trailing_lines(slot: Slot | None) -> None:
+    """Drop the full comment lines of a slot (they were taken), keeping its end-of-line one."""
+    if slot is None:
+        return
+    items, key, position = slot
+    entry = items.get(key)
+    token = entry[position] if entry and len(entry) > position else None
+    value = getattr(token, "value", None)
+    if entry is not None and token is not None and isinstance(value, str) and "\n" in value:
+        token.value = value.partition("\n")[0] + "\n"
+        if not token.value.strip():
+            entry[position] = None
+
+
+def _put_comment(node: Any, key: Any, texts: list[str]) -> None:
+    """End-of-line comment on the first line of the new entry `key` (its first scalar)."""
+    comment = "# " + "; ".join(dict.fromkeys(texts))
+    value = node[key]
+    while isinstance(value, dict | list) and value:
+        node, key = value, (0 if isinstance(value, list) else next(iter(value)))
+        value = node[key]
+    if isinstance(node, CommentedMap | CommentedSeq):
+        node.yaml_add_eol_comment(comment, key)
 
 
 def _drop_key(node: dict[Any, Any], key: Any) -> str:

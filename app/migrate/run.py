@@ -6,24 +6,36 @@ Folders that are kustomize overlays or Helm charts are not walked: they get patc
 (`patches.py`). Exit codes: 2 when something could not be translated or read (it is listed on
 stderr with file, document index and field path, and left untouched), else with `--diff` 1 when
 something would change, else 0.
+
+Warnings go to stderr too, one line each, and leave the exit code alone: what translation removes
+without a claim (a compute limit no device of the class has a capacity for), as admission warns
+about it; and a file that references a ResourceClaimTemplate this run wrote only into a file of
+another folder (a GitOps app that applies one folder would create the workload without it).
 """
 
 from __future__ import annotations
 
 import difflib
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, TextIO
 
+import yaml
+
+from app.errors import ObjectShapeError
 from app.migrate.documents import dump
 from app.migrate.edit import fresh
-from app.migrate.files import Problem, Rewritten, Templates, rewrite, scan
-from app.migrate.objects import Rules
+from app.migrate.files import Problem, Rewritten, Templates, describe, rewrite, scan
+from app.migrate.objects import Rules, is_object, namespace_of, objects_of
 from app.migrate.patches import Patch, patch_folder, source_kind
+from app.translation import plan
+from app.translation.sharing import PublishedCapacities
+from app.workloads import group_kind
 
 Obj = dict[str, Any]
 SUFFIXES = (".yaml", ".yml", ".json")
+_FAST_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,6 +54,8 @@ class Outcome:
     files: list[Rewritten] = field(default_factory=list)
     patches: list[Patch] = field(default_factory=list)
     problems: list[Problem] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    """Printed on stderr; they do not change the exit code."""
 
     @property
     def changed(self) -> list[Rewritten]:
@@ -50,6 +64,7 @@ class Outcome:
 
 def migrate(options: Options, rules: Rules) -> Outcome:
     """Translate every file and folder of `options.paths` (nothing is written here)."""
+    rules = for_migrate(rules)
     files, sources = _collect(options.paths)
     texts: dict[Path, str] = {}
     outcome = Outcome()
@@ -84,7 +99,21 @@ def migrate(options: Options, rules: Rules) -> Outcome:
                 p.templates = []
     if out is not None and apart:
         outcome.files.append(Rewritten(out, out_text, _append_yaml(out_text, apart)))
+    changed = [f for f in outcome.changed if f.path.suffix.lower() in SUFFIXES]
+    for rewritten in changed:
+        outcome.warnings += _notes(rewritten, rules)
+    if out is None:
+        outcome.warnings += _elsewhere(changed)
     return outcome
+
+
+def for_migrate(rules: Rules) -> Rules:
+    """The rules as `migrate` runs them: a manifest asking only for `nvidia.com/gpu: 0` is
+    rewritten too (the zero removed, as admission removes it), and compute limits see which
+    capacities the cluster file's devices publish."""
+    rules.view.derived(PublishedCapacities)
+    legacy = rules.translation.legacy.keeping_zeros()
+    return replace(rules, translation=replace(rules.translation, legacy=legacy))
 
 
 def report(outcome: Outcome, options: Options, stdout: TextIO, stderr: TextIO) -> int:
@@ -98,6 +127,8 @@ def report(outcome: Outcome, options: Options, stdout: TextIO, stderr: TextIO) -
             stdout.writelines(unified_diff(changed))
     for patch in outcome.patches:
         stdout.write(render_patch(patch))
+    for warning in outcome.warnings:
+        print(f"migrate: warning: {warning}", file=stderr)
     for problem in outcome.problems:
         print(f"migrate: not translated: {problem}", file=stderr)
     if outcome.problems:
@@ -184,3 +215,92 @@ def _json_beside(path: Path, templates: list[Obj]) -> Rewritten:
             data = {"apiVersion": "v1", "kind": "List", "items": []}
     data.setdefault("items", []).extend(templates)
     return Rewritten(beside, before, json.dumps(data, indent=2) + "\n")
+
+
+def _loaded(path: Path, text: str) -> list[Any]:
+    """Every document of a file, read fast (None for one that does not parse)."""
+    try:
+        if path.suffix.lower() == ".json":
+            return [json.loads(text)]
+        return list(yaml.load_all(text, Loader=_FAST_LOADER))
+    except (yaml.YAMLError, ValueError):
+        return []
+
+
+def _notes(rewritten: Rewritten, rules: Rules) -> list[str]:
+    """What translating the file's objects warned about (the notes admission sends back as
+    warnings: a compute limit removed, a claim the view does not know), one line each."""
+    found: list[str] = []
+    for index, document in enumerate(_loaded(rewritten.path, rewritten.before)):
+        for prefix, obj in objects_of(document):
+            if not is_object(obj):
+                continue
+            group, kind = group_kind(obj)
+            try:
+                specs = rules.catalogue.specs(group, kind, obj)
+                plans = [plan(s, namespace_of(obj), rules.translation, rules.view) for s in specs]
+            except ObjectShapeError:
+                continue  # reported as not translated
+            where = Problem(str(rewritten.path), index, "", "", describe(obj))
+            found += [f"{where}{prefix.rstrip('.')} {note}" for p in plans for note in p.notes]
+    return [line.replace(":  ", ": ", 1) for line in found]
+
+
+def _elsewhere(changed: list[Rewritten]) -> list[str]:
+    """Files that reference a template this run wrote only into a file of another folder."""
+    written: dict[tuple[str, str], list[Path]] = {}
+    referenced: dict[Path, set[tuple[str, str]]] = {}
+    for rewritten in changed:
+        before = _templates_in(_loaded(rewritten.path, rewritten.before))
+        after = _loaded(rewritten.path, rewritten.after)
+        for key in _templates_in(after) - before:
+            written.setdefault(key, []).append(rewritten.path)
+        referenced[rewritten.path] = _references(after) | before | _templates_in(after)
+    found: list[str] = []
+    for path, names in referenced.items():
+        for key in sorted(names):
+            homes = written.get(key, [])
+            if not homes or path in homes or any(h.parent == path.parent for h in homes):
+                continue
+            namespace, name = key
+            found.append(
+                f"{path}: references ResourceClaimTemplate {name}"
+                + (f" (namespace {namespace})" if namespace else "")
+                + f", which this run wrote only into {homes[0]}: a tool that applies "
+                f"{path.parent} alone would not create it (copy it there, or use --templates-out)"
+            )
+    return found
+
+
+def _templates_in(documents: list[Any]) -> set[tuple[str, str]]:
+    """(namespace, name) of the ResourceClaimTemplates among the documents."""
+    found: set[tuple[str, str]] = set()
+    for document in documents:
+        for _, obj in objects_of(document):
+            if is_object(obj) and obj.get("kind") == "ResourceClaimTemplate":
+                meta = obj.get("metadata")
+                name = meta.get("name") if isinstance(meta, dict) else None
+                if isinstance(name, str):
+                    found.add((namespace_of(obj), name))
+    return found
+
+
+def _references(documents: list[Any]) -> set[tuple[str, str]]:
+    """(namespace, name) of every `resourceClaimTemplateName` in the documents' objects."""
+    found: set[tuple[str, str]] = set()
+    for document in documents:
+        for _, obj in objects_of(document):
+            if not is_object(obj):
+                continue
+            namespace = namespace_of(obj)
+            stack: list[Any] = [obj]
+            while stack:
+                node = stack.pop()
+                if isinstance(node, dict):
+                    name = node.get("resourceClaimTemplateName")
+                    if isinstance(name, str):
+                        found.add((namespace, name))
+                    stack.extend(node.values())
+                elif isinstance(node, list):
+                    stack.extend(node)
+    return found

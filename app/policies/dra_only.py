@@ -22,6 +22,7 @@ from collections.abc import Hashable
 from app.bounded import BoundedCache, CacheName
 from app.cluster.view import Kind
 from app.k8s.objects import CONTAINER_FIELDS, PodSpecRef
+from app.k8s.quantity import is_zero
 from app.policies.base import ALLOW, Context, Mode, Request, Result, Violation
 from app.policies.exceptions import Applied, cover, policy_exceptions
 from app.policies.parts import Parts
@@ -95,6 +96,8 @@ def _raw_shape(spec: PodSpecRef, is_legacy: LegacyMatcher) -> tuple[Hashable, ..
                     return None
             names = [n for n in limits if is_legacy(n)]
             names += [n for n in requests if n not in limits and is_legacy(n)]
+            # a count of zero asks for nothing (`legacy_requests` leaves it out too)
+            names = [n for n in names if not (is_zero(limits.get(n)) and is_zero(requests.get(n)))]
             if not names:
                 continue
             name = container.get("name", "")
@@ -268,7 +271,7 @@ def _decide(
     if ctx.mode is Mode.AUDIT:
         return Result(
             warnings=tuple(
-                f"{_offence(r)}: would be denied in a dra-only namespace ({label}); "
+                f"{r.path}: {_offence(r)}: would be denied in a dra-only namespace ({label}); "
                 f"use DRA resourceClaims instead"
                 for r in found
             ),

@@ -5,6 +5,7 @@ Shared by dra-only enforcement (which names the fix) and translation (which appl
 
 from __future__ import annotations
 
+import copy
 import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -14,6 +15,7 @@ from app.bounded import BoundedCache, CacheName
 from app.cluster.view import ClusterReader
 from app.config.policy import LegacyResources, MappingRule
 from app.k8s.objects import ContainerRef, PodSpecRef, containers, resource_map
+from app.k8s.quantity import is_zero
 from app.regex import compile_re2, glob_to_re2
 
 IMPLICIT_CLASS_PREFIX = "deviceclass.resource.kubernetes.io/"
@@ -51,6 +53,9 @@ _UNKNOWN = object()
 class LegacyMatcher:
     """Decides whether a resource name is a legacy (device-plugin) extended resource."""
 
+    keeps_zeros = False
+    """Whether `legacy_requests` keeps requests of zero by default (see `keeping_zeros`)."""
+
     def __init__(self, config: LegacyResources, extra: Iterable[str] = ()) -> None:
         """`extra`: more exact names (those of the sharing rules)."""
         self._exact = frozenset(n for n in config.names if not _is_glob(n)) | frozenset(extra)
@@ -59,6 +64,13 @@ class LegacyMatcher:
         self._pattern = compile_re2("|".join(globs)) if globs else None
         # names come from users (any key of a container's limits): the memo is bounded
         self._seen: BoundedCache[str, bool] = BoundedCache(CacheName.LEGACY_NAMES, 4096)
+
+    def keeping_zeros(self) -> LegacyMatcher:
+        """The same names, for a reader that removes requests of zero rather than ignoring
+        them (`migrate`: a manifest asking only for `nvidia.com/gpu: 0` is rewritten too)."""
+        other = copy.copy(self)
+        other.keeps_zeros = True
+        return other
 
     def __call__(self, name: str) -> bool:
         known = self._seen.get(name)
@@ -215,8 +227,18 @@ class LegacyRequest:
         return f"{self.container.path}.resources.{which}[{self.resource}]"
 
 
-def legacy_requests(spec: PodSpecRef, is_legacy: LegacyMatcher) -> list[LegacyRequest]:
-    """Every (container, legacy resource) pair in a pod spec, in container order."""
+def legacy_requests(
+    spec: PodSpecRef, is_legacy: LegacyMatcher, *, zeros: bool | None = None
+) -> list[LegacyRequest]:
+    """Every (container, legacy resource) pair in a pod spec, in container order.
+
+    A request of zero (`nvidia.com/gpu: 0` in limits and requests alike) asks for no device:
+    it is no offence in a dra-only namespace and no claim, so it is left out, as the workload
+    scan leaves it out (`app/workloads/scan.py`). With `zeros` (by default, the matcher's
+    `keeps_zeros`), it is kept: translation removes it from the container, claiming nothing.
+    """
+    if zeros is None:
+        zeros = is_legacy.keeps_zeros
     found: list[LegacyRequest] = []
     for ref in containers(spec):
         limits = resource_map(ref, "limits")
@@ -226,7 +248,9 @@ def legacy_requests(spec: PodSpecRef, is_legacy: LegacyMatcher) -> list[LegacyRe
         names = [n for n in limits if is_legacy(n)]
         names += [n for n in requests if n not in limits and is_legacy(n)]
         for name in names:
-            found.append(LegacyRequest(ref, name, limits.get(name), requests.get(name)))
+            limit, request = limits.get(name), requests.get(name)
+            if zeros or not (is_zero(limit) and is_zero(request)):
+                found.append(LegacyRequest(ref, name, limit, request))
     return found
 
 

@@ -20,6 +20,9 @@ The rules (docs/translation.md writes them out for users):
   `maxTemplatesPerNamespace`) is over a cap: the first cap reached is the plan's `over_cap`.
   Planning goes on past it without naming claims or building templates, so the device counts
   stay whole and the cost per claim stays constant.
+- A count of zero (`nvidia.com/gpu: 0`) asks for no device: it leaves the container with a
+  warning and never becomes a claim (`count: 0` is not a valid count), mapped or not (dra-only,
+  which finds no offence in it, reads `legacy_requests` without zeros).
 - A legacy name with no mapping, a count that is not a whole number, limits and requests that
   disagree, or a DeviceClass the pod already asks for through DRA: a problem each.
 """
@@ -148,7 +151,7 @@ def plan(
     request back from its manifest while keeping the claims the webhook added.
     """
     result = TranslationPlan(spec)
-    found = legacy_requests(spec, rules.legacy)
+    found = legacy_requests(spec, rules.legacy, zeros=True)  # zeros are removed, not claimed
     if not found:
         return result
     if replace_own:
@@ -173,7 +176,7 @@ def _analyse(
     # ephemeral containers may not have resources at all: the API server rejects them, not us
     groups, found = rules.sharing.split(found)
     for group in groups:
-        shared = rules.sharing.want(group)
+        shared = rules.sharing.want(group, view)
         result.problems += shared.problems
         result.notes += shared.notes
         if shared.want is not None:
@@ -188,6 +191,8 @@ def _analyse(
             result.problems.append(bad)
             continue
         mapping = rules.mappings.resolve(legacy.resource, view)
+        if mapping is None and count == 0:
+            mapping = _NOTHING  # asks for no device: removed, whatever serves the name
         if mapping is None:
             result.problems.append(
                 Problem(
@@ -205,7 +210,7 @@ def _analyse(
     for want in result.wants:
         device_class = want.mapping.device_class_name
         where = in_use.get(device_class)
-        if where is not None:
+        if where is not None and want.count > 0:
             result.problems.append(
                 Problem(
                     request_key(want.legacy),
@@ -220,6 +225,10 @@ def _analyse(
         "another device type than the translated requests"
         for where in unknown
     ]
+
+
+_NOTHING = DeviceMapping("", (), "zero")
+"""The mapping of a zero request no rule maps: it only leaves the container."""
 
 
 # -- claims and templates --------------------------------------------------------------------

@@ -8,18 +8,26 @@ content-named templates, init containers sharing, caps. So migrate and dra-only'
 
 Amounts are read as whole numbers (the API server canonicalizes `4000` to `4k` before admission).
 A percentage becomes an absolute amount only where the rule says of what size (`percentOf`);
-otherwise the pod is denied naming the key to add. A name whose rule entry has no capacity
-(HAMi's `gpucores`: its limit is enforced by HAMi's in-container library, not by the scheduler)
-is removed with a warning. Every share request also selects `device.allowMultipleAllocations`:
-a class that also matches whole devices would otherwise give a whole GPU (no consumed capacity).
+otherwise the pod is denied naming the key to add. A compute limit (HAMi's `gpucores`,
+Volcano's `vgpu-cores`) lists candidate capacities (`[cores, compute]`): it asks for the first
+that some shareable device of the class publishes (`PublishedCapacities`, a derived index of the
+view: a few lookups per request, no scan), and where none does it is removed with a warning (the
+device plugin's in-container library enforced it, not the scheduler), as is a name whose entry
+has no capacity. Every share request also selects `device.allowMultipleAllocations`: a class
+that also matches whole devices would otherwise give a whole GPU (no consumed capacity). A group
+whose names all ask for zero asks for nothing: its names are removed, never a claim.
 """
 
 from __future__ import annotations
 
 import math
+import re
+from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from typing import Any
 
+from app.cluster.view import ClusterReader, Kind
 from app.config.sharing import SharedCapacity, SharingRule
 from app.k8s.objects import resource_map
 from app.k8s.quantity import parse_quantity
@@ -30,6 +38,96 @@ SHAREABLE = "device.allowMultipleAllocations"
 """The selector every share request carries."""
 
 _MI = 1 << 20
+_DRIVER_TEST = re.compile(r"""device\.driver\s*==\s*(?:"([^"\\]+)"|'([^'\\]+)')""")
+"""`device.driver == "<name>"` in a DeviceClass selector: the driver whose devices it holds."""
+
+
+class PublishedCapacities:
+    """Which capacities the shareable devices of each driver publish, and which drivers each
+    DeviceClass pins: a derived index of the view (`view.derived(PublishedCapacities)`), kept
+    current slice by slice, so choosing among a rule's candidate capacities is a few lookups.
+
+    A class's devices are taken to be the shareable devices of the drivers its selectors name
+    with `device.driver == "..."` (no CEL runs here); a class naming none, or not in the view,
+    is taken to hold the rule's `driver`. Satisfiability then checks the claim made against the
+    devices the class really selects.
+    """
+
+    def __init__(self) -> None:
+        self._by_slice: dict[str, Counter[tuple[str, str]]] = {}
+        self._devices: Counter[tuple[str, str]] = Counter()
+        """(driver, qualified capacity) -> shareable devices publishing it."""
+        self._class_drivers: dict[str, tuple[str, ...]] = {}
+
+    def on_change(self, kind: Kind, old: dict[str, Any] | None, new: dict[str, Any] | None) -> None:
+        if kind is Kind.DEVICE_CLASS:
+            if old is not None:
+                self._class_drivers.pop(_name(old), None)
+            if new is not None:
+                self._class_drivers[_name(new)] = _pinned_drivers(new)
+            return
+        if kind is not Kind.RESOURCE_SLICE:
+            return
+        if old is not None:
+            for key, number in self._by_slice.pop(_name(old), Counter()).items():
+                left = self._devices[key] - number
+                if left > 0:
+                    self._devices[key] = left
+                else:
+                    del self._devices[key]
+        if new is not None:
+            published = _published(new)
+            self._by_slice[_name(new)] = published
+            self._devices.update(published)
+
+    def first(self, device_class: str, driver: str, candidates: Iterable[str]) -> str | None:
+        """The first of `candidates` some shareable device of `device_class` publishes."""
+        drivers = self._class_drivers.get(device_class) or (driver,)
+        for name in candidates:
+            if any((d, _qualified(name, d)) in self._devices for d in drivers):
+                return name
+        return None
+
+
+def _name(obj: dict[str, Any]) -> str:
+    meta = obj.get("metadata")
+    name = meta.get("name") if isinstance(meta, dict) else None
+    return name if isinstance(name, str) else ""
+
+
+def _qualified(capacity: str, driver: str) -> str:
+    """A capacity name as `<domain>/<name>`: a bare name is the driver's (as the scheduler
+    reads `device.capacity`)."""
+    return capacity if "/" in capacity else f"{driver}/{capacity}"
+
+
+def _pinned_drivers(device_class: dict[str, Any]) -> tuple[str, ...]:
+    spec = device_class.get("spec")
+    selectors = spec.get("selectors") if isinstance(spec, dict) else None
+    found: list[str] = []
+    for selector in selectors if isinstance(selectors, list) else ():
+        cel = selector.get("cel") if isinstance(selector, dict) else None
+        expression = cel.get("expression") if isinstance(cel, dict) else None
+        if isinstance(expression, str):
+            found += [a or b for a, b in _DRIVER_TEST.findall(expression)]
+    return tuple(dict.fromkeys(found))
+
+
+def _published(resource_slice: dict[str, Any]) -> Counter[tuple[str, str]]:
+    """(driver, qualified capacity) of each shareable device of a slice."""
+    spec = resource_slice.get("spec")
+    driver = spec.get("driver") if isinstance(spec, dict) else None
+    found: Counter[tuple[str, str]] = Counter()
+    if not isinstance(spec, dict) or not isinstance(driver, str):
+        return found
+    devices = spec.get("devices")
+    for device in devices if isinstance(devices, list) else ():
+        if not isinstance(device, dict) or device.get("allowMultipleAllocations") is not True:
+            continue
+        capacity = device.get("capacity")
+        if isinstance(capacity, dict):
+            found.update((driver, _qualified(str(name), driver)) for name in capacity)
+    return found
 
 
 @dataclass(slots=True)
@@ -125,6 +223,13 @@ class SharingRules:
                 return None
             return f"{shared} (count {legacy.amount}, shared, {where})"
         entry = next(c for c in rule.capacities if c.resource == legacy.resource)
+        if entry.candidates:
+            value = whole_number(legacy.amount)
+            amount = f"{value}{entry.unit}" if value is not None else f"{legacy.amount}{entry.unit}"
+            return (
+                f"{shared} (capacity {' or '.join(entry.candidates)}: {amount} where its devices "
+                f"publish one, else removed, {where})"
+            )
         if entry.capacity is None:
             return f"removed: DRA has no capacity for it ({where})"
         if entry.percent:
@@ -133,19 +238,22 @@ class SharingRules:
         amount = f"{value}{entry.unit}" if value is not None else f"{legacy.amount}{entry.unit}"
         return f"{shared} (capacity {entry.capacity}: {amount}, {where})"
 
-    def want(self, group: Group) -> Shared:
-        """The request a group becomes, or the problems that stop it."""
+    def want(self, group: Group, view: ClusterReader) -> Shared:
+        """The request a group becomes, or the problems that stop it (`view`: which capacities
+        the class's devices publish, for an entry listing candidates)."""
         rule = group.rule
         members = group.members
         problems: list[Problem] = []
         notes: list[str] = []
         shares = 1
-        if rule.count is not None and rule.count in members:
+        counted = rule.count is not None and rule.count in members
+        if rule.count is not None and counted:
             shares, bad = count(members[rule.count], "whole shares")
             if bad is not None:
                 problems.append(bad)
         capacity: dict[str, str] = {}
         sizes: list[str] = []
+        asked = False
         for position, entry in enumerate(rule.capacities):
             legacy = members.get(entry.resource)
             if legacy is None:
@@ -154,15 +262,14 @@ class SharingRules:
             if bad is not None:
                 problems.append(bad)
                 continue
-            if entry.capacity is None:
-                notes.append(
-                    f"{_who(legacy)}: {legacy.resource}: {legacy.amount} -> removed: DRA has no "
-                    f"capacity for it (sharing rule {rule.name}); map it with `capacity:` in "
-                    "the dra-webhook policy where the driver publishes one"
-                )
+            asked = asked or value > 0
+            name = _capacity(entry, rule, view)
+            if name is None:
+                if value > 0:
+                    notes.append(_dropped(legacy, entry, rule))
                 continue
-            if entry.capacity in capacity:
-                problems.append(_twice(legacy, entry.capacity, members, rule))
+            if name in capacity:
+                problems.append(_twice(legacy, name, members, rule))
                 continue
             where = (group.index, position, rule.device_class_name, rule.name)
             amount, bad = _amount(legacy, value, entry, where)
@@ -171,11 +278,13 @@ class SharingRules:
                 continue
             if amount is None:
                 continue  # zero: the share consumes the capacity's default
-            capacity[entry.capacity] = amount
+            capacity[name] = amount
             if entry.select_size and entry.percent_of is not None:
-                sizes.append(_size_selector(rule, entry.capacity, entry.percent_of))
+                sizes.append(_size_selector(rule, name, entry.percent_of))
         if problems:
             return Shared(None, tuple(problems), tuple(notes))
+        if not counted and not asked:
+            shares = 0  # every name asks for zero: nothing to share, the plan removes them
         ordered = [members[name] for name in rule.names if name in members]
         selectors = (*rule.selectors, SHAREABLE, *sizes)
         mapping = DeviceMapping(
@@ -185,6 +294,34 @@ class SharingRules:
             tuple(sorted(capacity.items())),
         )
         return Shared(Want(ordered[0], shares, mapping, tuple(ordered[1:])), (), tuple(notes))
+
+
+def _capacity(entry: SharedCapacity, rule: SharingRule, view: ClusterReader) -> str | None:
+    """The capacity an entry asks for: its own, or the first of its candidates that the class's
+    devices publish (None: the name is removed)."""
+    if not entry.candidates:
+        return entry.capacity if isinstance(entry.capacity, str) else None
+    try:
+        published = view.index(PublishedCapacities)
+    except LookupError:  # not subscribed at load: no device is known to publish one
+        return None
+    return published.first(rule.device_class_name, rule.driver, entry.candidates)
+
+
+def _dropped(legacy: LegacyRequest, entry: SharedCapacity, rule: SharingRule) -> str:
+    """The warning for a name removed without a capacity request."""
+    head = (
+        f"{_who(legacy)}: {legacy.resource}: {legacy.amount} -> removed: DRA has no capacity "
+        f"for it (sharing rule {rule.name})"
+    )
+    if entry.candidates:
+        return (
+            f"{head}: no shareable device of DeviceClass {rule.device_class_name} in the "
+            f"cluster publishes {' or '.join(entry.candidates)}"
+        )
+    return (
+        f"{head}; map it with `capacity:` in the dra-webhook policy where the driver publishes one"
+    )
 
 
 def _lists_any(legacy: LegacyRequest, rule: SharingRule) -> bool:

@@ -47,5 +47,31 @@ def test_a_comment_line_after_a_removed_field_is_kept(
     (tmp_path / "p.yaml").write_text(HEAD + resources)
     assert migrate("--write", "--templates-out", "t.yaml", "p.yaml").code == 0
     text = (tmp_path / "p.yaml").read_text()
-    assert "gone with it" not in text
+    # a comment on the removed line itself moves to the claim that replaces it
+    assert text.count("gone with it") == resources.count("gone with it")
+    assert "gone with it" not in text or "- name: gpu-app  # gone with it\n" in text, text
     assert HEAD + kept in text, text
+
+
+@pytest.mark.parametrize(
+    ("resources", "comment"),
+    [
+        (  # on its own line right above the removed name, after a name that stays
+            "      limits:\n        cpu: 2\n        # the GPU it trains on\n"
+            "        nvidia.com/gpu: 1\n",
+            "# the GPU it trains on",
+        ),
+        (  # above the first name of a map that goes away whole, and on the line itself
+            "      limits:\n        # one GPU\n        nvidia.com/gpu: 1  # for training\n",
+            "# one GPU; for training",
+        ),
+    ],
+)
+def test_a_comment_on_or_above_a_removed_line_moves_to_the_claim_that_replaces_it(
+    resources: str, comment: str, tmp_path: Path, migrate: Callable[..., Run]
+) -> None:
+    (tmp_path / "p.yaml").write_text(HEAD + resources)
+    assert migrate("--write", "--templates-out", "t.yaml", "p.yaml").code == 0
+    text = (tmp_path / "p.yaml").read_text()
+    assert f"      claims:\n      - name: gpu-app  {comment}\n" in text, text
+    assert text.count(comment.split(";", maxsplit=1)[0]) == 1, text

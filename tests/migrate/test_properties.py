@@ -17,13 +17,14 @@ from app.migrate.documents import Loaded, split
 from app.migrate.edit import plain
 from app.migrate.files import Templates, rewrite
 from app.migrate.objects import Rules, translate
+from app.migrate.run import for_migrate
 
 FAST = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
 @functools.cache
 def _rules() -> Rules:
-    return Rules.build(load_policy(None), ClusterView())
+    return for_migrate(Rules.build(load_policy(None), ClusterView()))
 
 
 def _run(text: str, name: str = "m.yaml") -> Any:

@@ -191,3 +191,55 @@ def test_every_pod_bearing_kind_is_rewritten(
     written = list(yaml.safe_load_all((tmp_path / "x.yaml").read_text()))
     assert [d["kind"] for d in written] == [kind, "ResourceClaimTemplate"]
     assert "nvidia.com/gpu" not in (tmp_path / "x.yaml").read_text()
+
+
+def _pod(name: str, gpus: int = 1) -> str:
+    return (
+        f"apiVersion: v1\nkind: Pod\nmetadata: {{name: {name}}}\nspec:\n  containers:\n"
+        f"  - name: app\n    image: x\n    resources:\n      limits:\n"
+        f"        nvidia.com/gpu: {gpus}\n"
+    )
+
+
+def test_a_file_using_a_template_written_only_into_another_folder_is_warned_about(
+    tmp_path: Path, migrate: Callable[..., Run]
+) -> None:
+    (tmp_path / "apps" / "a").mkdir(parents=True)
+    (tmp_path / "apps" / "b").mkdir()
+    (tmp_path / "apps" / "a" / "one.yaml").write_text(_pod("one"))
+    (tmp_path / "apps" / "a" / "two.yaml").write_text(_pod("two"))
+    (tmp_path / "apps" / "b" / "three.yaml").write_text(_pod("three"))
+
+    run = migrate("--diff", "apps")
+
+    assert run.code == 1  # a warning does not change the exit code
+    (line,) = run.stderr.splitlines()
+    assert line.startswith("migrate: warning: apps/b/three.yaml: references ResourceClaimTemplate")
+    assert "wrote only into apps/a/one.yaml" in line
+    assert "apps/a/two.yaml" not in run.stderr  # same folder as the template: applied with it
+
+
+def test_a_removed_core_limit_is_warned_about_on_stderr_and_keeps_the_exit_code(
+    tmp_path: Path, migrate: Callable[..., Run]
+) -> None:
+    (tmp_path / "p.yaml").write_text(
+        _pod("p").replace(
+            "nvidia.com/gpu: 1\n", "nvidia.com/gpu: 1\n        nvidia.com/gpucores: 30\n"
+        )
+    )
+    run = migrate("--diff", "p.yaml")
+    assert run.code == 1
+    (line,) = run.stderr.splitlines()
+    assert line.startswith("migrate: warning: p.yaml#0 (Pod p): container app: nvidia.com/gpucores")
+    assert "removed" in line
+
+
+def test_a_manifest_asking_only_for_zero_gpus_loses_the_zero_and_gets_no_claim(
+    tmp_path: Path, migrate: Callable[..., Run]
+) -> None:
+    (tmp_path / "p.yaml").write_text(_pod("p", gpus=0))
+    run = migrate("--write", "p.yaml")
+    assert run.code == 0, run.stderr
+    text = (tmp_path / "p.yaml").read_text()
+    assert "nvidia.com/gpu" not in text
+    assert "ResourceClaimTemplate" not in text and "claims" not in text
