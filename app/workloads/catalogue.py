@@ -193,6 +193,9 @@ class OperatorField:
     form: str
     """`resources` (name -> amount, as limits) or `nameQuantity` ({name, quantity})."""
     why: str
+    name_key: str = "name"
+    quantity_key: str = "quantity"
+    """Where a `nameQuantity` field keeps the resource name and the amount."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -433,10 +436,21 @@ def _factor(raw: Any, where: str, site: Path) -> Factor:
 def _field(raw: Any, where: str) -> OperatorField:
     if not isinstance(raw, dict):
         raise PolicyError(f"{where}: must be a map")
+    unknown = set(raw) - {"path", "form", "why", "nameKey", "quantityKey"}
+    if unknown:
+        raise PolicyError(
+            f"{where}.{sorted(unknown)[0]}: unknown key; keys are path, form, why, nameKey, "
+            "quantityKey"
+        )
     form = raw.get("form", "resources")
     if form not in ("resources", "nameQuantity"):
         raise PolicyError(f"{where}.form: must be resources or nameQuantity")
-    return OperatorField(_path(raw.get("path"), f"{where}.path"), form, _why(raw, where))
+    keys = [raw.get("nameKey", "name"), raw.get("quantityKey", "quantity")]
+    if not all(isinstance(k, str) and k for k in keys):
+        raise PolicyError(f"{where}: nameKey and quantityKey must be field names")
+    return OperatorField(
+        _path(raw.get("path"), f"{where}.path"), form, _why(raw, where), keys[0], keys[1]
+    )
 
 
 def _reported(raw: Any, where: str) -> Reported:

@@ -23,7 +23,7 @@ import yaml
 
 from app.errors import ObjectShapeError
 from app.k8s.objects import CONTAINER_FIELDS
-from app.k8s.quantity import QuantityError, parse_quantity
+from app.k8s.quantity import is_zero
 from app.workloads.catalogue import Catalogue, Entry, Template, dotted, walk
 
 _RESOURCE_MAPS = frozenset({"limits", "requests"})
@@ -195,19 +195,15 @@ def _documents(text: str) -> list[Any]:
 
 
 def _zero(amount: Any) -> bool:
-    """A count of nothing (`0`, `"0"`, `0Mi`): asks for no device. An unparsable amount is
-    not zero: it is reported as written."""
-    if isinstance(amount, bool) or not isinstance(amount, str | int | float):
-        return False
-    try:
-        return parse_quantity(amount).sign() == 0
-    except (QuantityError, ValueError):
-        return False
+    """A count of nothing (`0`, `"0"`, `0Mi`) asks for no device; an absent or unparsable amount
+    is reported as written."""
+    return amount is not None and is_zero(amount)
 
 
 def _fields(entry: Entry, obj: Any, is_legacy: Callable[[str], bool]) -> Iterator[Found]:
-    """The `nameQuantity` operator fields ({name: nvidia.com/gpu, quantity: 1}); `resources`
-    fields are maps of limits/requests, found by the walk and explained by `_reasons`."""
+    """The `nameQuantity` operator fields ({name: nvidia.com/gpu, quantity: 1}, or the keys the
+    entry names); `resources` fields are maps of limits/requests, found by the walk and
+    explained by `_reasons`."""
     for field in entry.fields:
         if field.form != "nameQuantity":
             continue
@@ -219,7 +215,7 @@ def _fields(entry: Entry, obj: Any, is_legacy: Callable[[str], bool]) -> Iterato
             value = match.value
             if not isinstance(value, dict):
                 continue
-            name, quantity = value.get("name"), value.get("quantity", 1)
+            name, quantity = value.get(field.name_key), value.get(field.quantity_key, 1)
             if isinstance(name, str) and is_legacy(name) and not _zero(quantity):
                 yield match.parts, name, str(quantity), field.why
 

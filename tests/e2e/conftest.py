@@ -31,6 +31,7 @@ _WEBHOOK: list[Webhook] = []
 JOURNEYS = (
     "dra-only",
     "translate",
+    "operators",
     "sharing",
     "migrate",
     "quotas",

@@ -119,6 +119,12 @@ class Kube:
         params = {"dryRun": "All"} if dry_run else {}
         return self._send("POST", _object_path(obj, named=False), json=obj, params=params)
 
+    def create_custom(self, obj: Obj, plural: str, *, dry_run: bool = False) -> Answer:
+        """Create a namespaced custom resource of `plural` (its apiVersion names the group)."""
+        where = f"/apis/{obj['apiVersion']}/namespaces/{obj['metadata']['namespace']}/{plural}"
+        params = {"dryRun": "All"} if dry_run else {}
+        return self._send("POST", where, json=obj, params=params)
+
     def apply(self, obj: Obj) -> Obj:
         """Create, or replace what is there (keeping its resourceVersion)."""
         try:
