@@ -113,10 +113,7 @@ def check(pipeline: Pipeline, objects: Iterable[tuple[str, Obj]], namespace: str
                 patched = jsonpatch.apply_patch(obj, list(mutated.patch))
             for template in mutated.templates:
                 pipeline.view.apply(Kind.RESOURCE_CLAIM_TEMPLATE, template)
-            validated = pipeline.review(
-                Endpoint.VALIDATE,
-                _request(patched, namespace, request.uid),
-            )
+            validated = pipeline.review_any_kind(_request(patched, namespace, request.uid))
             final = validated if not validated.allowed else mutated
             warnings = [*mutated.warnings, *validated.warnings]
         else:

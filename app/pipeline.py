@@ -198,6 +198,10 @@ REGISTRATIONS: tuple[Registration, ...] = (
         workloads=True,
     ),
 )
+_ANY_KIND = frozenset({"dra-only", "translate-validate"})
+"""The checks offline `check` runs on a kind nothing routes (`Pipeline.review_any_kind`): their
+workload scan finds a GPU request in any object."""
+
 RULE_KINDS: frozenset[GroupKind] = POD_BEARING | CLAIM_KINDS | DEVICE_CLASS
 """Kinds an admin CEL rule (policy `cel.rules`) can match: the ones this webhook receives."""
 
@@ -272,6 +276,7 @@ class Pipeline:
                 for operation in reg.operations:
                     routes.setdefault((reg.endpoint, group, kind, operation), []).append(reg)
         self._routes = {key: tuple(regs) for key, regs in routes.items()}
+        self._any_kind = tuple(r for r in registrations if r.name in _ANY_KIND)
         self._stale_view = _checked_stale_view(policy, registrations)
 
     def needs_namespace(self, endpoint: Endpoint, request: Request) -> bool:
@@ -286,6 +291,11 @@ class Pipeline:
     def review(self, endpoint: Endpoint, request: Request) -> Decision:
         """Decide one review; never raises (bugs are answered per the failure policy)."""
         registrations = self._routes.get((endpoint, request.group, request.kind, request.operation))
+        return self._answer(endpoint, request, registrations)
+
+    def _answer(
+        self, endpoint: Endpoint, request: Request, registrations: tuple[Registration, ...] | None
+    ) -> Decision:
         if not registrations or request.namespace in self._exempt:
             return ALLOWED
         try:
@@ -306,6 +316,13 @@ class Pipeline:
                 extra={"uid": request.uid, "kind": request.kind, "namespace": request.namespace},
             )
             return self.internal_failure()
+
+    def review_any_kind(self, request: Request) -> Decision:
+        """`review` on the validating side for an object of any kind, as offline `check` reads
+        manifests: a kind no registration routes is still scanned for GPU requests (dra-only
+        denies them, translate reports them untranslatable), never passed in silence."""
+        key = (Endpoint.VALIDATE, request.group, request.kind, request.operation)
+        return self._answer(Endpoint.VALIDATE, request, self._routes.get(key) or self._any_kind)
 
     def internal_failure(self) -> Decision:
         """The answer when a bug stops a review: per the policy's failure.internalError."""

@@ -142,7 +142,8 @@ def finding_result(
     if ctx.mode is Mode.AUDIT:
         return Result(
             warnings=tuple(
-                f"{f.path}: {f.message}: would be denied in a dra-only namespace ({label})"
+                f"{f.path}: {f.resource}: {f.amount}: would be denied in a dra-only namespace "
+                f"({label}); {f.why}"
                 for f in found
             ),
             findings=len(found),
