@@ -27,8 +27,9 @@ from app.cluster.view import ClusterView
 from app.config import Policy, Settings, load_policy
 from app.config.policy import parse_policy
 from app.metrics import Metrics
-from app.pipeline import Pipeline
+from app.pipeline import Decision, Endpoint, Pipeline
 from app.transport.app import create_app
+from app.transport.review import decode_review
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURES = ROOT / "tests" / "fixtures" / "apiserver-v1.36.2"
@@ -122,6 +123,18 @@ def make_view(objects: list[Obj] | None = None) -> ClusterView:
 
 def make_pipeline(objects: list[Obj] | None = None, policy: Policy | None = None) -> Pipeline:
     return Pipeline(policy or load_policy(), make_view(objects), own_namespace="dra-webhook")
+
+
+def decide(
+    obj: Obj,
+    endpoint: Endpoint = Endpoint.VALIDATE,
+    objects: list[Any] | None = None,
+    policy: Policy | None = None,
+    **wrap_args: Any,
+) -> Decision:
+    """One review of `obj` (wrapped as the API server sends it) by a fresh pipeline."""
+    pipeline = make_pipeline(objects, policy)
+    return pipeline.review(endpoint, decode_review(orjson.dumps(wrap(obj, **wrap_args))))
 
 
 def policy_from(text: str) -> Policy:

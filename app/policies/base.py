@@ -49,6 +49,9 @@ class Request:
     request_version: str
     """The version the client used (a v1beta2 ResourceClaim arrives converted to v1)."""
     _claim_spec: ClaimSpec | None = field(default=None, init=False, repr=False, compare=False)
+    _templates: tuple[Any, ...] | None = field(default=None, init=False, repr=False, compare=False)
+    """The object's pod templates, read once per review (`app.policies.workloads.templates`):
+    dra-only, the scan, translation and quota all read them."""
 
     def claim_spec(self) -> ClaimSpec:
         """The object's claim spec (a ResourceClaim's `spec`, a ResourceClaimTemplate's

@@ -27,7 +27,7 @@ from app.policies.base import ALLOW, Context, Mode, Request, Result, Violation
 from app.policies.exceptions import Applied, cover, policy_exceptions
 from app.policies.parts import Parts
 from app.policies.translate import legacy_matcher, mapping_resolver, translation_rules
-from app.policies.workloads import combine, finding_result, findings, per_template
+from app.policies.workloads import combine, finding_result, findings, per_template, templates
 from app.translation.legacy import (
     DeviceMapping,
     LegacyMatcher,
@@ -113,7 +113,11 @@ def _raw_shape(spec: PodSpecRef, is_legacy: LegacyMatcher) -> tuple[Hashable, ..
 def check(request: Request, ctx: Context) -> Result:
     if ctx.mode not in (Mode.DRA_ONLY, Mode.AUDIT) or request.object is None:
         return ALLOW
-    result = per_template(request, ctx, lambda spec, old: _check_spec(request, ctx, spec, old))
+    specs = templates(request, ctx)
+    if len(specs) == 1 and request.operation == "CREATE":  # a Pod, a Deployment: the hot path
+        result = _check_spec(request, ctx, specs[0].spec, None)
+    else:
+        result = per_template(request, ctx, lambda spec, old: _check_spec(request, ctx, spec, old))
     is_legacy = ctx.parts[legacy_matcher]
     found = findings(request, ctx, is_legacy)
     if not found:

@@ -30,11 +30,17 @@ def workload_catalogue(parts: Parts) -> Catalogue:
 def templates(
     request: Request, ctx: Context, obj: dict[str, object] | None = None
 ) -> tuple[Template, ...]:
-    """The pod templates of the request's object (or of `obj`, an old object)."""
-    found = request.object if obj is None else obj
-    if found is None:
-        return ()
-    return ctx.parts[workload_catalogue].templates(request.group, request.kind, found)
+    """The pod templates of the request's object, read once per review (or of `obj`, an old
+    object)."""
+    if obj is not None:
+        return ctx.parts[workload_catalogue].templates(request.group, request.kind, obj)
+    known = request._templates
+    if known is None:
+        if request.object is None:
+            return ()
+        known = ctx.parts[workload_catalogue].templates(request.group, request.kind, request.object)
+        object.__setattr__(request, "_templates", known)
+    return known
 
 
 def old_specs(request: Request, ctx: Context) -> dict[str, PodSpecRef]:
@@ -105,6 +111,7 @@ def findings(
         ctx.parts[workload_catalogue],
         is_legacy,
         annotations=ctx.policy.legacy_resources.annotations,
+        templates=templates(request, ctx),
     )
 
 

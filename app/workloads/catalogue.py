@@ -13,9 +13,9 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Iterable, Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from importlib import resources
-from typing import Any
+from typing import Any, NamedTuple
 
 import yaml
 
@@ -58,6 +58,11 @@ class Path:
     @property
     def wildcards(self) -> int:
         return sum(1 for s in self.steps if s in (_MAP, _LIST))
+
+    @property
+    def pointer(self) -> str:
+        """The JSON pointer of a path without wildcards."""
+        return "".join(f"/{escape(step)}" for step in self.steps)
 
 
 @dataclass(frozen=True, slots=True)
@@ -129,8 +134,9 @@ def _walk(
         yield from _walk(child, rest, (*parts, step), bindings, node)
 
 
-def _bound(obj: Any, path: Path, bindings: tuple[str | int, ...]) -> tuple[Any, str]:
-    """The value at `path` with its wildcards taken from `bindings` (None when absent)."""
+def _bound(obj: Any, path: Path, bindings: tuple[str | int, ...]) -> tuple[Any, list[str | int]]:
+    """The value at `path` with its wildcards taken from `bindings` (None when absent), and the
+    keys walked (for the field path of an error)."""
     node, parts, used = obj, [], 0
     for step in path.steps:
         if step in (_MAP, _LIST):
@@ -144,10 +150,10 @@ def _bound(obj: Any, path: Path, bindings: tuple[str | int, ...]) -> tuple[Any, 
         elif isinstance(node, list) and isinstance(key, int) and key < len(node):
             node = node[key]
         else:
-            return None, dotted(parts)
+            return None, parts
         if node is None:
-            return None, dotted(parts)
-    return node, dotted(parts)
+            return None, parts
+    return node, parts
 
 
 @dataclass(frozen=True, slots=True)
@@ -166,7 +172,7 @@ class Factor:
             if raw is None:
                 continue
             if not isinstance(raw, int) or isinstance(raw, bool) or raw < 0:
-                raise ObjectShapeError(prefix + where, "must be a non-negative integer")
+                raise ObjectShapeError(prefix + dotted(where), "must be a non-negative integer")
             found = raw
             break
         if self.less_one_if is not None and _bound(obj, self.less_one_if, bindings)[0] is not None:
@@ -183,6 +189,8 @@ class SpecSite:
     """Factors of how many pods of it run at once; None: not counted (a blueprint)."""
     per_node: bool = False
     """One pod per node (a DaemonSet)."""
+    pointer: str = ""
+    """The JSON pointer of a path without wildcards."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -216,15 +224,22 @@ class Entry:
     fields: tuple[OperatorField, ...] = ()
     reports: tuple[Reported, ...] = ()
 
+    simple: SpecSite | None = field(default=None, init=False, compare=False, repr=False)
+    """The one pod spec site of an entry that has only that, at a path without wildcards."""
+
+    def __post_init__(self) -> None:
+        if len(self.specs) == 1 and not self.embedded and not self.specs[0].path.wildcards:
+            object.__setattr__(self, "simple", self.specs[0])
+
     @property
     def built_in(self) -> bool:
         """A core kind: its schema is closed, so its GPU requests can only be in containers."""
         return self.group in ("", "apps", "batch")
 
 
-@dataclass(frozen=True, slots=True)
-class Template:
-    """One pod spec of an object, with how many pods of it run at once."""
+class Template(NamedTuple):
+    """One pod spec of an object, with how many pods of it run at once (a named tuple: one is
+    made per template on every admission)."""
 
     spec: PodSpecRef
     pods: int | None
@@ -265,6 +280,9 @@ class Catalogue:
         entry = self._entries.get((group, kind))
         if entry is None:
             return ()
+        if entry.simple is not None:  # every built-in kind: one chain of fields
+            fixed = _fixed(obj, entry.simple, kind)
+            return () if fixed is None else (fixed,)
         return tuple(self._templates(entry, obj, (), 0))
 
     def specs(self, group: str, kind: str, obj: Obj) -> tuple[PodSpecRef, ...]:
@@ -275,6 +293,13 @@ class Catalogue:
     ) -> Iterator[Template]:
         head = dotted(prefix) + "." if prefix else ""
         for site in entry.specs:
+            if not prefix and not site.path.wildcards:
+                # every built-in kind: a chain of fields, read without the general walk (this
+                # runs on every pod admission)
+                fixed = _fixed(obj, site, entry.kind)
+                if fixed is not None:
+                    yield fixed
+                continue
             for match in walk(obj, site.path, prefix):
                 if not isinstance(match.value, dict):
                     raise ObjectShapeError(match.path, "must be an object")
@@ -307,6 +332,31 @@ class Catalogue:
             for match in walk(obj, path):
                 if isinstance(match.value, dict):
                     yield match.path, match.value
+
+
+def _fixed(obj: Obj, site: SpecSite, kind: str) -> Template | None:
+    """The template at a path without wildcards (what `walk` finds there, faster)."""
+    steps = site.path.steps
+    node: Any = obj
+    parent: Any = None
+    for depth, step in enumerate(steps):
+        if not isinstance(node, dict):
+            raise ObjectShapeError(".".join(steps[:depth]), "must be an object")
+        parent, node = node, node.get(step)
+        if node is None:
+            return None
+    if not isinstance(node, dict):
+        raise ObjectShapeError(site.path.text, "must be an object")
+    pods: int | None = None
+    if site.pods is not None:
+        pods = 1
+        for factor in site.pods:
+            pods *= factor.value(obj, (), "")
+    meta = parent.get("metadata") if parent is not obj else obj.get("metadata")
+    if steps[-1] != "spec":
+        meta = obj.get("metadata")
+    ref = PodSpecRef(node, site.path.text, site.pointer, meta if isinstance(meta, dict) else {})
+    return Template(ref, pods, site.per_node, kind, steps)
 
 
 def _meta(match: Match, path: Path, obj: Obj) -> Mapping[str, Any]:
@@ -407,7 +457,8 @@ def _site(raw: Any, where: str) -> SpecSite:
         if not isinstance(pods, list):
             raise PolicyError(f"{where}.pods: must be a list")
         factors = tuple(_factor(f, f"{where}.pods[{i}]", path) for i, f in enumerate(pods))
-    return SpecSite(path, factors, per_node=raw.get("perNode") is True)
+    pointer = path.pointer if not path.wildcards else ""
+    return SpecSite(path, factors, per_node=raw.get("perNode") is True, pointer=pointer)
 
 
 def _factor(raw: Any, where: str, site: Path) -> Factor:

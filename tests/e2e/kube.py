@@ -119,6 +119,24 @@ class Kube:
         params = {"dryRun": "All"} if dry_run else {}
         return self._send("POST", _object_path(obj, named=False), json=obj, params=params)
 
+    def install_crd(self, crd: Obj) -> None:
+        """Create a CustomResourceDefinition (unless it exists) and wait until it is served."""
+        url = f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{crd['metadata']['name']}"
+        if self.http.get(url).status_code == 404:
+            answer = self.http.post(
+                "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", json=crd
+            )
+            assert answer.status_code == 201, answer.text
+
+        def established() -> bool | None:
+            conditions = (self.http.get(url).json().get("status") or {}).get("conditions") or []
+            return (
+                any(c["type"] == "Established" and c["status"] == "True" for c in conditions)
+                or None
+            )
+
+        self.wait(established, f"CRD {crd['metadata']['name']} established")
+
     def create_custom(self, obj: Obj, plural: str, *, dry_run: bool = False) -> Answer:
         """Create a namespaced custom resource of `plural` (its apiVersion names the group)."""
         where = f"/apis/{obj['apiVersion']}/namespaces/{obj['metadata']['namespace']}/{plural}"

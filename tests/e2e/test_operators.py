@@ -36,24 +36,11 @@ CRD_FILES = (
 )
 
 
-def _install(kube: Kube, crd: Obj) -> None:
-    url = f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{crd['metadata']['name']}"
-    if kube.http.get(url).status_code == 404:
-        answer = kube.http.post("/apis/apiextensions.k8s.io/v1/customresourcedefinitions", json=crd)
-        assert answer.status_code == 201, answer.text
-
-    def established() -> bool | None:
-        conditions = (kube.http.get(url).json().get("status") or {}).get("conditions") or []
-        return any(c["type"] == "Established" and c["status"] == "True" for c in conditions) or None
-
-    kube.wait(established, f"CRD {crd['metadata']['name']} established")
-
-
 @pytest.fixture(scope="module")
 def operator_crds(kube: Kube) -> None:
     for name in CRD_FILES:
         (crd,) = yaml.load_all(gzip.decompress((CRDS / name).read_bytes()), Loader=yaml.CSafeLoader)
-        _install(kube, crd)
+        kube.install_crd(crd)
 
 
 def _spec(legacy: bool) -> Obj:

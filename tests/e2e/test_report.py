@@ -104,24 +104,10 @@ def _cronjob(namespace: str) -> Obj:
     }
 
 
-def _install_crd(kube: Kube, path: Path) -> None:
-    crd = yaml.safe_load(path.read_text())
-    url = f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{crd['metadata']['name']}"
-    if kube.http.get(url).status_code == 404:
-        answer = kube.http.post("/apis/apiextensions.k8s.io/v1/customresourcedefinitions", json=crd)
-        assert answer.status_code == 201, answer.text
-
-    def established() -> bool | None:
-        conditions = (kube.http.get(url).json().get("status") or {}).get("conditions") or []
-        return any(c["type"] == "Established" and c["status"] == "True" for c in conditions) or None
-
-    kube.wait(established, f"CRD {crd['metadata']['name']} established")
-
-
 @pytest.fixture(scope="module")
 def crds(kube: Kube) -> None:
     for path in sorted(CRDS.glob("*.yaml")):
-        _install_crd(kube, path)
+        kube.install_crd(yaml.safe_load(path.read_text()))
 
 
 @pytest.fixture(scope="module")

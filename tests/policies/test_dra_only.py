@@ -9,7 +9,7 @@ import pytest
 
 from app.pipeline import Decision, Endpoint
 from app.transport.review import decode_review
-from tests.conftest import make_pipeline, namespace, policy_from, wrap
+from tests.conftest import decide, make_pipeline, namespace, policy_from, wrap
 from tests.dra_only_cases import CASES, GPU, WORKLOADS, Case, container, template_path
 
 
@@ -21,17 +21,6 @@ def pod(ns: str = "gpu-e2e", **spec: Any) -> dict[str, Any]:
         "metadata": {"name": "p", "namespace": ns},
         "spec": spec,
     }
-
-
-def decide(
-    obj: dict[str, Any],
-    endpoint: Endpoint = Endpoint.VALIDATE,
-    objects: list[Any] | None = None,
-    policy: Any = None,
-    **wrap_args: Any,
-) -> Decision:
-    pipeline = make_pipeline(objects, policy)
-    return pipeline.review(endpoint, decode_review(orjson.dumps(wrap(obj, **wrap_args))))
 
 
 @pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
