@@ -47,7 +47,16 @@ class ClusterFileError(ConfigError):
 
 
 class TemplateCreateError(DraWebhookError):
-    """Creating a ResourceClaimTemplate failed; the message carries the API server's reason."""
+    """Creating a ResourceClaimTemplate failed; the message carries the API server's reason.
+
+    `refused`: the API server answered and refused this template (admission denied it, it is
+    invalid, the webhook may not create it): asking again cannot help. Otherwise (a timeout, an
+    unreachable or overloaded server) a retry may.
+    """
+
+    def __init__(self, message: str, *, refused: bool = False) -> None:
+        super().__init__(message)
+        self.refused = refused
 
 
 class TemplateConflictError(TemplateCreateError):

@@ -141,6 +141,17 @@ REGISTRATIONS: tuple[Registration, ...] = (
         workloads=True,
     ),
     Registration(
+        "translate-quota",
+        Endpoint.MUTATE,
+        POD_BEARING,
+        frozenset({"CREATE"}),
+        quota.check_translation,
+        reads=_TRANSLATE_READS,
+        builds=(quota_rules, *_TRANSLATE_BUILDS),
+        indexes=(ClassPolicies, *_TRANSLATE_INDEXES),
+        workloads=True,
+    ),
+    Registration(
         "translate-validate",
         Endpoint.VALIDATE,
         WORKLOADS,

@@ -79,14 +79,19 @@ def all_reviews() -> list[tuple[Endpoint, dict[str, Any]]]:
             "gpu-e2e",
             ("dra-only", "pod-satisfiability", "claim-quota"),
         ),
-        (Endpoint.MUTATE, "pod-create-legacy-gpu", "ml-research", ("translate",)),
+        (Endpoint.MUTATE, "pod-create-legacy-gpu", "ml-research", ("translate", "translate-quota")),
         (
             Endpoint.VALIDATE,
             "deployment-create-legacy-gpu",
             "ml-research",
             ("dra-only", "translate-validate", "claim-quota"),
         ),
-        (Endpoint.MUTATE, "deployment-create-legacy-gpu", "ml-research", ("translate-workloads",)),
+        (
+            Endpoint.MUTATE,
+            "deployment-create-legacy-gpu",
+            "ml-research",
+            ("translate-workloads", "translate-quota"),
+        ),
         (
             Endpoint.VALIDATE,
             "resourceclaim-create",

@@ -229,7 +229,8 @@ class LiveSource:
                     )
                 self.stats.templates_existing += 1
             else:
-                raise TemplateCreateError(status_text(status, body))
+                refused = 400 <= status < 500 and status not in (408, 429)
+                raise TemplateCreateError(status_text(status, body), refused=refused)
         except TemplateCreateError:
             self.stats.template_errors += 1
             raise

@@ -36,7 +36,7 @@ from app.k8s.claim_count import count_claim
 from app.k8s.objects import PodSpecRef, list_field, object_name
 from app.k8s.quantity import QuantityError, parse_quantity
 from app.policies import quota_shares
-from app.policies.base import ALLOW, Context, Obj, Request, Result
+from app.policies.base import ALLOW, Context, Mode, Obj, Request, Result
 from app.policies.quota_findings import Findings
 from app.policies.quota_pods import pods_of, translation
 from app.policies.quota_rules import (
@@ -80,6 +80,42 @@ def check(request: Request, ctx: Context) -> Result:
     if not quota and not native:
         return ALLOW
     return _check_workload(request, obj, ctx, quota, native)
+
+
+def check_translation(request: Request, ctx: Context) -> Result:
+    """Mutating, in translate namespaces: the claims translation is about to make, against the
+    namespace's per-request and per-claim limits, before any ResourceClaimTemplate is created.
+
+    A template over a per-claim limit would be refused by this webhook's own validation of
+    templates when the mutating answer creates it, and the pod would get an InternalError about
+    a failed create instead of the arithmetic. Merged with translation's answer, this denial
+    keeps the templates from being created at all (they are made only for an allowed pod).
+    """
+    obj = request.object
+    if ctx.mode is not Mode.TRANSLATE or obj is None or request.operation != "CREATE":
+        return ALLOW
+    if request.kind != "Pod" and not ctx.policy.translation.translate_workloads:
+        return ALLOW
+    quota = ctx.parts[quota_rules].for_namespace(request.namespace, ctx.namespace_labels, ctx.view)
+    if not quota:
+        return ALLOW
+    found = Findings()
+    for template in templates(request, ctx):
+        translated = translation(template.spec, request.namespace, ctx)
+        _check_translated_requests(translated, quota, found)
+        if quota.capacity:
+            quota_shares.check_pod(
+                request,
+                template.spec,
+                ctx,
+                quota=quota,
+                translated=translated,
+                found=found,
+                charged=True,
+            )
+    return found.result(
+        f"{request.kind} {object_name(obj) or request.name}".rstrip(), request.namespace
+    )
 
 
 def _what(request: Request, obj: Obj) -> str:

@@ -314,6 +314,14 @@ class _Webhook:
             return Decision(
                 allowed=True, warnings=(f"{message}; admitted untranslated (fail open)",)
             )
+        if exc.refused:  # the API server said no to this template: a retry would too
+            return Decision(
+                allowed=False,
+                code=403,
+                reason="Forbidden",
+                message=f"{message}; denied (fail closed)",
+                denied_by=("template-create",),
+            )
         return Decision(
             allowed=False,
             code=500,

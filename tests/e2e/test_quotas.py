@@ -96,3 +96,24 @@ def test_a_resource_quota_hard_limit_is_respected(
         "the quota's usage",
     )
     assert used == "2"
+
+
+def test_a_pod_translated_over_a_per_claim_quota_is_denied_plainly_and_no_template_is_made(
+    kube: Kube, namespace: Callable[..., str]
+) -> None:
+    """The quota's verdict on the claims translation would make comes at mutation, before any
+    ResourceClaimTemplate is created: not an InternalError about a template create that the
+    webhook's own validation of templates refused."""
+    ns = namespace("translate", **{"dra-quota": "per-claim"})  # values.yaml: 2 per claim
+    with pytest.raises(ApiError) as denied:
+        kube.create(o.pod("trainer", ns, _gpus(4)))
+    message = denied.value.message
+    assert denied.value.status == 403, message
+    assert "InternalError" not in str(denied.value.body) and "retry later" not in message
+    assert (
+        "container cuda asks for nvidia.com/gpu: 4, which translation turns into a claim for "
+        "4 devices of gpu.nvidia.com; at most 2 per claim (quota e2e-per-claim)"
+    ) in message
+    assert kube.list("ResourceClaimTemplate", ns) == []
+    kube.create(o.pod("small", ns, _gpus(2)))  # within the quota: translated as before
+    assert [t["metadata"]["name"] for t in kube.list("ResourceClaimTemplate", ns)]

@@ -8,13 +8,11 @@ import copy
 from typing import Any
 
 import jsonpatch
-import orjson
 import pytest
 
 from app.errors import PolicyError
-from app.pipeline import Decision, Endpoint
-from app.transport.review import decode_review
-from tests.conftest import DEMO_NAMESPACES, make_pipeline, namespace, policy_from, wrap
+from app.pipeline import Endpoint
+from tests.conftest import DEMO_NAMESPACES, decide, make_pipeline, namespace, policy_from
 from tests.dra_only_cases import container
 
 Obj = dict[str, Any]
@@ -60,17 +58,6 @@ def trainjob(ns: str, gpus: str = "4") -> Obj:
         "metadata": {"name": "tune", "namespace": ns},
         "spec": {"trainer": {"numNodes": 2, "resourcesPerNode": {"limits": {GPU: gpus}}}},
     }
-
-
-def decide(
-    obj: Obj,
-    endpoint: Endpoint = Endpoint.VALIDATE,
-    objects: list[Any] | None = None,
-    policy: Any = None,
-    **wrap_args: Any,
-) -> Decision:
-    pipeline = make_pipeline(objects, policy)
-    return pipeline.review(endpoint, decode_review(orjson.dumps(wrap(obj, **wrap_args))))
 
 
 def gpu(name: str, n: str = "4") -> Obj:
@@ -242,3 +229,41 @@ def test_a_kind_the_admin_adds_is_routed_and_judged_like_a_deployment() -> None:
 def test_a_bad_workload_kind_stops_the_pipeline_naming_its_key(entry: str, error: str) -> None:
     with pytest.raises(PolicyError, match=error):
         make_pipeline(None, policy_from(f"workloadKinds: [{entry}]"))
+
+
+PER_CLAIM = """
+quotas:
+  - name: small
+    namespaceSelector: {matchLabels: {team: research}}
+    action: deny
+    maxDevicesPerClaim: {gpu.nvidia.com: 2}
+translation: {translateWorkloads: true}
+"""
+
+
+@pytest.mark.parametrize("kind", ["Pod", "PyTorchJob"])
+def test_translation_over_a_per_claim_quota_is_denied_at_mutation_with_no_template(
+    kind: str,
+) -> None:
+    """The templates translation would create are over the per-claim limit, so the mutating
+    answer is the quota's denial and creates none."""
+    if kind == "Pod":
+        obj: Obj = {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": "p", "namespace": "ml-research"},
+            "spec": {"containers": [gpu("cuda")]},
+        }
+    else:
+        obj = pytorchjob("ml-research", _template(gpu("m", "1")), _template(gpu("w")))
+    objects = [
+        *(n for n in DEMO_NAMESPACES if n["metadata"]["name"] != "ml-research"),
+        namespace("ml-research", "translate", team="research"),
+    ]
+    decision = decide(obj, Endpoint.MUTATE, objects=objects, policy=policy_from(PER_CLAIM))
+    assert not decision.allowed and decision.denied_by == ("translate-quota",)
+    assert not decision.templates and not decision.patch
+    assert (
+        "asks for nvidia.com/gpu: 4, which translation turns into a claim for 4 devices of "
+        "gpu.nvidia.com; at most 2 per claim (quota small)"
+    ) in decision.message

@@ -47,17 +47,20 @@ TRANSLATED_E2E.append(namespace("gpu-e2e", "translate"))
 class SlowSource(StaticSource):
     """Creates take `delay` seconds, as an API call does; counts calls; may fail."""
 
-    def __init__(self, objects: list[Obj], delay: float = 0.02, error: str = "") -> None:
+    def __init__(
+        self, objects: list[Obj], delay: float = 0.02, error: str = "", refused: bool = False
+    ) -> None:
         super().__init__(ClusterView(), objects=objects)
         self.delay = delay
         self.error = error
+        self.refused = refused
         self.calls: list[str] = []
 
     async def create_claim_template(self, template: dict[str, Any]) -> None:
         self.calls.append(template["metadata"]["name"])
         await asyncio.sleep(self.delay)
         if self.error:
-            raise TemplateCreateError(self.error)
+            raise TemplateCreateError(self.error, refused=self.refused)
         await super().create_claim_template(template)
 
 
@@ -207,6 +210,22 @@ def test_a_failed_create_is_answered_per_the_failure_policy_with_the_api_error(
     (again,) = asyncio.run(_admit_concurrently(source, [wrap(gpu_pod("later"))], policy))
     assert again["allowed"] is True
     assert len(source.calls) == 2
+
+
+@pytest.mark.parametrize(
+    ("refused", "code", "retry"),
+    [(True, 403, False), (False, 500, True)],
+    ids=["refused by the API server", "API server unreachable"],
+)
+def test_retry_later_is_said_only_where_a_retry_can_help(
+    refused: bool, code: int, retry: bool
+) -> None:
+    error = "403 Forbidden: admission webhook denied the request" if refused else "unreachable"
+    source = SlowSource(DEMO_NAMESPACES, error=error, refused=refused)
+    (response,) = asyncio.run(_admit_concurrently(source, [wrap(gpu_pod("p"))], None))
+    assert response["allowed"] is False
+    assert response["status"]["code"] == code
+    assert ("retry later" in response["status"]["message"]) is retry
 
 
 def test_a_translated_pod_passes_the_validating_webhook(
