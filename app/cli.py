@@ -3,15 +3,19 @@
 from __future__ import annotations
 
 import argparse
+import errno
+import socket
+import ssl
 import sys
 from dataclasses import asdict
 from pathlib import Path
+from typing import NoReturn
 
 import orjson
 from pydantic import ValidationError
 
 from app import __version__, offline
-from app.certs import ensure_dev_certs, mint
+from app.certs import TLS_CERT, TLS_KEY, ensure_dev_certs, mint
 from app.cluster.static import StaticSource
 from app.cluster.view import ClusterView
 from app.config import Settings, load_policy
@@ -20,8 +24,15 @@ from app.errors import ConfigError
 from app.pipeline import Pipeline
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse, with a mistake said in one line naming the command's own help, exit 2."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: {message} (see `{self.prog} --help`)\n")
+
+
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="dra-webhook",
         description="Admission webhook that moves GPU workloads from device plugins to DRA.",
     )
@@ -151,6 +162,8 @@ def _parser() -> argparse.ArgumentParser:
         default=500,
         help="objects per list request (default 500): the most the report holds at once",
     )
+    for command in (serve, certs, check, report, migrate):
+        command.set_defaults(command_parser=command)
     return parser
 
 
@@ -295,12 +308,16 @@ def _serve_settings(args: argparse.Namespace) -> Settings:
         overrides.update(cluster_source=ClusterSource.KUBECONFIG, kubeconfig=args.kubeconfig)
     elif args.in_cluster:
         overrides["cluster_source"] = ClusterSource.IN_CLUSTER
-    base = Settings()
-    return base.model_copy(update=overrides) if overrides else base
+    # validated (model_copy would not be): --workers 0 is refused here, naming the flag
+    return Settings.model_validate({**Settings().model_dump(), **overrides})
 
 
 def _preflight(settings: Settings) -> None:
-    """Fail before binding the port, with a plain message, on bad config or cluster file."""
+    """Fail before loading anything, with a plain message: an address that cannot be listened
+    on or a port in use (the webhook's and the probes'), then a bad policy or cluster file."""
+    _check_listen(settings.host, settings.port, "--port")
+    if settings.health_port:
+        _check_listen(settings.host, settings.health_port, "DRA_WEBHOOK_HEALTH_PORT")
     load_policy(settings.policy_file)
     if settings.cluster_source is ClusterSource.STATIC:
         StaticSource(ClusterView(), settings.cluster_file).load()
@@ -310,12 +327,61 @@ def _preflight(settings: Settings) -> None:
         build_source(settings, ClusterView())
 
 
+def _check_listen(host: str, port: int, what: str) -> None:
+    """`host:port` can be listened on now: the host is an address of this machine and nothing
+    holds the port (a second server would otherwise fail only after its whole startup, or, on
+    the probes' port, which every worker shares with SO_REUSEPORT, share it silently)."""
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    except (socket.gaierror, UnicodeError) as exc:
+        reason = exc.strerror if isinstance(exc, socket.gaierror) else str(exc)
+        raise ConfigError(f"--host {host}: not an address to listen on ({reason})") from None
+    family, kind, proto, _, address = infos[0]
+    with socket.socket(family, kind, proto) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind(address)
+        except OSError as exc:
+            if exc.errno == errno.EADDRINUSE:
+                raise ConfigError(
+                    f"{what} {port}: {host}:{port} is already in use (another dra-webhook?)"
+                ) from None
+            raise ConfigError(
+                f"--host {host}: cannot listen on {host}:{port}: {exc.strerror}"
+            ) from None
+
+
+def _check_cert_pair(cert_dir: Path) -> None:
+    """tls.crt and tls.key both there and a pair the TLS library accepts: a half pair is never
+    replaced by a new development pair (it is someone's certificate), and a broken one is named
+    before the server starts, not in a traceback from the TLS library."""
+    cert, key = cert_dir / TLS_CERT, cert_dir / TLS_KEY
+    present = [p.name for p in (cert, key) if p.exists()]
+    if len(present) == 1:
+        missing = TLS_KEY if present == [TLS_CERT] else TLS_CERT
+        raise ConfigError(
+            f"{cert_dir.absolute()} holds {present[0]} but no {missing}: add it (both come from "
+            "the same TLS Secret), or empty the folder to have a development pair minted"
+        )
+    if not present:
+        return
+    try:
+        ssl.create_default_context(ssl.Purpose.CLIENT_AUTH).load_cert_chain(cert, key)
+    except (ssl.SSLError, OSError) as exc:
+        reason = getattr(exc, "reason", None) or exc.strerror or str(exc)
+        raise ConfigError(
+            f"{cert_dir.absolute()}: {TLS_CERT} and {TLS_KEY} are not a usable pair ({reason}); "
+            "mount the TLS Secret's files, or empty the folder to have a development pair minted"
+        ) from None
+
+
 def _ensure_dev_certs(cert_dir: Path) -> bool:
     """Mint development certificates when absent; a folder it cannot write is a setting error.
 
     With a read-only root filesystem and no tls.crt/tls.key mounted, the default certs/ folder
     cannot be written: say which folder and what fixes it, in one line, not with a traceback.
     """
+    _check_cert_pair(cert_dir)
     try:
         return ensure_dev_certs(cert_dir)
     except OSError as exc:
@@ -327,7 +393,10 @@ def _ensure_dev_certs(cert_dir: Path) -> bool:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
+    parser = _parser()
+    args, extra = parser.parse_known_args(argv)
+    if extra:  # said by the command's parser, so its help is the one named
+        args.command_parser.error(f"unrecognized arguments: {' '.join(extra)}")
     try:
         if args.command == "check":
             return _run_check(args)
@@ -358,8 +427,22 @@ def main(argv: list[str] | None = None) -> int:
         print(f"dra-webhook: {exc}", file=sys.stderr)
         return 2
     except ValidationError as exc:
-        print(f"dra-webhook: invalid setting: {exc}", file=sys.stderr)
+        print(f"dra-webhook: invalid setting: {_one_line(exc)}", file=sys.stderr)
         return 2
+
+
+def _one_line(exc: ValidationError) -> str:
+    """pydantic's errors as one line: `--workers 0: must be at least 1`, per setting."""
+    parts = []
+    for error in exc.errors():
+        name = ".".join(str(p) for p in error["loc"])
+        flag = f"--{name.replace('_', '-')}" if name in _FLAGS else f"DRA_WEBHOOK_{name.upper()}"
+        parts.append(f"{flag} {error.get('input')!r}: {error['msg']}")
+    return "; ".join(parts)
+
+
+_FLAGS = frozenset({"host", "port", "cert_dir", "workers", "metrics_dir"})
+"""Settings that `serve` takes as flags (the others only from DRA_WEBHOOK_* variables)."""
 
 
 CA_FILES = "ca.crt, ca.key, tls.crt, tls.key"

@@ -19,6 +19,7 @@ import yaml
 
 from app.cluster.view import ClusterView, Kind
 from app.config import Policy
+from app.config.files import one_line, read_text
 from app.errors import ConfigError, ObjectShapeError
 from app.pipeline import Decision, Endpoint, Pipeline
 from app.policies.base import Request
@@ -40,12 +41,11 @@ class ManifestError(ConfigError):
 def read_objects(paths: Iterable[Path]) -> Iterator[tuple[str, Obj]]:
     """(where, object) for every object in YAML/JSON files: documents, `List`s, `*List`s."""
     for path in paths:
+        text = read_text(path, ManifestError)
         try:
-            documents = list(yaml.safe_load_all(path.read_text()))
-        except OSError as exc:
-            raise ManifestError(f"{path}: {exc.strerror or exc}") from exc
+            documents = list(yaml.safe_load_all(text))
         except yaml.YAMLError as exc:
-            raise ManifestError(f"{path}: not valid YAML: {exc}") from exc
+            raise ManifestError(f"{path}: not valid YAML: {one_line(exc)}") from None
         index = 0
         for document in documents:
             if document is None:

@@ -16,6 +16,7 @@ from typing import Any
 import yaml
 
 from app.cluster.view import ClusterView, Kind, object_key
+from app.config.files import one_line, read_text
 from app.errors import ClusterFileError
 
 logger = logging.getLogger(__name__)
@@ -28,10 +29,7 @@ def read_cluster_text(path: Path | None) -> tuple[str, str]:
     if path is None:
         text = resources.files("app.cluster").joinpath(DEMO_CLUSTER_RESOURCE).read_text()
         return text, "embedded demo cluster"
-    try:
-        return path.read_text(), str(path)
-    except OSError as exc:
-        raise ClusterFileError(f"cluster file {path}: {exc.strerror or exc}") from exc
+    return read_text(path, ClusterFileError, "cluster file"), str(path)
 
 
 def parse_cluster_objects(text: str, source: str) -> dict[Kind, list[dict[str, Any]]]:
@@ -41,7 +39,7 @@ def parse_cluster_objects(text: str, source: str) -> dict[Kind, list[dict[str, A
     try:
         documents = list(yaml.safe_load_all(text))
     except yaml.YAMLError as exc:
-        raise ClusterFileError(f"{source}: not valid YAML: {exc}") from exc
+        raise ClusterFileError(f"{source}: not valid YAML: {one_line(exc)}") from None
     skipped: dict[str, int] = {}
     for index, obj in enumerate(_flatten(documents)):
         if not isinstance(obj, dict):

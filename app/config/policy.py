@@ -23,6 +23,7 @@ from pydantic import (
 from app.config.base import LabelSelector
 from app.config.base import StrictModel as _Model
 from app.config.exceptions import PolicyException, unique_exception_names
+from app.config.files import one_line, read_text
 from app.config.sharing import DEFAULT_SHARING, SharingRule, unique_names
 from app.errors import PolicyError
 from app.regex import RegexError, compile_re2
@@ -409,10 +410,7 @@ def load_policy(path: Path | None = None) -> Policy:
         text = resources.files("app.config").joinpath(DEFAULT_POLICY_RESOURCE).read_text()
         source = "embedded default policy"
     else:
-        try:
-            text = path.read_text()
-        except OSError as exc:
-            raise PolicyError(f"policy file {path}: {exc.strerror or exc}") from exc
+        text = read_text(path, PolicyError, "policy file")
         source = str(path)
     return parse_policy(text, source)
 
@@ -433,7 +431,7 @@ def parse_policy(text: str, source: str = "policy") -> Policy:
     try:
         data: Any = yaml.load(text, Loader=_Loader)  # a SafeLoader
     except yaml.YAMLError as exc:
-        raise PolicyError(f"{source}: not valid YAML: {exc}") from exc
+        raise PolicyError(f"{source}: not valid YAML: {one_line(exc)}") from None
     if data is None:
         data = {}
     if not isinstance(data, dict):

@@ -19,6 +19,8 @@ from ruamel.yaml import YAML
 from ruamel.yaml.error import YAMLError
 from ruamel.yaml.events import DocumentStartEvent
 
+from app.config.files import one_line
+
 _FAST_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 _OPENS_BLOCK = re.compile(r"""[^#'"]*:[ \t]*(#.*)?$""")
 """A `key:` line whose value is the block below it."""
@@ -82,11 +84,7 @@ def _starts(text: str) -> list[tuple[int, bool]]:
             if isinstance(event, DocumentStartEvent)
         ]
     except YAMLError as exc:
-        raise DocumentError(f"not valid YAML: {_one_line(exc)}") from None
-
-
-def _one_line(exc: Exception) -> str:
-    return " ".join(str(exc).split())
+        raise DocumentError(f"not valid YAML: {one_line(exc)}") from None
 
 
 class Loaded:
@@ -102,7 +100,7 @@ class Loaded:
         try:
             self.data: Any = self._yaml.load(body)
         except YAMLError as exc:
-            raise DocumentError(f"not valid YAML: {_one_line(exc)}") from None
+            raise DocumentError(f"not valid YAML: {one_line(exc)}") from None
         self._yaml.explicit_end = _has_end_marker(body)
 
     def dump_new(self, data: Any) -> str:

@@ -23,7 +23,8 @@ from typing import Any, TextIO
 
 import yaml
 
-from app.errors import ObjectShapeError
+from app.config.files import read_text
+from app.errors import ConfigError, ObjectShapeError
 from app.migrate.documents import dump
 from app.migrate.edit import fresh
 from app.migrate.files import Problem, Rewritten, Templates, describe, rewrite, scan
@@ -190,10 +191,9 @@ def _walk(folder: Path, files: list[Path], sources: list[tuple[Path, str]]) -> N
 
 
 def _read_optional(path: Path) -> str:
-    try:
-        return path.read_text()
-    except FileNotFoundError:
+    if not path.exists():
         return ""
+    return read_text(path, ConfigError, "--templates-out")
 
 
 def _append_yaml(text: str, templates: list[Obj]) -> str:

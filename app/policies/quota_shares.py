@@ -47,9 +47,12 @@ def check_claim(
     used: capacity.Counted | None = None
     for key in sorted(counted.totals.keys() | counted.unbounded):
         amount = counted.totals.get(key)
-        terms = _terms(counter, [a for a in asks if (a.device_class, a.capacity) == key])
+        mine = [a for a in asks if (a.device_class, a.capacity) == key]
+        terms = _terms(counter, mine)
+        # one request asks for it: its own path; several: the list they are in
+        where = mine[0].path if len({a.path for a in mine}) == 1 else path
         if breach := quota.capacity_breach(PER_CLAIM, key, amount):
-            found.add(path, f"{label} asks for {terms}; at most {breach.limit} per claim", breach)
+            found.add(where, f"{label} asks for {terms}; at most {breach.limit} per claim", breach)
         if request.kind != "ResourceClaim":
             continue
         if used is None:
@@ -57,7 +60,7 @@ def check_claim(
         in_use = used.totals.get(key)
         if breach := quota.capacity_breach(PER_NAMESPACE, key, amount, in_use):
             found.add(
-                path,
+                where,
                 f"{label} asks for {terms}; namespace {namespace} allows {breach.limit}, "
                 f"{in_use or 0} in use",
                 breach,
