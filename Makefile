@@ -1,5 +1,6 @@
 # Two entry points for a fresh machine; each sets up its own virtualenv first.
-#   make run    serve on https://0.0.0.0:8443 with dev certs and the embedded demo cluster
+#   make run    serve on https://127.0.0.1:8443 (HOST=0.0.0.0 for every address) with dev certs
+#               and the embedded demo cluster
 #   make test   lint, type-check, layer contracts and the test suite
 # The virtualenv is installed from the lock, requirements-dev.txt (pinned, with hashes), as the
 # image is from requirements.txt; `make lock` rewrites both from pyproject.toml.
@@ -20,8 +21,11 @@ $(STAMP): pyproject.toml requirements-dev.txt
 	rm -f $(VENV)/.installed-*
 	touch $@
 
+# Loopback unless HOST says otherwise: a development server with a demo policy is no service to
+# offer the network.
+HOST ?= 127.0.0.1
 run: $(STAMP)
-	$(BIN)/dra-webhook serve
+	$(BIN)/dra-webhook serve --host $(HOST)
 
 lint: $(STAMP)
 	$(BIN)/ruff check app tests loadtest

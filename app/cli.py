@@ -97,7 +97,9 @@ def _parser() -> argparse.ArgumentParser:
     check = sub.add_parser(
         "check", help="run manifests through the webhook offline and print what it decides"
     )
-    check.add_argument("manifests", nargs="+", type=Path, help="YAML or JSON files")
+    check.add_argument(
+        "manifests", nargs="+", type=Path, help="YAML or JSON files, or folders of them"
+    )
     _offline_args(check)
     check.add_argument(
         "--namespace",
@@ -117,6 +119,14 @@ def _parser() -> argparse.ArgumentParser:
         "replicasets,jobs,cronjobs -A -o json (or yaml); or --kubeconfig / --in-cluster",
     )
     _offline_args(report)
+    report.add_argument(
+        "--fail-on",
+        choices=("legacy", "excepted"),
+        default=None,
+        help="exit 1 when a namespace still has device-plugin requests (legacy: those no active "
+        "policy exception allows, and any that cannot be rewritten; excepted: also the allowed "
+        "ones), for CI",
+    )
 
     migrate = sub.add_parser(
         "migrate",
@@ -194,6 +204,8 @@ def _run_check(args: argparse.Namespace) -> int:
         for r in results:
             verdict = "allowed" if r.allowed else "DENIED"
             print(f"{r.kind} {r.namespace}/{r.name} ({r.where}): {verdict}")
+            if r.note:
+                print(f"  note: {r.note}")
             for line in r.message.splitlines():
                 print(f"  {line}")
             for warning in r.warnings:
@@ -214,7 +226,7 @@ def _run_report(args: argparse.Namespace) -> int:
         raise ConfigError("report: name cluster dump files, or pass --kubeconfig or --in-cluster")
     pipeline = _offline_pipeline(args)
     reports = offline.report(pipeline.policy, pipeline.view, offline.read_objects(args.dump))
-    return _print_reports(reports, args.output)
+    return _print_reports(reports, args.output, args.fail_on)
 
 
 def _run_live_report(args: argparse.Namespace) -> int:
@@ -235,7 +247,9 @@ def _run_live_report(args: argparse.Namespace) -> int:
         page_size=args.page_size,
     )
     outcome = asyncio.run(run(load_policy(args.config), options, sys.stderr))
-    code = _print_reports([entry.report for entry in outcome.tally.reports()], args.output)
+    code = _print_reports(
+        [entry.report for entry in outcome.tally.reports()], args.output, args.fail_on
+    )
     listed = ", ".join(f"{count} {kind}" for kind, count in outcome.listed.items())
     print(
         f"listed {listed}; {outcome.tally.owned} counted under their owner"
@@ -245,7 +259,21 @@ def _run_live_report(args: argparse.Namespace) -> int:
     return code
 
 
-def _print_reports(reports: list[offline.NamespaceReport], output: str) -> int:
+def _failing(reports: list[offline.NamespaceReport], fail_on: str | None) -> bool:
+    """`report --fail-on`: legacy requests no exception allows (or none at all, `excepted`)."""
+    if fail_on is None:
+        return False
+    if fail_on == "excepted":
+        return any(r.legacy_objects or r.invalid for r in reports)
+    return any(
+        r.invalid or r.unrewritable or any(o not in r.excepted for o in r.legacy_objects)
+        for r in reports
+    )
+
+
+def _print_reports(
+    reports: list[offline.NamespaceReport], output: str, fail_on: str | None = None
+) -> int:
     if output == "json":
         rows = [
             {
@@ -258,7 +286,7 @@ def _print_reports(reports: list[offline.NamespaceReport], output: str) -> int:
             for r in reports
         ]
         print(orjson.dumps(rows, option=orjson.OPT_INDENT_2).decode())
-        return 0
+        return 1 if _failing(reports, fail_on) else 0
     print(f"{'NAMESPACE':<24} {'MODE':<10} {'PODSPECS':>8} {'LEGACY':>6}  READY  RESOURCES")
     for r in reports:
         resources = ", ".join(
@@ -275,7 +303,7 @@ def _print_reports(reports: list[offline.NamespaceReport], output: str) -> int:
             print(f"  not rewritable: {problem}")
         for name, exception in r.excepted.items():
             print(f"  excepted: {name} by exception {exception}")
-    return 0
+    return 1 if _failing(reports, fail_on) else 0
 
 
 def _run_migrate(args: argparse.Namespace) -> int:

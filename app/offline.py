@@ -19,7 +19,7 @@ import yaml
 
 from app.cluster.view import ClusterView, Kind
 from app.config import Policy
-from app.config.files import one_line, read_text
+from app.config.files import manifest_files, one_line, read_text
 from app.errors import ConfigError, ObjectShapeError
 from app.pipeline import Decision, Endpoint, Pipeline
 from app.policies.base import Request
@@ -40,7 +40,7 @@ class ManifestError(ConfigError):
 
 def read_objects(paths: Iterable[Path]) -> Iterator[tuple[str, Obj]]:
     """(where, object) for every object in YAML/JSON files: documents, `List`s, `*List`s."""
-    for path in paths:
+    for path in manifest_files(paths):
         text = read_text(path, ManifestError)
         try:
             documents = list(yaml.safe_load_all(text))
@@ -98,6 +98,24 @@ class Checked:
     warnings: list[str] = field(default_factory=list)
     patch: list[Obj] = field(default_factory=list)
     templates: list[str] = field(default_factory=list)
+    note: str = ""
+    """Why nothing was checked, where that is the namespace (no mode label, not in the view)."""
+
+
+def _namespace_note(pipeline: Pipeline, namespace: str) -> str:
+    """What `check` says of a namespace the mode rules do not apply to."""
+    if not namespace:
+        return ""
+    labels = pipeline.view.namespace_labels(namespace)
+    label = pipeline.policy.namespace_modes.label
+    if labels is None:
+        return (
+            f"namespace {namespace} is not in the cluster file: no mode applies (pass "
+            "--cluster-file with its Namespace, or --namespace)"
+        )
+    if label not in labels:
+        return f"namespace {namespace} has no {label} label: only quotas and admin rules apply"
+    return ""
 
 
 def check(pipeline: Pipeline, objects: Iterable[tuple[str, Obj]], namespace: str) -> list[Checked]:
@@ -129,6 +147,7 @@ def check(pipeline: Pipeline, objects: Iterable[tuple[str, Obj]], namespace: str
                 warnings=warnings,
                 patch=list(mutated.patch) if final.allowed else [],
                 templates=[t["metadata"]["name"] for t in mutated.templates],
+                note=_namespace_note(pipeline, request.namespace),
             )
         )
     return results

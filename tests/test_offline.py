@@ -16,6 +16,7 @@ from tests.conftest import FIXTURES, ROOT, make_view, namespace, policy_from
 from tests.dra_only_cases import EXCEPTIONS
 
 EXAMPLES = ROOT / "examples" / "manifests.yaml"
+GPU = "nvidia.com/gpu"
 
 
 def run(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str]:
@@ -163,3 +164,50 @@ def test_report_lists_the_objects_an_exception_covers_and_until_when() -> None:
     later = dt.datetime(3000, 1, 1, tzinfo=dt.UTC)
     (row,) = offline.report(policy, view, objects[:1], clock=lambda: later)
     assert row.excepted == {} and not row.ready_for_dra_only
+
+
+def test_check_reads_folders_recursively_leaving_hidden_ones_out(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "apps" / "gpu").mkdir(parents=True)
+    (tmp_path / ".git").mkdir()
+    (tmp_path / "apps" / "gpu" / "all.yaml").write_text(EXAMPLES.read_text())
+    (tmp_path / ".git" / "old.yaml").write_text(EXAMPLES.read_text())
+    (tmp_path / "apps" / "README.md").write_text("not a manifest")
+    code, out = run(capsys, "check", str(tmp_path))
+    assert code == 1
+    assert out.count("Pod gpu-e2e/trainer (") == 1
+    assert f"{tmp_path / 'apps' / 'gpu' / 'all.yaml'}#0" in out
+
+
+def test_check_says_when_no_mode_applies_to_the_namespace(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    pods = tmp_path / "pods.yaml"
+    legacy = {"containers": [{"name": "c", "image": "x", "resources": {"limits": {GPU: "1"}}}]}
+    pods.write_text(
+        yaml.safe_dump_all(
+            [
+                {
+                    "apiVersion": "v1",
+                    "kind": "Pod",
+                    "metadata": {"name": "a", "namespace": ns},
+                    "spec": legacy,
+                }
+                for ns in ("default", "nowhere", "gpu-e2e")
+            ]
+        )
+    )
+    code, out = run(capsys, "check", str(pods))
+    assert code == 1  # gpu-e2e is dra-only
+    assert "note: namespace default has no gpu-mode label: only quotas and admin rules apply" in out
+    assert "note: namespace nowhere is not in the cluster file: no mode applies" in out
+    assert out.count("note:") == 2
+
+
+@pytest.mark.parametrize(("fail_on", "code"), [(None, 0), ("legacy", 1), ("excepted", 1)])
+def test_report_fail_on_gives_ci_an_exit_code(
+    fail_on: str | None, code: int, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    argv = ["report", str(EXAMPLES)] + (["--fail-on", fail_on] if fail_on else [])
+    assert run(capsys, *argv)[0] == code

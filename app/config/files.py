@@ -3,6 +3,7 @@ file and what is wrong with it, never a traceback, whatever the bytes."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from pathlib import Path
 
 from app.errors import ConfigError
@@ -25,3 +26,24 @@ def read_text(path: Path, error: type[ConfigError], what: str = "") -> str:
 def one_line(exc: BaseException) -> str:
     """An error's text on one line (a YAML parser's error spans several, with a caret)."""
     return " ".join(str(exc).split())
+
+
+MANIFEST_SUFFIXES = (".yaml", ".yml", ".json")
+
+
+def manifest_files(paths: Iterable[Path]) -> list[Path]:
+    """The files named, and the YAML and JSON files in the folders named (recursively, in name
+    order, hidden ones left out), as `kubectl apply -R -f` reads a folder."""
+    found: list[Path] = []
+    for path in paths:
+        if path.is_dir():
+            found += sorted(
+                p
+                for p in path.rglob("*")
+                if p.suffix.lower() in MANIFEST_SUFFIXES
+                and p.is_file()
+                and not any(part.startswith(".") for part in p.relative_to(path).parts)
+            )
+        else:
+            found.append(path)
+    return list(dict.fromkeys(found))

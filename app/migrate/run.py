@@ -23,7 +23,7 @@ from typing import Any, TextIO
 
 import yaml
 
-from app.config.files import read_text
+from app.config.files import MANIFEST_SUFFIXES, read_text
 from app.errors import ConfigError, ObjectShapeError
 from app.migrate.documents import dump
 from app.migrate.edit import fresh
@@ -35,7 +35,7 @@ from app.translation.sharing import PublishedCapacities
 from app.workloads import group_kind
 
 Obj = dict[str, Any]
-SUFFIXES = (".yaml", ".yml", ".json")
+SUFFIXES = MANIFEST_SUFFIXES
 _FAST_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
