@@ -55,6 +55,8 @@ ENDPOINTS = frozenset(e.value for e in Endpoint)
 KINDS = frozenset(kind for _, kind in POD_BEARING | CLAIM_KINDS | DEVICE_CLASS)
 """The kinds the webhook is registered for; any other kind a review names is `other`."""
 DECISIONS = frozenset({"allowed", "patched", "denied"})
+TRANSLATION_RULES = ("mapping", "deviceclass", "implicit")
+"""The `rule` label of a translation besides `sharing:<rule>`."""
 CHECKS = frozenset({reg.name for reg in REGISTRATIONS} | {"cel-rules"})
 REASONS = (
     CHECKS
@@ -170,6 +172,16 @@ class Metrics:
             registry=self.registry,
         )
         self._exception_names: frozenset[str] = frozenset()
+        self.translations = Counter(
+            "dra_webhook_translations_total",
+            "Legacy requests translated into DRA claims in admitted objects, by the rule that "
+            "mapped them: mapping (the policy's mappings), deviceclass (a DeviceClass's "
+            "extendedResourceName), implicit (deviceclass.resource.kubernetes.io/<class>), or "
+            "sharing:<rule> (a GPU-sharing rule).",
+            ("rule",),
+            registry=self.registry,
+        )
+        self._translation_rules: frozenset[str] = frozenset(TRANSLATION_RULES)
         self.templates_created = Counter(
             "dra_webhook_templates_created_total",
             "ResourceClaimTemplates created for translation.",
@@ -238,6 +250,13 @@ class Metrics:
     def know_exceptions(self, names: frozenset[str]) -> None:
         """The policy's exception names: the closed set of the `exception` label."""
         self._exception_names = names
+
+    def know_sharing_rules(self, names: frozenset[str]) -> None:
+        """The policy's sharing rules: with the fixed rules, the closed set of `rule`."""
+        self._translation_rules = frozenset(TRANSLATION_RULES) | {f"sharing:{n}" for n in names}
+
+    def count_translation(self, rule: str) -> None:
+        self.translations.labels(closed(rule, self._translation_rules)).inc()
 
     def count_exception(self, check: str, exception: str) -> None:
         self.exceptions.labels(

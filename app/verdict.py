@@ -35,6 +35,8 @@ class Decision:
     """Policies (or `invalid-object`, `internal-error`...) that denied: metric labels."""
     findings: int = 0
     excepted: tuple[tuple[str, str], ...] = ()
+    translated: tuple[str, ...] = ()
+    """Translated requests, by mapping rule (`Result.translated`)."""
     """(check, exception) for every policy exception a check applied: metric labels."""
     policies: tuple[str, ...] = field(default=())
     """Names of the policies that ran."""
@@ -88,6 +90,7 @@ def _merge(results: list[tuple[str, Result]], failed_checks: tuple[str, ...]) ->
     warnings = _bounded_warnings(w for _, r in results for w in r.warnings)
     findings = sum(r.findings for _, r in results)
     excepted = tuple((name, e) for name, r in results for e in r.excepted)
+    translated = tuple(t for _, r in results for t in r.translated)
     names = tuple(name for name, _ in results)
     if denials:
         first = denials[0][1]
@@ -110,6 +113,7 @@ def _merge(results: list[tuple[str, Result]], failed_checks: tuple[str, ...]) ->
         templates=tuple(t for _, r in results for t in r.templates),
         findings=findings,
         excepted=excepted,
+        translated=translated,
         policies=names,
         failed_checks=failed_checks,
     )

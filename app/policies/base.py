@@ -115,6 +115,9 @@ class Result:
     """Offences reported as warnings only (audit mode), counted in metrics."""
     excepted: tuple[str, ...] = ()
     """Policy exceptions that let legacy requests through (their names), counted in metrics."""
+    translated: tuple[str, ...] = ()
+    """What each request translated became, by the rule that mapped it (`mapping`,
+    `deviceclass`, `implicit`, `sharing:<rule>`): counted in metrics once it is admitted."""
 
     @property
     def denied(self) -> bool:

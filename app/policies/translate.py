@@ -24,8 +24,10 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from app.allocation import ClaimInput
+from app.k8s import patch as jsonpatch
 from app.k8s.claims import parse_claim_spec
 from app.k8s.objects import PodSpecRef
+from app.k8s.patch import PatchOp
 from app.policies import selectors
 from app.policies.base import ALLOW, Context, Mode, Request, Result, Violation
 from app.policies.defaults import claim_defaults, translation_hook
@@ -38,6 +40,7 @@ from app.translation.naming import who
 from app.translation.plan import Key
 from app.translation.sharing import SharingRules
 from app.translation.templates import TemplateBuilder
+from app.translation.wants import request_key
 
 
 def legacy_matcher(parts: Parts) -> LegacyMatcher:
@@ -181,10 +184,59 @@ def _translate_spec(request: Request, ctx: Context, spec: PodSpecRef) -> Result:
     if verdict.denied:
         return verdict
     return Result(
-        patch=tuple(to_patch(planned)),
+        patch=(*to_patch(planned), *_annotate(request, spec, planned)),
         warnings=(*planned.notes, *planned.warnings, *verdict.warnings),
         templates=tuple(planned.templates.values()),
+        translated=tuple(_rule(w.mapping.source) for w in planned.wants),
     )
+
+
+TRANSLATED_ANNOTATION = "dra-webhook/translated"
+"""On a translated pod (or a translated workload's pod template): what became which claim."""
+MAX_ANNOTATION_CHARS = 1024
+
+
+def _annotate(request: Request, spec: PodSpecRef, planned: TranslationPlan) -> list[PatchOp]:
+    """The op that writes TRANSLATED_ANNOTATION on the pods of `spec`: `nvidia.com/gpu=2 ->
+    claim gpu-cuda (template dra-gpu-nvidia-com-2-88d43609dc)`, one entry a claim, cut to
+    MAX_ANNOTATION_CHARS. A pod spec written inline in an object (not a template) has no pod
+    metadata of its own to carry it."""
+    if request.kind == "Pod":
+        meta_pointer, meta = "/metadata", request.object.get("metadata") if request.object else None
+    elif spec.pointer.endswith("/spec"):
+        meta_pointer = spec.pointer[: -len("/spec")] + "/metadata"
+        try:
+            parent = jsonpatch.resolve(request.object, spec.pointer[: -len("/spec")])
+        except (KeyError, IndexError, ValueError, TypeError):
+            return []
+        meta = parent.get("metadata") if isinstance(parent, dict) else None
+    else:
+        return []
+    by_claim = {c.name: c for c in planned.claims}
+    entries = []
+    for want in planned.wants:
+        name = planned.claim_for.get(request_key(want.legacy))
+        claim = by_claim.get(name) if name else None
+        asked = f"{want.legacy.resource}={want.legacy.amount}"
+        if claim is None:
+            entries.append(f"{asked} -> removed")  # a count of zero: nothing to claim
+            continue
+        template = f" (template {claim.template.name})" if claim.template else ""
+        entries.append(f"{asked} -> claim {name}{template}")
+    text = "; ".join(dict.fromkeys(entries))
+    if len(text) > MAX_ANNOTATION_CHARS:
+        text = text[: MAX_ANNOTATION_CHARS - 1] + "…"
+    if not isinstance(meta, dict):
+        return [jsonpatch.add(meta_pointer, {"annotations": {TRANSLATED_ANNOTATION: text}})]
+    if not isinstance(meta.get("annotations"), dict):
+        return [jsonpatch.add(f"{meta_pointer}/annotations", {TRANSLATED_ANNOTATION: text})]
+    key = jsonpatch.pointer(TRANSLATED_ANNOTATION)
+    return [jsonpatch.add(f"{meta_pointer}/annotations{key}", text)]
+
+
+def _rule(source: str) -> str:
+    """The metric label of a mapping's source: config rules are `mapping`."""
+    return "mapping" if source == "config" else source
 
 
 def _claims_made(planned: TranslationPlan) -> list[ClaimInput]:

@@ -94,6 +94,7 @@ def combine(results: Iterable[Result]) -> Result:
         code=first.code,
         findings=sum(r.findings for r in kept),
         excepted=tuple(dict.fromkeys(e for r in kept for e in r.excepted)),
+        translated=tuple(t for r in kept for t in r.translated),
     )
 
 

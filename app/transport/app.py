@@ -149,6 +149,9 @@ class _Webhook:
             self.metrics.audit_findings.inc(decision.findings)
         for check, exception in decision.excepted:
             self.metrics.count_exception(check, exception)
+        if decision.allowed:  # after the templates were made: the pod goes in translated
+            for rule in decision.translated:
+                self.metrics.count_translation(rule)
         if not decision.allowed or logger.isEnabledFor(logging.DEBUG):
             log_fields(
                 logger,
@@ -360,6 +363,7 @@ def _watch(
     """Hand /metrics the counters and gauges of what serves the reviews."""
     pipeline, source = webhook.pipeline, webhook.source
     metrics.know_exceptions(pipeline.parts[policy_exceptions].names)
+    metrics.know_sharing_rules(frozenset(rule.name for rule in pipeline.policy.sharing))
     if isinstance(stats := getattr(source, "stats", None), SourceStats):
         metrics.watch_source(stats)  # a live source's list/watch counters
     cel = pipeline.parts[cel_runtime]

@@ -45,6 +45,10 @@ def test_a_deployment_asking_two_gpus_ends_with_two_gpus_allocated_on_one_node(
     assert "nvidia.com/gpu" not in cuda["resources"].get("limits", {})
     assert "nvidia.com/gpu" not in cuda["resources"].get("requests", {})
     assert cuda["resources"]["claims"] == [{"name": entry["name"]}]
+    # and the pod says what was translated, as the API server stored it
+    assert pod["metadata"]["annotations"]["dra-webhook/translated"] == (
+        f"nvidia.com/gpu=2 -> claim {entry['name']} (template {entry['resourceClaimTemplateName']})"
+    )
 
     template = kube.get("ResourceClaimTemplate", entry["resourceClaimTemplateName"], ns)
     assert template["metadata"]["labels"][MANAGED] == "dra-webhook"

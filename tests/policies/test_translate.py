@@ -194,7 +194,11 @@ def test_user_claims_are_kept_and_generated_names_never_collide_with_them() -> N
     assert [e["name"] for e in result["spec"]["resourceClaims"]] == ["gpu-cuda", "gpu-cuda-2"]
     assert claim_refs(result["spec"]["containers"][0]) == ["gpu-cuda", "gpu-cuda-2"]
     appended = [op["path"] for op in decision.patch if op["op"] == "add"]
-    assert appended == ["/spec/containers/0/resources/claims/-", "/spec/resourceClaims/-"]
+    assert appended == [
+        "/spec/containers/0/resources/claims/-",
+        "/spec/resourceClaims/-",
+        "/metadata/annotations",  # what was translated (dra-webhook/translated)
+    ]
 
 
 def test_long_names_still_give_dns_labels_of_at_most_63_characters() -> None:

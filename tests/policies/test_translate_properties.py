@@ -22,6 +22,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from app.pipeline import Endpoint, Pipeline
+from app.policies.translate import TRANSLATED_ANNOTATION
 from app.transport.review import decode_review
 from tests.conftest import DEMO_NAMESPACES, make_pipeline, policy_from, wrap
 from tests.policies.translate_support import (
@@ -200,6 +201,10 @@ def _without_legacy(obj: Obj) -> Obj:
 
 def _without_translation(after: Obj, before: Obj, ours: set[str]) -> Obj:
     result = copy.deepcopy(after)
+    annotations = result["metadata"].get("annotations", {})
+    annotations.pop(TRANSLATED_ANNOTATION, None)  # what translation says it did
+    if not annotations and "annotations" not in before["metadata"]:
+        result["metadata"].pop("annotations", None)
     spec, old_spec = result["spec"], before["spec"]
     kept = [e for e in spec.get("resourceClaims", []) if e["name"] not in ours]
     if "resourceClaims" in old_spec:

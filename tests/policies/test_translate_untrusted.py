@@ -203,7 +203,8 @@ def test_each_init_container_of_a_wide_pod_references_one_claim_and_the_answer_g
     assert all(claim_refs(c) == ["gpu-init"] for c in spec["initContainers"])
     assert len(spec["resourceClaims"]) == 32
     assert len(decision.templates) == 2  # one GPU, and the 32-GPU top-up
-    assert len(decision.patch) <= 3 * 431 + 1  # per container: limits, requests, claims
+    # per container: limits, requests, claims; the pod's claims; the translated annotation
+    assert len(decision.patch) <= 3 * 431 + 2
     request_size = len(orjson.dumps(obj))
     assert len(orjson.dumps(list(decision.patch))) < 3 * request_size
     assert len(orjson.dumps(after)) < 2 * request_size

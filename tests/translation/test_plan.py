@@ -26,7 +26,7 @@ from hypothesis import strategies as st
 from app.pipeline import Endpoint, Pipeline
 from app.policies.base import Context, Mode
 from app.policies.quota import pod_demand
-from app.policies.translate import plan_for
+from app.policies.translate import TRANSLATED_ANNOTATION, plan_for
 from app.translation import TranslationPlan, to_patch
 from app.translation.manifest import write
 from app.transport.review import decode_review
@@ -113,7 +113,13 @@ def test_a_plan_applied_as_a_patch_equals_the_plan_written_into_the_manifest(
 
     decision = p.review(Endpoint.MUTATE, decode_review(orjson.dumps(wrap(pod))))
     assert decision.allowed
-    assert jsonpatch.apply_patch(pod, list(decision.patch)) == patched
+    admitted = jsonpatch.apply_patch(pod, list(decision.patch))
+    # admission also says on the pod what it translated (migrate leaves manifests without it)
+    annotations = admitted["metadata"].pop("annotations", {})
+    assert (TRANSLATED_ANNOTATION in annotations) is bool(plan.wants)
+    if not admitted["metadata"].get("annotations", True):
+        del admitted["metadata"]["annotations"]
+    assert admitted == patched
     assert tuple(plan.templates.values()) == decision.templates
 
 

@@ -339,3 +339,12 @@ def test_a_dry_run_is_denied_for_a_conflict_the_view_shows_and_creates_nothing(
     assert response["allowed"] is False
     assert "is not labelled" in response["status"]["message"]
     assert harness.source.created_templates == []
+
+
+def test_an_admitted_translation_is_counted_by_its_mapping_rule(
+    make_app: Callable[..., AppHarness],
+) -> None:
+    harness = make_app()
+    harness.answer("mutate", wrap(gpu_pod("p", 2)))
+    rendered = harness.metrics.render().decode()
+    assert 'dra_webhook_translations_total{rule="mapping"} 1.0' in rendered
