@@ -116,7 +116,8 @@ REGISTRATIONS: tuple[Registration, ...] = (
             dra_only.answers,
             workload_catalogue,
         ),
-        indexes=(PublishedCapacities,),  # the fix of a share is translation's plan
+        # the fix is translation's plan: its cap on the namespace's templates, a share's capacity
+        indexes=(ManagedTemplates, PublishedCapacities),
         workloads=True,
     ),
     Registration(

@@ -35,8 +35,8 @@ from app.translation.legacy import (
     legacy_requests,
     offence_keys,
 )
-from app.translation.naming import ClaimNames, claim_name, tail
 from app.translation.plan import plan
+from app.translation.templates import readable_name
 
 ANSWERS_KEPT = 4096
 """Distinct shapes remembered; shapes come from users, so the memo is bounded (LRU)."""
@@ -296,9 +296,11 @@ def _decide(
     resolved = [
         (r, None if id(r) in shared else mappings.resolve(r.resource, ctx.view)) for r in new
     ]
-    details = _snippet(spec, resolved, ctx.policy.translation.claim_name_prefix)
-    if shared:
-        details = share_snippet(spec, request.namespace, ctx)
+    # the claims translation (and `migrate`) would make, named as `migrate` names their
+    # templates: the fix, the translated pod and the rewritten manifest agree
+    details = (
+        fix_snippet(spec, request.namespace, ctx) if any(m for _, m in resolved) or shared else ""
+    )
     return Result(
         violations=tuple(
             Violation(r.path, f"{_offence(r)} -> {shared.get(id(r)) or _fix(mapping, r)}")
@@ -330,40 +332,17 @@ def _fix(mapping: DeviceMapping | None, r: LegacyRequest) -> str:
     return f"use DeviceClass {mapping.device_class_name} (count {r.amount})"
 
 
-def _snippet(
-    spec: PodSpecRef, resolved: list[tuple[LegacyRequest, DeviceMapping | None]], prefix: str
-) -> str:
-    """The resourceClaims YAML that replaces the legacy requests (mapped ones only)."""
-    mapped = [(r, m) for r, m in resolved if m is not None]
-    if not mapped:
-        return ""
-    # Named as translation names claims (the same names for the same pod), without making its
-    # whole plan: that costs more than the rest of the denial, and the fix is a sketch.
-    named = [claim_name(prefix, r.resource, r.container.name) for r, _ in mapped]
-    if len(set(named)) < len(named):  # two names ending alike: numbered as translation does
-        claim_names = ClaimNames(set(), prefix)
-        named = [claim_names.new(tail(r.resource), r.container.name) for r, _ in mapped]
-    lines = [f"Remove the resources above and add to {spec.path}:", "  resourceClaims:"]
-    for (r, m), name in zip(mapped, named, strict=True):
-        lines += [
-            f"  - name: {name}",
-            f"    resourceClaimTemplateName: {name}  # a ResourceClaimTemplate with "
-            f"devices.requests[0].exactly: {{deviceClassName: {m.device_class_name}, "
-            f"count: {r.amount}}}" + (f", selectors: {list(m.selectors)}" if m.selectors else ""),
-        ]
-    by_container: dict[tuple[str, str], list[str]] = {}
-    for (r, _), name in zip(mapped, named, strict=True):
-        by_container.setdefault((r.container.field, r.container.name), []).append(name)
-    for (field, name), claims in by_container.items():
-        lines += [f"  {field}:", f"  - name: {name}", "    resources:", "      claims:"]
-        lines += [f"      - name: {c}" for c in claims]
-    return "\n".join(lines)
+MIGRATE_HINT = (
+    "Manifests kept in Git: `dra-webhook migrate --write FILE...` makes this change and writes "
+    "the templates (docs/migrate.md)."
+)
 
 
-def share_snippet(spec: PodSpecRef, namespace: str, ctx: Context) -> str:
-    """For a pod with GPU-sharing names: the claims translation would make, from its plan (the
-    capacity requests are the point of the fix, and only the plan knows them)."""
+def fix_snippet(spec: PodSpecRef, namespace: str, ctx: Context) -> str:
+    """The claims translation would make, from its plan: the same claims, init-container layout
+    and capacity requests as a translated pod, with the template names `migrate` writes."""
     planned = plan(spec, namespace, ctx.parts[translation_rules], ctx.view)
+    prefix = ctx.policy.translation.template_name_prefix
     lines = [f"Remove the resources above and add to {spec.path}:", "  resourceClaims:"]
     for claim in planned.claims:
         if claim.template is None:
@@ -375,9 +354,10 @@ def share_snippet(spec: PodSpecRef, namespace: str, ctx: Context) -> str:
             body += f", capacity: {{requests: {{{requests}}}}}"
         if "selectors" in exactly:
             body += f", selectors: {[s['cel']['expression'] for s in exactly['selectors']]}"
+        template = readable_name(prefix, claim.mapping, claim.count) or claim.template.name
         lines += [
             f"  - name: {claim.name}",
-            f"    resourceClaimTemplateName: {claim.template.name}  # a ResourceClaimTemplate "
+            f"    resourceClaimTemplateName: {template}  # a ResourceClaimTemplate "
             f"with devices.requests[0].exactly: {{{body}}}",
         ]
     for pointer, claims in planned.claims_of.items():
@@ -385,4 +365,5 @@ def share_snippet(spec: PodSpecRef, namespace: str, ctx: Context) -> str:
         lines += [f"  {ref.field}:", f"  - name: {ref.name}", "    resources:", "      claims:"]
         lines += [f"      - name: {c}" for c in claims]
     lines += [f"  # not translatable: {p.path}: {p.message}" for p in planned.all_problems]
+    lines.append(MIGRATE_HINT)
     return "\n".join(lines)
