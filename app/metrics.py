@@ -187,6 +187,14 @@ class Metrics:
             "ResourceClaimTemplates created for translation.",
             registry=self.registry,
         )
+        self.policy_info = Gauge(
+            "dra_webhook_policy_info",
+            "1 for the policy in force: where it was read (source) and the first 12 hex digits "
+            "of the sha256 of its text (sha256), to compare with the chart's ConfigMap.",
+            ("source", "sha256"),
+            registry=self.registry,
+            multiprocess_mode="livemax",
+        )
         self.cluster_synced = Gauge(
             "dra_webhook_cluster_synced",
             "1 when the cluster view of a kind has completed its list, else 0 "

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import hashlib
 from pathlib import Path
 
 import pytest
+import yaml
 
 from app.config import Settings, load_policy
-from app.config.policy import parse_policy
+from app.config.policy import load_policy_with_origin, parse_policy
 from app.errors import PolicyError
 
 
@@ -70,3 +72,25 @@ def test_settings_come_from_dra_webhook_environment_variables(
     assert settings.port == 9443
     assert settings.namespace == "gpu-system"
     assert settings.cert_dir == Path("certs")
+
+
+def test_the_charts_configmap_is_a_policy_file_and_its_origin_is_named(tmp_path: Path) -> None:
+    """`--config` takes the chart's ConfigMap as written by `kubectl get configmap -o yaml`, so a
+    server outside the cluster runs the policy the chart rendered."""
+    text = "namespaceModes: {label: team-gpu}\n"
+    configmap = {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": "dra-webhook-policy"},
+        "data": {"policy.yaml": text},
+    }
+    path = tmp_path / "cm.yaml"
+    path.write_text(yaml.safe_dump(configmap))
+    policy, origin = load_policy_with_origin(path)
+    assert policy.namespace_modes.label == "team-gpu"
+    assert origin.source == f"{path} (ConfigMap dra-webhook-policy, policy.yaml)"
+    assert origin.digest == hashlib.sha256(text.encode()).hexdigest()[:12]
+    del configmap["data"]
+    path.write_text(yaml.safe_dump(configmap))
+    with pytest.raises(PolicyError, match=r"a ConfigMap without data.policy.yaml"):
+        load_policy_with_origin(path)

@@ -6,10 +6,11 @@ the rollout with a message an operator can act on.
 
 from __future__ import annotations
 
+import hashlib
 import re
 from importlib import resources
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, NamedTuple
 
 import yaml
 from pydantic import (
@@ -404,15 +405,29 @@ class Policy(_Model):
 DEFAULT_POLICY_RESOURCE = "default-policy.yaml"
 
 
+class Origin(NamedTuple):
+    """Where the policy in force was read, and the first 12 hex digits of the sha256 of its
+    text: what the startup log line and `dra_webhook_policy_info` name."""
+
+    source: str
+    digest: str
+
+
 def load_policy(path: Path | None = None) -> Policy:
     """Read and validate the policy file; None reads the embedded default."""
+    return load_policy_with_origin(path)[0]
+
+
+def load_policy_with_origin(path: Path | None = None) -> tuple[Policy, Origin]:
+    """The policy and where it came from (a file, the chart's ConfigMap in a file, the
+    embedded default)."""
     if path is None:
         text = resources.files("app.config").joinpath(DEFAULT_POLICY_RESOURCE).read_text()
         source = "embedded default policy"
     else:
         text = read_text(path, PolicyError, "policy file")
         source = str(path)
-    return parse_policy(text, source)
+    return _parse(text, source)
 
 
 class _Loader(yaml.SafeLoader):
@@ -426,8 +441,21 @@ _Loader.yaml_implicit_resolvers = {
 }
 
 
+POLICY_KEY = "policy.yaml"
+"""The key of the chart's ConfigMap that holds the policy."""
+
+
 def parse_policy(text: str, source: str = "policy") -> Policy:
-    """Validate policy YAML text; errors name the file and the key path."""
+    """Validate policy YAML text; errors name the file and the key path (see `_parse`)."""
+    return _parse(text, source)[0]
+
+
+def _parse(text: str, source: str) -> tuple[Policy, Origin]:
+    """Validate policy YAML text; errors name the file and the key path.
+
+    The text may also be the chart's ConfigMap itself (`kubectl get configmap NAME -o yaml`): its
+    `policy.yaml` is read, so a server run outside the cluster runs the policy the chart renders.
+    """
     try:
         data: Any = yaml.load(text, Loader=_Loader)  # a SafeLoader
     except yaml.YAMLError as exc:
@@ -436,8 +464,21 @@ def parse_policy(text: str, source: str = "policy") -> Policy:
         data = {}
     if not isinstance(data, dict):
         raise PolicyError(f"{source}: the top level must be a mapping, not {type(data).__name__}")
+    if data.get("kind") == "ConfigMap" and data.get("apiVersion") == "v1":
+        inner = (
+            (data.get("data") or {}).get(POLICY_KEY) if isinstance(data.get("data"), dict) else None
+        )
+        if not isinstance(inner, str):
+            raise PolicyError(f"{source}: a ConfigMap without data.{POLICY_KEY} (the chart's key)")
+        name = (
+            (data.get("metadata") or {}).get("name", "")
+            if isinstance(data.get("metadata"), dict)
+            else ""
+        )
+        return _parse(inner, f"{source} (ConfigMap {name}, {POLICY_KEY})")
+    digest = hashlib.sha256(text.encode()).hexdigest()[:12]
     try:
-        return Policy.model_validate(data)
+        return Policy.model_validate(data), Origin(source, digest)
     except ValidationError as exc:
         problems = "; ".join(
             f"{'.'.join(str(part) for part in err['loc']) or '<root>'}: {err['msg']}"

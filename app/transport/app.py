@@ -27,7 +27,8 @@ from app.cluster.source import ClusterSource
 from app.cluster.stats import SourceStats
 from app.cluster.templates import ManagedTemplates
 from app.cluster.view import ClusterView, Kind
-from app.config import Policy, Settings, load_policy
+from app.config import Policy, Settings
+from app.config.policy import Origin, load_policy_with_origin
 from app.errors import ReviewError, TemplateConflictError, TemplateCreateError
 from app.k8s.templates import template_mismatch
 from app.logs import log_fields
@@ -388,7 +389,9 @@ def create_app(
     while the lifespan runs; the server's workers do, in-process tests need not.
     """
     settings = settings if settings is not None else Settings()
-    policy = policy if policy is not None else load_policy(settings.policy_file)
+    origin = Origin("given in process", "")
+    if policy is None:
+        policy, origin = load_policy_with_origin(settings.policy_file)
     if source is None:
         source = build_source(settings, ClusterView())
     if metrics is None:
@@ -397,6 +400,10 @@ def create_app(
     pipeline = Pipeline(
         policy, source.view, settings.namespace, cache_max_bytes=settings.cache_max_bytes
     )
+    # which policy runs is the first thing to check when the webhook and the chart's admission
+    # policy disagree (a server outside the cluster runs the embedded default without --config)
+    logger.info("policy in force", extra={"source": origin.source, "sha256": origin.digest})
+    metrics.policy_info.labels(origin.source, origin.digest).set(1)
     webhook = _Webhook(settings, pipeline, source, metrics)
     progress = MigrationProgress.from_settings(settings)
     _watch(metrics, settings, webhook, progress)
