@@ -36,7 +36,7 @@ def _render(*values: str) -> Obj:
     result = subprocess.run(
         [k8s_tool("helm"), "template", "dra-webhook", str(CHART), "-n", "dra-webhook",
          "--show-only=templates/prometheusrule.yaml", "--set=prometheusRule.enabled=true",
-         *values],
+         "--set=serviceMonitor.enabled=true", *values],
         capture_output=True, text=True, check=False, timeout=120,
     )  # fmt: skip
     assert result.returncode == 0, result.stderr
@@ -160,3 +160,22 @@ def test_the_rules_use_only_metric_names_the_webhook_exports(rendered: Obj, tmp_
     }
     assert used
     assert used <= exported, used - exported
+
+
+def test_alerts_without_a_scrape_job_are_refused_rather_than_firing_forever() -> None:
+    """DraWebhookDown is absent(up{job=...}): with no ServiceMonitor and no job named, no scrape
+    would match and it would fire from the first minute."""
+    result = subprocess.run(
+        [k8s_tool("helm"), "template", "dra-webhook", str(CHART), "-n", "dra-webhook",
+         "--show-only=templates/prometheusrule.yaml", "--set=prometheusRule.enabled=true"],
+        capture_output=True, text=True, check=False, timeout=120,
+    )  # fmt: skip
+    assert result.returncode != 0
+    assert "prometheusRule.enabled needs serviceMonitor.enabled, or prometheusRule.job" in (
+        result.stderr
+    )
+    rule = _render("--set=serviceMonitor.enabled=false", "--set=prometheusRule.job=pods")
+    (down,) = [
+        r for g in rule["spec"]["groups"] for r in g["rules"] if r.get("alert") == "DraWebhookDown"
+    ]
+    assert 'job="pods"' in down["expr"]

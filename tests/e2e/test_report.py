@@ -299,6 +299,7 @@ def test_the_api_server_accepts_the_report_cronjob_and_the_prometheus_rule(
         "--show-only=templates/prometheusrule.yaml",
         "--set=report.enabled=true",
         "--set=prometheusRule.enabled=true",
+        "--set=serviceMonitor.enabled=true",
         "--set=webhook.url=",
     )
     kinds = sorted(d["kind"] for d in docs)
