@@ -31,6 +31,10 @@ class _Parser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: {message} (see `{self.prog} --help`)\n")
 
 
+def _examples(*lines: str) -> str:
+    return "examples:\n" + "\n".join(f"  {line}" for line in lines)
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = _Parser(
         prog="dra-webhook",
@@ -39,7 +43,15 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"dra-webhook {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
 
-    serve = sub.add_parser("serve", help="serve the admission webhook over HTTPS")
+    serve = sub.add_parser(
+        "serve",
+        help="serve the admission webhook over HTTPS",
+        epilog=_examples(
+            "dra-webhook serve --host 127.0.0.1      # the embedded demo cluster and policy",
+            "dra-webhook serve --kubeconfig ~/.kube/config --config policy-configmap.yaml",
+        ),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     serve.add_argument("--host", default=None, help="address to listen on (default 0.0.0.0)")
     serve.add_argument("--port", type=int, default=None, help="port (default 8443)")
     serve.add_argument(
@@ -76,7 +88,14 @@ def _parser() -> argparse.ArgumentParser:
         "(default: a fresh temporary folder)",
     )
 
-    certs = sub.add_parser("certs", help="mint a CA and a serving certificate")
+    certs = sub.add_parser(
+        "certs",
+        help="mint a CA and a serving certificate",
+        epilog=_examples(
+            "dra-webhook certs --out /tmp/dev-certs --dns webhook.example.internal --ip 10.0.0.5"
+        ),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     certs.add_argument("--out", type=Path, default=Path("certs"), help="folder (default certs/)")
     certs.add_argument(
         "--dns",
@@ -95,7 +114,13 @@ def _parser() -> argparse.ArgumentParser:
     certs.add_argument("--days", type=int, default=365, help="validity of the serving cert")
 
     check = sub.add_parser(
-        "check", help="run manifests through the webhook offline and print what it decides"
+        "check",
+        help="run manifests through the webhook offline and print what it decides",
+        epilog=_examples(
+            "dra-webhook check apps/ml/                           # exit 1 when anything is denied",
+            "dra-webhook check --config policy.yaml --cluster-file cluster.yaml deploy.yaml",
+        ),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     check.add_argument(
         "manifests", nargs="+", type=Path, help="YAML or JSON files, or folders of them"
@@ -110,6 +135,12 @@ def _parser() -> argparse.ArgumentParser:
     report = sub.add_parser(
         "report",
         help="say which namespaces are ready for dra-only, from a cluster dump or the live cluster",
+        epilog=_examples(
+            "kubectl get pods,deployments,jobs,cronjobs -A -o json > dump.json",
+            "dra-webhook report dump.json --cluster-file cluster.yaml",
+            "dra-webhook report --kubeconfig ~/.kube/config --fail-on legacy    # for CI",
+        ),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     report.add_argument(
         "dump",
@@ -131,6 +162,11 @@ def _parser() -> argparse.ArgumentParser:
     migrate = sub.add_parser(
         "migrate",
         help="rewrite manifests from device-plugin requests to DRA claims (docs/migrate.md)",
+        epilog=_examples(
+            "dra-webhook migrate --diff apps/ml/        # exit 1 while anything is left to move",
+            "dra-webhook migrate --write --config policy.yaml apps/ml/",
+        ),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     migrate.add_argument("paths", nargs="+", type=Path, help="YAML or JSON files and folders")
     migrate.add_argument("--config", type=Path, default=None, help="policy YAML file")

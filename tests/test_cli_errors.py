@@ -212,3 +212,15 @@ def test_the_console_script_exits_2_with_one_line_for_a_mistake() -> None:
     assert result.stderr.strip().splitlines() == [
         "dra-webhook check: unrecognized arguments: --frobnicate (see `dra-webhook check --help`)"
     ]
+
+
+@pytest.mark.parametrize("command", ["serve", "certs", "check", "report", "migrate"])
+def test_each_command_s_help_ends_with_examples(
+    command: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as done:
+        main([command, "--help"])
+    assert done.value.code == 0
+    out = capsys.readouterr().out
+    assert "\nexamples:\n" in out
+    assert f"  dra-webhook {command} " in out
