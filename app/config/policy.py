@@ -116,6 +116,13 @@ class DraOnly(_Model):
         default=False, alias="allowDeviceClassExtendedResources"
     )
     """Allow a legacy name that a DeviceClass maps via spec.extendedResourceName (KEP-5004)."""
+    audit_warned_by_admission_policy: bool = Field(
+        default=False, alias="auditWarnedByAdmissionPolicy"
+    )
+    """Set by the chart when its ValidatingAdmissionPolicy enforces the rule: in audit
+    namespaces that policy already warns on CREATE of a Pod or a built-in workload, so the
+    webhook (which still sees workloads, for quotas and translation) counts the finding but does
+    not warn a second time; objects a policy exception selects are still its own."""
 
 
 _DNS_LABEL_PREFIX = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")

@@ -152,13 +152,14 @@ def _check_spec(request: Request, ctx: Context, spec: PodSpecRef, old: PodSpecRe
         if shape == ():
             return ALLOW
         if shape is not None:
-            known = ctx.parts[answers].get(_memo_key(request, ctx, spec, shape, frozenset()))
+            key = _memo_key(request, ctx, spec, shape, frozenset(), warned=_warned(request, ctx))
+            known = ctx.parts[answers].get(key)
             if known is not None:
                 return known
     found = _found(spec, ctx)
     if not found:
         return ALLOW
-    return _judge(request, ctx, spec, old, found)
+    return _judge(request, ctx, spec, old, found, warned=_warned(request, ctx))
 
 
 def _found(spec: PodSpecRef, ctx: Context) -> list[LegacyRequest]:
@@ -177,12 +178,15 @@ def _judge(
     spec: PodSpecRef,
     old: PodSpecRef | None,
     found: list[LegacyRequest],
+    *,
+    warned: bool = False,
 ) -> Result:
-    """The rule over legacy requests `found` (not empty), memoized by their shape."""
+    """The rule over legacy requests `found` (not empty), memoized by their shape. `warned`:
+    the chart's admission policy already warned the user of them (audit, see `_warned`)."""
     existing: frozenset[tuple[str, str, str]] = frozenset()
     if old is not None:
         existing = offence_keys(legacy_requests(old, ctx.parts[legacy_matcher]))
-    memo_key = _memo_key(request, ctx, spec, _shape(found), existing)
+    memo_key = _memo_key(request, ctx, spec, _shape(found), existing, warned=warned)
     memo = ctx.parts[answers]
     known = memo.get(memo_key)
     if known is not None:
@@ -190,7 +194,9 @@ def _judge(
     label = _label(ctx)
     return memo.put(
         memo_key,
-        _decide(request, ctx, spec=spec, found=found, label=label, existing=existing),
+        _decide(
+            request, ctx, spec=spec, found=found, label=label, existing=existing, warned=warned
+        ),
     )
 
 
@@ -234,11 +240,14 @@ def _memo_key(
     spec: PodSpecRef,
     shape: tuple[Hashable, ...],
     existing: frozenset[tuple[str, str, str]],
+    *,
+    warned: bool,
 ) -> Hashable:
     """Everything a dra-only answer depends on besides the policy (one memo per Pipeline)."""
     unlisted = ctx.parts[translation_rules].unlisted_counts
     return (
         ctx.mode,
+        warned,
         request.namespace,
         _label(ctx),
         spec.path,
@@ -271,7 +280,10 @@ def _decide(
     found: list[LegacyRequest],
     label: str,
     existing: frozenset[tuple[str, str, str]],
+    warned: bool,
 ) -> Result:
+    if ctx.mode is Mode.AUDIT and warned:
+        return Result(findings=len(found))  # counted; the admission policy said it to the user
     if ctx.mode is Mode.AUDIT:
         return Result(
             warnings=tuple(
@@ -312,6 +324,34 @@ def _decide(
             "request GPUs through DRA resourceClaims, not extended resources"
         ),
         details=details,
+    )
+
+
+ADMISSION_POLICY_KINDS = frozenset(
+    {
+        ("", "Pod"),
+        ("", "ReplicationController"),
+        ("apps", "Deployment"),
+        ("apps", "ReplicaSet"),
+        ("apps", "StatefulSet"),
+        ("apps", "DaemonSet"),
+        ("batch", "Job"),
+        ("batch", "CronJob"),
+    }
+)
+"""What the chart's ValidatingAdmissionPolicy matches (templates/admissionpolicy.yaml), CREATE
+only."""
+
+
+def _warned(request: Request, ctx: Context) -> bool:
+    """Whether the chart's admission policy warns of this object's offences in audit
+    namespaces itself (CREATE of a kind it matches). Not for an object a policy exception
+    selects: the admission policy skips those, and the webhook says which requests the exception
+    leaves uncovered."""
+    return (
+        ctx.policy.dra_only.audit_warned_by_admission_policy
+        and request.operation == "CREATE"
+        and (request.group, request.kind) in ADMISSION_POLICY_KINDS
     )
 
 

@@ -434,10 +434,24 @@ def test_the_charts_default_policy_is_the_servers_default_policy() -> None:
     `policy:` in charts/dra-webhook/values.yaml.
     """
     config = _one(_render(CHART / "ci" / "default-values.yaml"), "ConfigMap")
-    assert parse_policy(config["data"]["policy.yaml"], "chart") == load_policy()
+    rendered = parse_policy(config["data"]["policy.yaml"], "chart")
+    # the one key the chart adds: its admission policy warns in audit namespaces itself
+    assert rendered.dra_only.audit_warned_by_admission_policy
+    unwarned = rendered.dra_only.model_copy(update={"audit_warned_by_admission_policy": False})
+    assert rendered.model_copy(update={"dra_only": unwarned}) == load_policy()
     embedded = yaml.safe_load((REPO / "app" / "config" / "default-policy.yaml").read_text())
     chart = yaml.safe_load(config["data"]["policy.yaml"])
     assert set(chart) == set(embedded), "every section of the default policy"
+
+
+def test_the_chart_tells_the_webhook_not_to_warn_twice_only_with_its_admission_policy() -> None:
+    without = _run_helm(
+        "template", RELEASE, str(CHART), "-n", NAMESPACE, "--set", "admissionPolicy.enabled=false"
+    )
+    assert without.returncode == 0, without.stderr
+    docs = tuple(d for d in yaml.safe_load_all(without.stdout) if d)
+    policy = parse_policy(_one(docs, "ConfigMap")["data"]["policy.yaml"], "chart")
+    assert not policy.dra_only.audit_warned_by_admission_policy
 
 
 # -- certificates ---------------------------------------------------------------------------

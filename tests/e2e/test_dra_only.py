@@ -109,3 +109,15 @@ def _pod_reviews(webhook: Webhook) -> dict[str, float]:
         )
         for endpoint in ("mutate", "validate")
     }
+
+
+def test_an_audit_namespace_warns_of_a_deployment_once(
+    kube: Kube, namespace: Callable[..., str]
+) -> None:
+    """The chart's admission policy warns on CREATE; the webhook, which sees the Deployment for
+    quotas, counts the finding but does not warn again (kubectl would print both)."""
+    ns = namespace("audit")
+    answer = kube.create(o.deployment("trainer", ns, LEGACY))
+    offences = [w for w in answer.warnings if "nvidia.com/gpu" in w]
+    assert len(offences) == 1, answer.warnings
+    assert "would be denied in a dra-only namespace" in offences[0]

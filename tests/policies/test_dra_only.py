@@ -247,3 +247,26 @@ def test_a_malformed_pod_is_invalid_whether_or_not_a_legacy_name_is_in_it(bad: A
         decision = decide(pod(**bad))
         assert not decision.allowed
         assert decision.code == 422
+
+
+WARNED = "draOnly: {auditWarnedByAdmissionPolicy: true}"
+
+
+def test_audit_does_not_warn_twice_where_the_chart_s_admission_policy_warns() -> None:
+    """The chart sets auditWarnedByAdmissionPolicy with its ValidatingAdmissionPolicy on: that
+    policy warns on CREATE of a Deployment in an audit namespace, and the webhook, which still
+    sees the Deployment for quotas, counts the finding without a second warning."""
+    spec = {"containers": [container("app", limits={GPU: "1"})]}
+    deployment = {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": "d", "namespace": "ml-audit"},
+        "spec": WORKLOADS[("apps/v1", "Deployment")](spec),
+    }
+    plain = decide(deployment)
+    assert plain.allowed and plain.warnings and plain.findings == 1
+    quiet = decide(deployment, policy=policy_from(WARNED))
+    assert quiet.allowed and not quiet.warnings and quiet.findings == 1
+    # UPDATEs are not matched by the admission policy: the webhook still says it
+    updated = decide(deployment, policy=policy_from(WARNED), operation="UPDATE", old=deployment)
+    assert any("predates" in w or "would be denied" in w for w in updated.warnings)
