@@ -318,19 +318,15 @@ class _Webhook:
             return Decision(
                 allowed=True, warnings=(f"{message}; admitted untranslated (fail open)",)
             )
-        if exc.refused:  # the API server said no to this template: a retry would too
-            return Decision(
-                allowed=False,
-                code=403,
-                reason="Forbidden",
-                message=f"{message}; denied (fail closed)",
-                denied_by=("template-create",),
-            )
+        # the API server said no to this template: a retry would too; else it may not
+        code, reason, retry = (
+            (403, "Forbidden", "") if exc.refused else (500, "InternalError", ", retry later")
+        )
         return Decision(
             allowed=False,
-            code=500,
-            reason="InternalError",
-            message=f"{message}; denied (fail closed), retry later",
+            code=code,
+            reason=reason,
+            message=f"{message}; denied (fail closed){retry}",
             denied_by=("template-create",),
         )
 
