@@ -211,3 +211,36 @@ def test_report_fail_on_gives_ci_an_exit_code(
 ) -> None:
     argv = ["report", str(EXAMPLES)] + (["--fail-on", fail_on] if fail_on else [])
     assert run(capsys, *argv)[0] == code
+
+
+@pytest.mark.parametrize(
+    ("report", "legacy", "excepted"),
+    [
+        (offline.NamespaceReport("ns", "audit"), False, False),
+        (
+            offline.NamespaceReport(
+                "ns", "audit", legacy_objects=["Pod/a"], excepted={"Pod/a": "vendor until x"}
+            ),
+            False,
+            True,
+        ),
+        (offline.NamespaceReport("ns", "audit", legacy_objects=["Pod/a"]), True, True),
+        (
+            offline.NamespaceReport(
+                "ns", "audit", legacy_objects=["TrainJob/t"], unrewritable=["TrainJob/t: ..."]
+            ),
+            True,
+            True,
+        ),
+        (offline.NamespaceReport("ns", "audit", invalid=["Pod/a: spec: ..."]), True, True),
+    ],
+    ids=["clean", "all excepted", "legacy", "not rewritable", "invalid"],
+)
+def test_fail_on_legacy_spares_what_an_exception_allows_and_excepted_does_not(
+    report: offline.NamespaceReport, legacy: bool, excepted: bool
+) -> None:
+    from app.cli import _failing
+
+    assert _failing([report], None) is False
+    assert _failing([report], "legacy") is legacy
+    assert _failing([report], "excepted") is excepted
