@@ -11,7 +11,7 @@ STAMP := $(VENV)/.installed-$(shell cat pyproject.toml requirements-dev.txt | ck
 # One resolution for every platform, for the oldest Python the project supports.
 COMPILE := $(BIN)/uv pip compile pyproject.toml --universal --python-version 3.11 --generate-hashes --quiet
 
-.PHONY: run test lint bench bench-scale bench-scale-inprocess loadtest overload e2e e2e-bench lock image clean
+.PHONY: run test lint bench bench-scale bench-scale-inprocess loadtest overload e2e e2e-bench lock image clean dashboard-picture
 
 $(STAMP): pyproject.toml requirements-dev.txt
 	$(PYTHON) -m venv $(VENV)
@@ -72,6 +72,11 @@ bench-scale-inprocess: $(STAMP)
 # loadtest/results/<time>/ (summary.json, summary.csv, latency.png). See docs/loadtest.md.
 loadtest: $(STAMP)
 	loadtest/run
+
+# docs/dashboard.png: the Grafana dashboard's queries evaluated by a real Prometheus (hack/get-prometheus)
+# over 90 s of the load test on loopback, drawn with matplotlib (loadtest/dashboard.py). ~2 minutes.
+dashboard-picture: $(STAMP)
+	$(BIN)/python -m loadtest.dashboard --out docs/dashboard.png
 
 # After changing dependencies in pyproject.toml; add --upgrade-package NAME (or --upgrade) to
 # move pins: make lock UPGRADE='--upgrade-package fastapi'.
