@@ -39,6 +39,7 @@ JOURNEYS = (
     "satisfiability",
     "cel-cost",
     "report",
+    "runbook",
     "faults",
     "latency",
 )
