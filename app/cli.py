@@ -286,6 +286,12 @@ def _run_live_report(args: argparse.Namespace) -> int:
     code = _print_reports(
         [entry.report for entry in outcome.tally.reports()], args.output, args.fail_on
     )
+    for namespace in outcome.skipped:
+        print(
+            f"dra-webhook: note: namespace {namespace} is being deleted; "
+            "its PolicyReport was not written",
+            file=sys.stderr,
+        )
     listed = ", ".join(f"{count} {kind}" for kind, count in outcome.listed.items())
     print(
         f"listed {listed}; {outcome.tally.owned} counted under their owner"

@@ -9,7 +9,11 @@ report").
 
 PolicyReports are written for every namespace with a pod-bearing object or the mode label, by
 server-side apply: created on the first run, updated in place after (never a duplicate), with no
-read first.
+read first. A namespace being deleted refuses new objects (kube-apiserver's NamespaceLifecycle
+admission answers 403 "unable to create new content in namespace X because it is being
+terminated"): its report is skipped and named in `Outcome.skipped`, the others are written; the
+report would go with the namespace anyway, and an hourly CronJob must not leave every other
+namespace's report stale because one namespace was being deleted when it ran.
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ from app.cluster.listing import (
     POLICY_REPORTS,
     WORKLOADS,
     Cluster,
+    ForbiddenError,
     ReportError,
     Resource,
     connect,
@@ -37,6 +42,11 @@ from app.report.progress import Progress
 from app.report.tally import NO_MODE, Tally
 
 logger = logging.getLogger(__name__)
+
+TERMINATING = "because it is being terminated"
+"""What kube-apiserver says when a namespace being deleted refuses a new object
+(k8s.io/apiserver/pkg/admission/plugin/namespace/lifecycle, "unable to create new content in
+namespace %s because it is being terminated", a 403 like RBAC's, told apart by its text)."""
 
 
 @dataclass(frozen=True)
@@ -54,6 +64,8 @@ class Outcome:
     """Objects listed, by kind."""
     written: int
     """PolicyReports created or updated."""
+    skipped: tuple[str, ...] = ()
+    """Namespaces whose PolicyReport was not written: being deleted, they refuse new objects."""
 
 
 async def run(policy: Policy, options: Options, progress_to: TextIO) -> Outcome:
@@ -88,17 +100,24 @@ async def run(policy: Policy, options: Options, progress_to: TextIO) -> Outcome:
             if tally.mode(name) != NO_MODE:
                 tally.namespace(name)  # a labelled namespace is reported even when empty
         written = 0
+        skipped: list[str] = []
         if options.policy_reports:
             fix = _fix(tally, view)
             now = dt.datetime.now(dt.UTC)
             entries = list(tally.reports())
             for number, entry in enumerate(entries, 1):
                 report = policy_report(entry, policy.namespace_modes, fix, now)
-                await cluster.apply(POLICY_REPORTS, report)
-                written += 1
+                try:
+                    await cluster.apply(POLICY_REPORTS, report)
+                except ForbiddenError as exc:
+                    if TERMINATING not in str(exc):
+                        raise  # RBAC: the message says what to grant
+                    skipped.append(entry.report.namespace)
+                else:
+                    written += 1
                 progress.update("policyreports", number, len(entries) - number)
         progress.done()
-        return Outcome(tally, listed, written)
+        return Outcome(tally, listed, written, tuple(skipped))
     finally:
         progress.done()
         await cluster.close()

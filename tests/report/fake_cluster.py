@@ -10,6 +10,8 @@ format of kube-apiserver:
 - `PATCH .../namespaces/{ns}/policyreports/{name}` with `application/apply-patch+yaml`: stored
   (created 201, or updated in place 200, keeping its uid).
 - `forbid(verb, plural)`: that request is answered 403 with kube-apiserver's message.
+- `terminate(namespace)`: the namespace is being deleted; creating a report in it is answered
+  403 as kube-apiserver's NamespaceLifecycle admission does (updating one still works).
 
 Every request is recorded as (method, path, query) for the RBAC document test.
 """
@@ -31,9 +33,11 @@ Items = tuple[int, Callable[[int], Obj]]
 """(how many, the i-th object)."""
 
 
-def _status(code: int, reason: str, message: str) -> web.Response:
+def _status(code: int, reason: str, message: str, details: Obj | None = None) -> web.Response:
     body = {"kind": "Status", "apiVersion": "v1", "status": "Failure", "message": message,
             "reason": reason, "code": code}  # fmt: skip
+    if details is not None:
+        body["details"] = details
     return web.Response(status=code, body=orjson.dumps(body), content_type="application/json")
 
 
@@ -43,6 +47,7 @@ class FakeCluster:
         self.reports: dict[tuple[str, str], Obj] = {}
         self.requests: list[tuple[str, str, dict[str, str]]] = []
         self.forbidden: set[tuple[str, str]] = set()
+        self.terminating: set[str] = set()
         self.groups: dict[str, list[Obj]] = {
             "apps": [], "batch": [], "resource.k8s.io": [], "wgpolicyk8s.io": []
         }  # fmt: skip
@@ -67,6 +72,9 @@ class FakeCluster:
 
     def forbid(self, verb: str, plural: str) -> None:
         self.forbidden.add((verb, plural))
+
+    def terminate(self, namespace: str) -> None:
+        self.terminating.add(namespace)
 
     async def start(self) -> None:
         app = web.Application()
@@ -167,6 +175,17 @@ class FakeCluster:
         sent = yaml.safe_load(await request.text())
         key = (namespace, name)
         existing = self.reports.get(key)
+        if existing is None and namespace in self.terminating:
+            cause = {"reason": "NamespaceTerminating", "field": "metadata.namespace",
+                     "message": f"namespace {namespace} is being terminated"}  # fmt: skip
+            return _status(
+                403,
+                "Forbidden",
+                f'policyreports.wgpolicyk8s.io "{name}" is forbidden: unable to create new '
+                f"content in namespace {namespace} because it is being terminated",
+                {"name": name, "group": "wgpolicyk8s.io", "kind": "policyreports",
+                 "causes": [cause]},
+            )  # fmt: skip
         meta = {
             **sent["metadata"],
             "uid": existing["metadata"]["uid"] if existing else str(uuid.uuid4()),

@@ -113,6 +113,25 @@ def test_one_line_naming_the_write_when_rbac_forbids_policy_reports(
     assert "not allowed to patch policyreports (wgpolicyk8s.io API group)" in line
 
 
+def test_a_namespace_being_deleted_is_skipped_with_a_note_and_the_others_reports_are_written(
+    cluster: FakeCluster, kubeconfig: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    cluster.terminate("serve")
+    code, _, err = run(capsys, "report", "--kubeconfig", str(kubeconfig), "--policy-reports")
+    assert code == 0, err
+    assert {ns for ns, _ in cluster.reports} == {"kube-system", "train", "lab", "empty"}
+    notes = [line for line in err.splitlines() if "serve" in line]
+    assert notes == [
+        "dra-webhook: note: namespace serve is being deleted; its PolicyReport was not written"
+    ]
+    assert "grant" not in err
+    assert "4 PolicyReports written" in err
+    code, _, _ = run(
+        capsys, "report", "--kubeconfig", str(kubeconfig), "--policy-reports", "--fail-on", "legacy"
+    )
+    assert code == 1  # the normal rules: serve's Deployment still asks for nvidia.com/gpu
+
+
 def test_an_unreachable_api_server_is_one_line(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
