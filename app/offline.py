@@ -102,17 +102,32 @@ class Checked:
     """Why nothing was checked, where that is the namespace (no mode label, not in the view)."""
 
 
-def _namespace_note(pipeline: Pipeline, namespace: str) -> str:
-    """What `check` says of a namespace the mode rules do not apply to."""
+def _namespace_note(pipeline: Pipeline, namespace: str, unknown: set[str]) -> str:
+    """What `check` says of a namespace the mode rules do not apply to.
+
+    A namespace the cluster file does not hold is judged as one without labels, and put into
+    the view as such (its name added to `unknown`, so its later objects get the same note).
+    The webhook answers such a namespace per `failure.unknownNamespace` (closed by default)
+    because there the API server only sends labelled namespaces, and one missing from the view
+    is an opted-in one the view has not caught up with; offline the cluster file is all there
+    is, and "denied (fail closed)" would blame a webhook failure that never happened.
+    """
     if not namespace:
         return ""
-    labels = pipeline.view.namespace_labels(namespace)
     label = pipeline.policy.namespace_modes.label
-    if labels is None:
+    if namespace in unknown or pipeline.view.namespace_labels(namespace) is None:
+        if namespace not in unknown:
+            unknown.add(namespace)
+            pipeline.view.apply(
+                Kind.NAMESPACE,
+                {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}},
+            )
         return (
-            f"namespace {namespace} is not in the cluster file: no mode applies (pass "
-            "--cluster-file with its Namespace, or --namespace)"
+            f"namespace {namespace} is not in the cluster file: no mode applies, judged as a "
+            f"namespace without a {label} label (pass --cluster-file with its Namespace, or "
+            "--namespace)"
         )
+    labels = pipeline.view.namespace_labels(namespace) or {}
     if label not in labels:
         return f"namespace {namespace} has no {label} label: only quotas and admin rules apply"
     return ""
@@ -121,8 +136,10 @@ def _namespace_note(pipeline: Pipeline, namespace: str) -> str:
 def check(pipeline: Pipeline, objects: Iterable[tuple[str, Obj]], namespace: str) -> list[Checked]:
     """Mutate, apply the patch, then validate each object; templates go into the view."""
     results = []
+    unknown: set[str] = set()
     for number, (where, obj) in enumerate(objects):
         request = _request(obj, namespace, f"check-{number}")
+        note = _namespace_note(pipeline, request.namespace, unknown)
         mutated = pipeline.review(Endpoint.MUTATE, request)
         final: Decision = mutated
         patched = obj
@@ -147,7 +164,7 @@ def check(pipeline: Pipeline, objects: Iterable[tuple[str, Obj]], namespace: str
                 warnings=warnings,
                 patch=list(mutated.patch) if final.allowed else [],
                 templates=[t["metadata"]["name"] for t in mutated.templates],
-                note=_namespace_note(pipeline, request.namespace),
+                note=note,
             )
         )
     return results

@@ -200,9 +200,22 @@ def test_check_says_when_no_mode_applies_to_the_namespace(
     )
     code, out = run(capsys, "check", str(pods))
     assert code == 1  # gpu-e2e is dra-only
+    verdicts = [line for line in out.splitlines() if line.startswith("Pod ")]
+    assert [line.rsplit(": ", 1)[1] for line in verdicts] == ["allowed", "allowed", "DENIED"]
     assert "note: namespace default has no gpu-mode label: only quotas and admin rules apply" in out
-    assert "note: namespace nowhere is not in the cluster file: no mode applies" in out
+    # offline, a namespace the cluster file lacks is one without a mode: not a webhook that
+    # failed closed (failure.unknownNamespace is about the live view lagging the API server)
+    nowhere = out.split("Pod nowhere/a", 1)[1].split("Pod gpu-e2e/a", 1)[0]
+    assert nowhere.splitlines()[0].endswith(": allowed"), nowhere
+    assert "note: namespace nowhere is not in the cluster file: no mode applies" in nowhere
+    assert "fail closed" not in out and "cluster view" not in out
     assert out.count("note:") == 2
+
+    code, out = run(capsys, "check", "--output", "json", str(pods))
+    results = orjson.loads(out)
+    assert [(r["namespace"], r["allowed"]) for r in results] == [
+        ("default", True), ("nowhere", True), ("gpu-e2e", False)
+    ]  # fmt: skip
 
 
 @pytest.mark.parametrize(("fail_on", "code"), [(None, 0), ("legacy", 1), ("excepted", 1)])
