@@ -227,7 +227,8 @@ def _offline_args(parser: argparse.ArgumentParser) -> None:
 def _offline_pipeline(args: argparse.Namespace) -> Pipeline:
     view = ClusterView()
     StaticSource(view, args.cluster_file).load()
-    return Pipeline(load_policy(args.config), view, own_namespace=Settings().namespace)
+    policy = offline.offline_policy(load_policy(args.config))  # no admission policy offline
+    return Pipeline(policy, view, own_namespace=Settings().namespace)
 
 
 def _run_check(args: argparse.Namespace) -> int:

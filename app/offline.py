@@ -133,6 +133,20 @@ def _namespace_note(pipeline: Pipeline, namespace: str, unknown: set[str]) -> st
     return ""
 
 
+def offline_policy(policy: Policy) -> Policy:
+    """The policy as `check` and `report` run it: audit findings warned by the pipeline itself.
+
+    `draOnly.auditWarnedByAdmissionPolicy` (which the chart's ConfigMap sets when its
+    ValidatingAdmissionPolicy enforces the rule) stops the live webhook from repeating that
+    admission policy's warning in audit namespaces. Offline no admission policy runs, so
+    honouring it would print a bare "allowed" for a legacy pod in an audit namespace.
+    """
+    if not policy.dra_only.audit_warned_by_admission_policy:
+        return policy
+    dra_only = policy.dra_only.model_copy(update={"audit_warned_by_admission_policy": False})
+    return policy.model_copy(update={"dra_only": dra_only})
+
+
 def check(pipeline: Pipeline, objects: Iterable[tuple[str, Obj]], namespace: str) -> list[Checked]:
     """Mutate, apply the patch, then validate each object; templates go into the view."""
     results = []

@@ -218,6 +218,43 @@ def test_check_says_when_no_mode_applies_to_the_namespace(
     ]  # fmt: skip
 
 
+def test_check_with_the_chart_s_configmap_warns_in_audit_namespaces_as_no_admission_policy_does(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The chart's ConfigMap says auditWarnedByAdmissionPolicy when its admission policy warns
+    in audit namespaces; offline there is none, so check warns itself."""
+    configmap = tmp_path / "configmap.yaml"
+    configmap.write_text(
+        yaml.safe_dump(
+            {
+                "apiVersion": "v1",
+                "kind": "ConfigMap",
+                "metadata": {"name": "dra-webhook-policy", "namespace": "dra-webhook"},
+                "data": {"policy.yaml": "draOnly:\n  auditWarnedByAdmissionPolicy: true\n"},
+            }
+        )
+    )
+    pod = tmp_path / "pod.yaml"
+    legacy = {"containers": [{"name": "c", "image": "x", "resources": {"limits": {GPU: "1"}}}]}
+    pod.write_text(
+        yaml.safe_dump(
+            {
+                "apiVersion": "v1",
+                "kind": "Pod",
+                "metadata": {"name": "a", "namespace": "ml-audit"},
+                "spec": legacy,
+            }
+        )
+    )
+    code, out = run(capsys, "check", "--config", str(configmap), str(pod))
+    assert code == 0
+    assert "Pod ml-audit/a (" in out and out.splitlines()[0].endswith(": allowed")
+    assert (
+        "warning: spec.containers[0].resources.limits[nvidia.com/gpu]: container c asks for "
+        "nvidia.com/gpu: 1: would be denied in a dra-only namespace (gpu-mode=audit)"
+    ) in out
+
+
 @pytest.mark.parametrize(("fail_on", "code"), [(None, 0), ("legacy", 1), ("excepted", 1)])
 def test_report_fail_on_gives_ci_an_exit_code(
     fail_on: str | None, code: int, tmp_path: Path, capsys: pytest.CaptureFixture[str]
