@@ -140,13 +140,16 @@ def report(outcome: Outcome, options: Options, stdout: TextIO, stderr: TextIO) -
 
 
 def unified_diff(changed: Rewritten) -> list[str]:
-    old = f"a/{changed.path}" if changed.before else "/dev/null"
+    # as git names a path outside the repository (`git diff --no-index /tmp/x ...`): a/tmp/x,
+    # not a//tmp/x
+    name = changed.path.as_posix().lstrip("/")
+    old = f"a/{name}" if changed.before else "/dev/null"
     lines = list(
         difflib.unified_diff(
             changed.before.splitlines(keepends=True),
             changed.after.splitlines(keepends=True),
             old,
-            f"b/{changed.path}",
+            f"b/{name}",
         )
     )
     return [

@@ -102,6 +102,18 @@ def test_a_change_and_a_problem_together_exit_2_and_the_change_is_still_shown(
     )
 
 
+def test_an_absolute_path_gets_git_s_diff_headers_without_a_doubled_slash(
+    tmp_path: Path, migrate: Callable[..., Run]
+) -> None:
+    (tmp_path / "a.yaml").write_text(GPU_POD.format(name="a", count=1))
+    run = migrate(str(tmp_path / "a.yaml"))
+    assert run.code == 1
+    inside = tmp_path.as_posix().lstrip("/")
+    headers = [line for line in run.stdout.splitlines() if line.startswith(("--- ", "+++ "))]
+    assert headers[:2] == [f"--- a/{inside}/a.yaml", f"+++ b/{inside}/a.yaml"]
+    assert not any("//" in line for line in headers), headers
+
+
 def test_a_pod_over_the_claim_cap_is_reported_and_left_alone(
     tmp_path: Path, migrate: Callable[..., Run]
 ) -> None:
