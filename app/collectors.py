@@ -1,8 +1,9 @@
 """Collectors read at scrape time for the chart's alerts and the migration gauge.
 
 - `CertificateCollector`: the serving certificate's notAfter (DraWebhookCertificateExpiring);
-- `MigrationCollector`: `dra_webhook_legacy_workloads{namespace, mode}` from the PolicyReports
-  that `dra-webhook report --policy-reports` writes (app.cluster.progress reads them).
+- `MigrationCollector`: `dra_webhook_legacy_workloads{workload_namespace, mode}` from the
+  PolicyReports that `dra-webhook report --policy-reports` writes (app.cluster.progress reads
+  them).
 
 `app.metrics.Metrics` registers them (`watch_certificate`, `watch_migration`).
 """
@@ -44,9 +45,10 @@ class MigrationCollector(Collector):
     def collect(self) -> Iterator[Metric]:
         gauge = GaugeMetricFamily(
             "dra_webhook_legacy_workloads",
-            "Workloads still asking for a legacy extended resource, by namespace and mode, as "
-            "the last `dra-webhook report --policy-reports` found them (its PolicyReports).",
-            labels=("namespace", "mode"),
+            "Workloads still asking for a legacy extended resource, by their namespace "
+            "(workload_namespace) and its mode, as the last `dra-webhook report "
+            "--policy-reports` found them (its PolicyReports).",
+            labels=("workload_namespace", "mode"),
         )
         for (namespace, mode), count in sorted(self._progress.counts.items())[
             :MIGRATION_SERIES_LIMIT

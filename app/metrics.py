@@ -17,6 +17,12 @@ multiprocess mode) and `/metrics`, whichever worker serves it, merges the files 
   several workers a scrape shows those of the worker that served it (each worker watches the
   cluster on its own); so are the bounded caches' (`dra_webhook_cache_*`, by cache name, see
   `app/bounded.py`).
+
+No label is named like a target label Prometheus or the chart's ServiceMonitor puts on every
+scraped series (job, instance, namespace, endpoint, pod, service, container): a metric's own
+label of such a name would arrive renamed `exported_<name>`, where no query or alert written
+against /metrics finds it. So the admission endpoint is `webhook` (mutate, validate) and a
+workload's namespace `workload_namespace` (tests/chart/test_dashboard.py checks every family).
 """
 
 from __future__ import annotations
@@ -137,15 +143,17 @@ class Metrics:
         self.registry = registry if registry is not None else CollectorRegistry(auto_describe=True)
         self.admission_seconds = Histogram(
             "dra_webhook_admission_duration_seconds",
-            "Time to answer one AdmissionReview, by endpoint, object kind and decision.",
-            ("endpoint", "kind", "decision"),
+            "Time to answer one AdmissionReview, by webhook (mutate, validate), object kind and "
+            "decision.",
+            ("webhook", "kind", "decision"),
             buckets=LATENCY_BUCKETS,
             registry=self.registry,
         )
         self.denials = Counter(
             "dra_webhook_denials_total",
-            "Denied reviews, by the policy or failure that denied them.",
-            ("endpoint", "reason"),
+            "Denied reviews, by webhook (mutate, validate) and the policy or failure that denied "
+            "them.",
+            ("webhook", "reason"),
             registry=self.registry,
         )
         self.bad_requests = Counter(
@@ -155,8 +163,9 @@ class Metrics:
         )
         self.check_errors = Counter(
             "dra_webhook_check_errors_total",
-            "Checks that raised (a bug) and were answered per failure.internalError, by check.",
-            ("endpoint", "check"),
+            "Checks that raised (a bug) and were answered per failure.internalError, by webhook "
+            "(mutate, validate) and check.",
+            ("webhook", "check"),
             registry=self.registry,
         )
         self.audit_findings = Counter(

@@ -10,8 +10,8 @@ Nothing in the picture is drawn by hand; every line is one of the dashboard's ow
 2. `dra-webhook serve --kubeconfig` runs against it (the live source: watches, the migration
    gauge read every 7 s) with the default policy plus two exceptions, on 127.0.0.1 over TLS;
 3. Prometheus (hack/get-prometheus) scrapes its /metrics every second, with the target labels
-   the chart's ServiceMonitor gives a scrape (job, namespace, endpoint, pod, service), so the
-   webhook's own `namespace` and `endpoint` labels arrive as exported_* as they do in a cluster;
+   the chart's ServiceMonitor gives a scrape (job, namespace, endpoint, pod, service), as in a
+   cluster (no label of the webhook's own is named like one of them);
 4. locust runs the load test's scenarios (loadtest/locustfile.py, through loadtest/runner.py)
    for `--duration` seconds, while this script adds what the scenarios do not send (pods two
    exceptions cover) and plays a migration and an outage on the fake API server: the
@@ -315,8 +315,8 @@ def prometheus_config(webhook_port: int, ca: Path) -> Obj:
                 "static_configs": [
                     {
                         "targets": [f"127.0.0.1:{webhook_port}"],
-                        # target labels, as prometheus-operator sets them: a scraped label of the
-                        # same name (the webhook's own namespace and endpoint) becomes exported_*
+                        # target labels, as prometheus-operator sets them (a scraped label of the
+                        # same name would become exported_*: the webhook has none)
                         "labels": {
                             "namespace": NAMESPACE,
                             "endpoint": "https",

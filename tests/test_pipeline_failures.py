@@ -53,7 +53,7 @@ def need_owner(backend: str = "cel-expr-python", internal_error: str = "open") -
 
 def denials(harness: Any, reason: str) -> float:
     value = harness.metrics.registry.get_sample_value(
-        "dra_webhook_denials_total", {"endpoint": "validate", "reason": reason}
+        "dra_webhook_denials_total", {"webhook": "validate", "reason": reason}
     )
     return value or 0.0
 

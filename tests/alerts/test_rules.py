@@ -20,6 +20,7 @@ from typing import Any
 
 import pytest
 import yaml
+from prometheus_client.parser import text_string_to_metric_families
 
 from app.cluster.stats import SourceStats
 from app.cluster.view import Kind
@@ -107,7 +108,7 @@ def test_the_latency_thresholds_are_half_of_the_webhooks_timeouts() -> None:
     rule = _render(
         "--set=webhook.mutating.timeoutSeconds=7", "--set=webhook.validating.timeoutSeconds=3"
     )
-    slow = {r["labels"]["endpoint"]: r["expr"] for r in _rules(rule) if "endpoint" in r["labels"]}
+    slow = {r["labels"]["webhook"]: r["expr"] for r in _rules(rule) if "webhook" in r["labels"]}
     assert slow["mutate"].endswith("> 3.5")
     assert slow["validate"].endswith("> 1.5")
 
@@ -130,8 +131,9 @@ class _Transport:
         return {"queue": 1}
 
 
-def _exported(tmp_path: Path) -> set[str]:
-    """The sample names /metrics can show, with every collector registered and fed once."""
+def _exported(tmp_path: Path) -> dict[str, frozenset[str]]:
+    """The sample names /metrics can show, with every collector registered and fed once, and
+    their labels."""
     from app.certs import TLS_CERT, mint
 
     metrics = Metrics()
@@ -147,8 +149,11 @@ def _exported(tmp_path: Path) -> set[str]:
     metrics.cluster_stale.labels("Namespace").set(0)
 
     metrics.watch_transport(_Transport())
-    text = metrics.render().decode()
-    return {line.split("{")[0].split(" ")[0] for line in text.splitlines() if line[:1].isalpha()}
+    found: dict[str, set[str]] = {}
+    for family in text_string_to_metric_families(metrics.render().decode()):
+        for sample in family.samples:
+            found.setdefault(sample.name, set()).update(sample.labels)
+    return {name: frozenset(labels) for name, labels in found.items()}
 
 
 def test_the_rules_use_only_metric_names_the_webhook_exports(rendered: Obj, tmp_path: Path) -> None:
@@ -159,7 +164,32 @@ def test_the_rules_use_only_metric_names_the_webhook_exports(rendered: Obj, tmp_
         for name in re.findall(r"\b(dra_webhook_[a-z_]+)\b", rule["expr"])
     }
     assert used
-    assert used <= exported, used - exported
+    assert used <= exported.keys(), used - exported.keys()
+
+
+SCRAPE_LABELS = frozenset(
+    {"job", "instance", "namespace", "endpoint", "pod", "service", "container"}
+)
+"""What Prometheus and the chart's ServiceMonitor put on every scraped series."""
+
+
+def test_the_rules_select_only_labels_the_scraped_series_carry(
+    rendered: Obj, tmp_path: Path
+) -> None:
+    """A label of the webhook's named like a scrape's arrives as exported_<name>: a rule that
+    selects it as /metrics shows it never matches. DraWebhookSlowAdmissions once selected
+    endpoint="mutate" while the ServiceMonitor's `endpoint` (the port it scrapes) replaced it."""
+    exported = _exported(tmp_path)
+    problems = []
+    for rule in _rules(rendered):
+        for metric, matchers in re.findall(r"\b(dra_webhook_[a-z_]+)\{([^}]*)\}", rule["expr"]):
+            selected = set(re.findall(r"(\w+)\s*(?:=~|!~|!=|=)", matchers))
+            own = exported[metric] - SCRAPE_LABELS
+            problems += [
+                f"{rule['alert']}: {metric}{{{label}}}"
+                for label in sorted(selected - own - {"job", "namespace"})
+            ]
+    assert problems == []
 
 
 def test_alerts_without_a_scrape_job_are_refused_rather_than_firing_forever() -> None:

@@ -102,12 +102,12 @@ def test_a_pod_with_claims_in_a_namespace_a_quota_selects_is_sent_for_the_quota(
 
 
 def _pod_reviews(webhook: Webhook) -> dict[str, float]:
-    """Pod reviews answered so far, per endpoint."""
+    """Pod reviews answered so far, per webhook (mutate, validate)."""
     return {
-        endpoint: webhook.metric(
-            "dra_webhook_admission_duration_seconds_count", endpoint=endpoint, kind="Pod"
+        name: webhook.metric(
+            "dra_webhook_admission_duration_seconds_count", webhook=name, kind="Pod"
         )
-        for endpoint in ("mutate", "validate")
+        for name in ("mutate", "validate")
     }
 
 

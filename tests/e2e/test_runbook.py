@@ -332,7 +332,7 @@ def _policy_report(walk: Walk) -> list[str]:
 
 def _legacy_workloads(gauge: Webhook, mode: str) -> float | None:
     _, text = gauge.get("/metrics")
-    return _sample(text, "dra_webhook_legacy_workloads", namespace=NS, mode=mode)
+    return _sample(text, "dra_webhook_legacy_workloads", workload_namespace=NS, mode=mode)
 
 
 def _plugin_pods(walk: Walk) -> list[str]:
@@ -499,7 +499,7 @@ def test_is_a_namespace_ready_report_policy_reports_gauge_and_check_say_yes(
 
     sh.ok(f"{report} --policy-reports")
     assert _policy_report(walk)[2:5] == ["2", "0", "0"]  # PASS FAIL WARN
-    assert book.says(READY, "dra_webhook_legacy_workloads{namespace, mode}")
+    assert book.says(READY, "dra_webhook_legacy_workloads{workload_namespace, mode}")
     kube.wait(lambda: _legacy_workloads(gauge, "translate") == 0, "the gauge to read 0")
 
     checked = _check(walk, walk.git)

@@ -56,11 +56,11 @@ def test_the_gauge_counts_fail_and_warn_results_per_namespace_and_mode(
     metrics = Metrics()
     metrics.watch_migration(progress)
     text = metrics.render().decode()
-    assert 'dra_webhook_legacy_workloads{mode="dra-only",namespace="train"} 2.0' in text
-    assert 'dra_webhook_legacy_workloads{mode="translate",namespace="lab"} 5.0' in text
+    assert 'dra_webhook_legacy_workloads{mode="dra-only",workload_namespace="train"} 2.0' in text
+    assert 'dra_webhook_legacy_workloads{mode="translate",workload_namespace="lab"} 5.0' in text
     assert "dra_webhook_legacy_workloads_read_errors_total 0.0" in text
     assert "dra_webhook_legacy_workloads_last_read_timestamp_seconds" in text
-    assert 'namespace="kyv"' not in text
+    assert 'workload_namespace="kyv"' not in text
 
 
 def test_a_forbidden_read_is_counted_and_retried_keeping_the_last_counts(

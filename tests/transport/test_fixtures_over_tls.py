@@ -93,10 +93,10 @@ def test_health_readiness_and_metrics_are_served(tls_server: TlsServer) -> None:
         client.post("/validate", json=load_fixture("pod-create-legacy-gpu"))
         metrics = client.get("/metrics").text
     assert (
-        'dra_webhook_admission_duration_seconds_count{decision="denied",endpoint="validate",kind="Pod"}'
+        'dra_webhook_admission_duration_seconds_count{decision="denied",kind="Pod",webhook="validate"}'
         in metrics
     )
-    assert 'dra_webhook_denials_total{endpoint="validate",reason="dra-only"}' in metrics
+    assert 'dra_webhook_denials_total{reason="dra-only",webhook="validate"}' in metrics
     assert 'dra_webhook_cluster_synced{kind="ResourceSlice"} 1.0' in metrics
 
 

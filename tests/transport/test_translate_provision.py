@@ -315,7 +315,7 @@ def test_a_pod_whose_template_name_is_taken_by_other_content_is_denied(
     assert harness.source.created_templates == []
     kept = harness.source.view.get(Kind.RESOURCE_CLAIM_TEMPLATE, name, NS)
     assert kept is not None and kept["spec"] == forged["spec"]
-    assert 'dra_webhook_denials_total{endpoint="mutate",reason="template-conflict"} 1.0' in (
+    assert 'dra_webhook_denials_total{reason="template-conflict",webhook="mutate"} 1.0' in (
         harness.metrics.render().decode()
     )
 
