@@ -27,6 +27,7 @@ workload's namespace `workload_namespace` (tests/chart/test_dashboard.py checks 
 
 from __future__ import annotations
 
+import datetime as dt
 import os
 import tempfile
 from collections.abc import Iterator, Mapping
@@ -181,6 +182,14 @@ class Metrics:
             registry=self.registry,
         )
         self._exception_names: frozenset[str] = frozenset()
+        self.exception_end = Gauge(
+            "dra_webhook_exception_end_timestamp_seconds",
+            "When each policy exception stops applying (midnight UTC after its `until` day), as "
+            "a Unix time, by exception: an ended one is still shown, in the past.",
+            ("exception",),
+            registry=self.registry,
+            multiprocess_mode="livemax",
+        )
         self.translations = Counter(
             "dra_webhook_translations_total",
             "Legacy requests translated into DRA claims in admitted objects, by the rule that "
@@ -264,9 +273,13 @@ class Metrics:
                 self._denial_children[key] = child
         child.inc()
 
-    def know_exceptions(self, names: frozenset[str]) -> None:
-        """The policy's exception names: the closed set of the `exception` label."""
-        self._exception_names = names
+    def know_exceptions(self, ends: Mapping[str, dt.datetime]) -> None:
+        """The policy's exceptions by name, with the instant each stops applying: the closed
+        set of the `exception` label, and dra_webhook_exception_end_timestamp_seconds."""
+        self._exception_names = frozenset(ends)
+        self.exception_end.clear()
+        for name, end in ends.items():
+            self.exception_end.labels(name).set(end.timestamp())
 
     def know_sharing_rules(self, names: frozenset[str]) -> None:
         """The policy's sharing rules: with the fixed rules, the closed set of `rule`."""

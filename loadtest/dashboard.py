@@ -22,7 +22,7 @@ Nothing in the picture is drawn by hand; every line is one of the dashboard's ow
    with $job and $namespace set to the scrape's labels, $__rate_interval to 10s and $__range to
    the run, and matplotlib draws them in the dashboard's grid (gridPos) on Grafana's dark
    colours. It is not Grafana's renderer: panel types are drawn as time series, stats (last
-   value over a sparkline) and bar gauges (last values).
+   value over a sparkline), bar gauges (last values) and tables (one row per series).
 
 Every process started here binds 127.0.0.1 and is stopped by its process id.
 """
@@ -623,6 +623,40 @@ def _draw_bars(axis: Any, panel: Obj, series: list[Series]) -> None:
     axis.set_axis_off()
 
 
+def _draw_table(axis: Any, panel: Obj, series: list[Series]) -> None:
+    """A table of one instant query: a row per series (its legend, its value), soonest first,
+    the value's cell coloured by the panel's thresholds."""
+    rows = sorted(((s.name, s.values[-1]) for s in series if s.values), key=lambda r: r[1])
+    if not rows:
+        return
+    unit = _unit(panel)
+    steps = panel["fieldConfig"]["defaults"]["thresholds"]["steps"]
+    colour = {"green": "#73bf69", "orange": "#ff9830", "red": "#f2495c"}
+    renamed = next(
+        (t["options"].get("renameByName", {}) for t in panel.get("transformations", [])),
+        {},
+    )
+    label = str(panel["targets"][0]["legendFormat"]).strip("{}")
+    heads = (renamed.get(label, label), renamed.get("Value", "Value"))
+    height = 1.0 / (len(rows) + 1)
+    for column, text in zip((0.02, 0.62), heads, strict=True):
+        axis.text(column, 1 - height / 2, text, color=FAINT, fontsize=7.5, va="center")
+    for index, (name, value) in enumerate(rows):
+        top = 1 - height * (index + 1)
+        shown = colour[steps[0]["color"]]
+        for step in steps[1:]:
+            if value >= step["value"]:
+                shown = colour[step["color"]]
+        axis.axhspan(top - height, top, xmin=0.6, xmax=1.0, color=shown, alpha=0.85)
+        axis.axhline(top, color=BORDER, linewidth=0.6)
+        axis.text(0.02, top - height / 2, name, color=TEXT, fontsize=7.5, va="center")
+        axis.text(0.62, top - height / 2, _format(value, unit), color=BACKGROUND, fontsize=7.5,
+                  va="center", fontweight="bold")  # fmt: skip
+    axis.set_xlim(0, 1)
+    axis.set_ylim(0, 1)
+    axis.set_axis_off()
+
+
 def draw(
     dashboard: Obj,
     results: dict[int, list[Series]],
@@ -732,6 +766,8 @@ def draw(
             _draw_stat(axis, panel, series)
         elif kind == "bargauge":
             _draw_bars(axis, panel, series)
+        elif kind == "table":
+            _draw_table(axis, panel, series)
         else:
             _draw_series(axis, panel, series, start, end)
     buffer = io.BytesIO()

@@ -19,6 +19,7 @@ from __future__ import annotations
 import datetime as dt
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
+from types import MappingProxyType
 
 from app.config.exceptions import PolicyException
 from app.k8s.labels import Selector
@@ -174,9 +175,10 @@ class Exceptions:
         return bool(self.items)
 
     @property
-    def names(self) -> frozenset[str]:
-        """The closed set of exception names (the metric's `exception` label)."""
-        return frozenset(item.name for item in self.items)
+    def names(self) -> Mapping[str, dt.datetime]:
+        """The closed set of exception names (the metrics' `exception` label), each with the
+        instant it stops applying (dra_webhook_exception_end_timestamp_seconds)."""
+        return MappingProxyType({item.name: item.ends for item in self.items})
 
     def selecting(
         self, kind: str, spec: PodSpecRef, namespace_labels: Mapping[str, str]

@@ -292,6 +292,7 @@ def test_the_panels_cover_what_operators_watch() -> None:
         "dra_webhook_denials_total",
         "dra_webhook_audit_findings_total",
         "dra_webhook_exceptions_total",
+        "dra_webhook_exception_end_timestamp_seconds",
         "dra_webhook_translations_total",
         "dra_webhook_admission_duration_seconds_bucket",
         "dra_webhook_cluster_stale",
@@ -464,3 +465,20 @@ def test_no_metric_of_the_webhook_has_a_label_the_scrape_adds(
     assert len(ours) > 40  # every family: the live source's, the gauge's, the exceptions'
     clashes = {name: sorted(labels & TARGET_LABELS) for name, labels in ours.items()}
     assert {name: found for name, found in clashes.items() if found} == {}
+
+
+def test_each_policy_exception_s_end_is_exposed_as_a_unix_time(exposition: str) -> None:
+    """The dashboard's "Exceptions ending soon" reads it: one series per exception of the
+    policy, set at start, the first instant it no longer applies (midnight UTC after `until`)."""
+    policy = parse_policy(dashboard_policy(dt.datetime.now(dt.UTC).date()), "dashboard")
+    ends = {
+        sample.labels["exception"]: sample.value
+        for family in text_string_to_metric_families(exposition)
+        for sample in family.samples
+        if sample.name == "dra_webhook_exception_end_timestamp_seconds"
+    }
+    assert ends == {
+        e.name: dt.datetime.combine(e.until + dt.timedelta(days=1), dt.time(), dt.UTC).timestamp()
+        for e in policy.exceptions
+    }
+    assert len(ends) == 2
