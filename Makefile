@@ -11,7 +11,7 @@ STAMP := $(VENV)/.installed-$(shell cat pyproject.toml requirements-dev.txt | ck
 # One resolution for every platform, for the oldest Python the project supports.
 COMPILE := $(BIN)/uv pip compile pyproject.toml --universal --python-version 3.11 --generate-hashes --quiet
 
-.PHONY: run test lint bench bench-scale bench-scale-inprocess loadtest overload e2e e2e-bench lock image clean dashboard-picture
+.PHONY: run test lint bench bench-scale bench-scale-inprocess loadtest overload soak-memory e2e e2e-bench lock image clean dashboard-picture
 
 $(STAMP): pyproject.toml requirements-dev.txt
 	$(PYTHON) -m venv $(VENV)
@@ -105,6 +105,11 @@ image:
 # Writes loadtest/results/overload-<time>/overload.json; exits 1 if a property fails.
 overload: $(STAMP)
 	$(BIN)/python loadtest/overload.py
+
+# Distinct large selectors through the HTTPS port (loopback, one worker, at most 30 min): RSS
+# must plateau below baseline + the cache budget. Writes loadtest/results/soak-memory-<time>/.
+soak-memory: $(STAMP)
+	$(BIN)/python loadtest/soak_memory.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .benchmarks

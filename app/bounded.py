@@ -4,10 +4,20 @@ by bytes; counted in /metrics.
 Every cache here holds something that user input or the cluster's size can multiply (expressions,
 request shapes, quantities, namespaces, device-match results), so each is bounded, and evicts the
 least recently used entry rather than clearing itself when full (a full memo that clears drops
-the hot entries with the cold). A cache whose values grow with the cluster (the device-match memo
-holds a tuple of devices per selector set: 64k devices make one entry half a megabyte) also takes
-a byte budget and a function sizing each value; `DRA_WEBHOOK_CACHE_MAX_BYTES` sets that budget
-(`app/config/settings.py`).
+the hot entries with the cold).
+
+**One budget for the process.** Every entry is also counted in bytes (its key and its value: a
+cache whose values are objects passes a function sizing them, the rest are sized by
+:func:`approx_bytes`), and the bytes of all caches together stay within one budget,
+`DRA_WEBHOOK_CACHE_MAX_BYTES` (`app/config/settings.py`, set by :func:`set_budget`). The rule that
+splits it: each cache name has a fixed share (:data:`SHARES`: the six caches whose entries grow
+with expressions or with the cluster get most of it, the others split what is left equally),
+and every cache of that name (one per pipeline, or per namespace's quota) charges one ledger
+for that share. A cache whose put takes its name's ledger over the share evicts its own least
+recently used entries until it fits; an entry larger than the whole share is returned but not
+kept. So the sum of the caches' bytes never passes the budget, whatever reviews arrive; the
+cluster view's own data (slices, claims) is not a cache and is sized by the cluster
+(charts/dra-webhook/README.md, "Memory").
 
 Each cache is named from a closed set (`CacheName`), which is the `cache` label of the
 `dra_webhook_cache_*` families in /metrics: hits, misses and evictions as counters, entries and
@@ -38,9 +48,9 @@ P = ParamSpec("P")
 R = TypeVar("R")
 
 DEFAULT_MAX_BYTES: Final = 128 * 1024 * 1024
-"""The byte budget of a cache whose values grow with the cluster, unless the setting says
-otherwise: 128 MiB keeps a 64k-device cluster's process under 600 MiB RSS with the view itself
-(~1.4 KB per device) and the interpreter."""
+"""The byte budget of all caches together, unless the setting says otherwise: 128 MiB keeps a
+64k-device cluster's process under 768 MiB RSS with the view itself (~1.4 KB per device) and the
+interpreter (charts/dra-webhook/README.md, "Memory")."""
 
 
 class CacheName(StrEnum):
@@ -96,6 +106,68 @@ class CacheName(StrEnum):
     """Namespaces read from the API server lately (the live view's rate limit)."""
 
 
+_LARGE_SHARES: Final = {
+    CacheName.CEL_COMPILE: 0.30,
+    CacheName.CEL_DEVICE_MATCH: 0.20,
+    CacheName.SATISFIABILITY_VERDICTS: 0.12,
+    CacheName.CEL_DEVICE_GROUPS: 0.10,
+    CacheName.CEL_DEVICE_PATHS: 0.08,
+    CacheName.NEAREST_MISS_OFFERS: 0.05,
+}
+"""The caches whose entries grow with the expressions they are keyed by or with the cluster."""
+
+SHARES: Final[dict[CacheName, float]] = {
+    name: _LARGE_SHARES.get(
+        name, (1 - sum(_LARGE_SHARES.values())) / (len(CacheName) - len(_LARGE_SHARES))
+    )
+    for name in CacheName
+}
+"""Each cache name's share of the process budget; they sum to 1."""
+
+
+class Ledger:
+    """The bytes every cache of one name holds, against that name's share of the budget."""
+
+    __slots__ = ("limit", "used")
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.used = 0
+
+
+_LEDGERS: Final[dict[CacheName, Ledger]] = {
+    name: Ledger(int(share * DEFAULT_MAX_BYTES)) for name, share in SHARES.items()
+}
+"""One per name; process-wide like the budget they split (`set_budget`)."""
+
+
+def set_budget(total: int) -> None:
+    """Split `total` bytes between the cache names by :data:`SHARES` (at startup, before the
+    caches fill; caches already over a smaller share shrink on their next put)."""
+    for name, share in SHARES.items():
+        _LEDGERS[name].limit = int(share * total)
+
+
+def budget() -> dict[CacheName, int]:
+    """Each cache name's share of the budget, in bytes."""
+    return {name: ledger.limit for name, ledger in _LEDGERS.items()}
+
+
+_SMALL: Final = 64
+"""What an object :func:`approx_bytes` does not look into is counted as (a small instance)."""
+
+
+def approx_bytes(value: object) -> int:
+    """About the bytes ``value`` holds: strings by their length, tuples and frozensets by their
+    items (what cache keys are made of), numbers and other objects as small. Cheap: it runs
+    when an entry is stored, not when it is read."""
+    if isinstance(value, str | bytes):
+        return 49 + len(value)
+    if isinstance(value, tuple | frozenset | list):
+        return 56 + 8 * len(value) + sum(approx_bytes(item) for item in value)
+    return _SMALL
+
+
 @dataclass(frozen=True, slots=True)
 class CacheStats:
     """One cache's counters at one moment."""
@@ -136,11 +208,13 @@ def cache_stats() -> dict[CacheName, CacheStats]:
 
 
 class BoundedCache(Generic[K, V]):
-    """An LRU map bounded by entries and, optionally, by the summed size of its values."""
+    """An LRU map bounded by entries, by its name's share of the process budget (keys and
+    values counted) and, optionally, by a byte bound of its own (`max_bytes`)."""
 
     __slots__ = (
         "__weakref__",
         "_data",
+        "_ledger",
         "_sizes",
         "bytes",
         "evictions",
@@ -162,16 +236,18 @@ class BoundedCache(Generic[K, V]):
     ) -> None:
         self.name = name
         self.hits = self.misses = self.evictions = 0
+        self.bytes = 0
+        self._ledger = _LEDGERS[name]
         if max_entries < 1:
             raise ValueError("max_entries must be at least 1")
-        if (max_bytes is None) != (size is None):
-            raise ValueError("a byte budget needs a size function, and the other way round")
+        if max_bytes is not None and max_bytes < 1:
+            raise ValueError("max_bytes must be at least 1")
         self.max_entries = max_entries
         self.max_bytes = max_bytes
-        self.size = size
+        self.size: Callable[[V], int] = approx_bytes if size is None else size
+        """About the bytes a value holds (its key is sized by :func:`approx_bytes`)."""
         self._data: OrderedDict[K, V] = OrderedDict()
         self._sizes: dict[K, int] = {}
-        self.bytes = 0
         _LIVE.add(cast("BoundedCache[object, object]", self))
 
     def __len__(self) -> int:
@@ -214,25 +290,31 @@ class BoundedCache(Generic[K, V]):
     def put(self, key: K, value: V) -> V:
         """Store `value` (the most recently used), evict what goes over a bound; returns it.
 
-        A value larger than the whole byte budget is returned without being stored."""
+        A value larger than a whole byte bound (its own, or its name's share) is returned
+        without being stored; so is one that does not fit once this cache holds nothing (the
+        share is held by other caches of its name)."""
         data = self._data
         if key in data:
             self._drop(key)
-        if self.size is not None:
-            size = self.size(value)
-            assert self.max_bytes is not None
-            if size > self.max_bytes:
-                self.evictions += 1
-                return value
-            self._sizes[key] = size
-            self.bytes += size
+        size = approx_bytes(key) + self.size(value)
+        ledger = self._ledger
+        if size > ledger.limit or (self.max_bytes is not None and size > self.max_bytes):
+            self.evictions += 1
+            return value
+        self._sizes[key] = size
+        self.bytes += size
+        ledger.used += size
         data[key] = value
-        while len(data) > self.max_entries or (
-            self.max_bytes is not None and self.bytes > self.max_bytes
+        while (
+            len(data) > self.max_entries
+            or ledger.used > ledger.limit
+            or (self.max_bytes is not None and self.bytes > self.max_bytes)
         ):
             oldest = next(iter(data))
             self._drop(oldest)
             self.evictions += 1
+            if oldest == key:
+                break  # other caches of its name hold the share
         return value
 
     def pop(self, key: K) -> V | None:
@@ -247,9 +329,11 @@ class BoundedCache(Generic[K, V]):
         """Forget everything (what it was derived from changed); not counted as evictions."""
         self._data.clear()
         self._sizes.clear()
+        self._ledger.used -= self.bytes
         self.bytes = 0
 
     def __del__(self) -> None:
+        self._ledger.used -= self.bytes
         retired = _RETIRED.setdefault(self.name, [0, 0, 0])
         retired[0] += self.hits
         retired[1] += self.misses
@@ -262,9 +346,9 @@ class BoundedCache(Generic[K, V]):
 
     def _drop(self, key: K) -> None:
         del self._data[key]
-        size = self._sizes.pop(key, None)
-        if size is not None:
-            self.bytes -= size
+        size = self._sizes.pop(key)
+        self.bytes -= size
+        self._ledger.used -= size
 
 
 def memoized(name: CacheName, max_entries: int) -> Callable[[Callable[P, R]], Callable[P, R]]:

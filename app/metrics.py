@@ -40,7 +40,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.multiprocess import MultiProcessCollector, mark_process_dead
 from prometheus_client.registry import Collector
 
-from app.bounded import CacheName, cache_stats
+from app.bounded import CacheName, budget, cache_stats
 from app.cel.cache import CompileCache
 from app.cel.index import DeviceIndex
 from app.cluster.stats import SourceStats
@@ -441,7 +441,7 @@ class _CacheCollector(Collector):
             (
                 GaugeMetricFamily,
                 "bytes",
-                "Bytes held, for caches with a byte budget (DRA_WEBHOOK_CACHE_MAX_BYTES).",
+                "Bytes held (keys and values), within the cache's share of the budget.",
                 "bytes",
             ),
         )
@@ -451,6 +451,15 @@ class _CacheCollector(Collector):
                 found = stats.get(name)
                 family.add_metric((name.value,), getattr(found, field) if found else 0)
             yield family
+        shares = GaugeMetricFamily(
+            "dra_webhook_cache_budget_bytes",
+            "Each cache's share of the process's one cache budget (DRA_WEBHOOK_CACHE_MAX_BYTES); "
+            "the shares sum to it.",
+            labels=("cache",),
+        )
+        for name, limit in budget().items():
+            shares.add_metric((name.value,), limit)
+        yield shares
 
 
 WATCH_EVENTS = frozenset({"ADDED", "MODIFIED", "DELETED", "BOOKMARK", "ERROR"})

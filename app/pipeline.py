@@ -22,7 +22,6 @@ from typing import Any
 
 from app import workloads
 from app.allocation import Allocations
-from app.bounded import DEFAULT_MAX_BYTES
 from app.cluster.templates import ManagedTemplates
 from app.cluster.usage import ClaimUsage, SliceNodes, TemplateCounts
 from app.cluster.view import ClusterView, DerivedIndex, Kind
@@ -247,14 +246,13 @@ class Pipeline:
         own_namespace: str,
         registrations: Iterable[Registration] = REGISTRATIONS,
         *,
-        cache_max_bytes: int = DEFAULT_MAX_BYTES,
         clock: Clock = system_clock,
     ) -> None:
         """`clock`: what policy exceptions are judged by (tests inject one)."""
         self.policy = policy
         self.view = view
         registrations = (*registrations, *rule_registrations(policy))
-        self.parts = Parts(policy, cache_max_bytes=cache_max_bytes, clock=clock)
+        self.parts = Parts(policy, clock=clock)
         for reg in registrations:
             for builder in reg.builds:
                 self.parts.build(builder)  # raises PolicyError naming what does not compile

@@ -105,7 +105,11 @@ def _rss_bytes(pid: int) -> int:
     return 0
 
 
-def _start(opts: Options, port: int, health: int) -> subprocess.Popen[bytes]:
+def _start(
+    opts: Options, port: int, health: int, extra: tuple[str, ...] | list[str] = ()
+) -> subprocess.Popen[bytes]:
+    """`dra-webhook serve` on 127.0.0.1 (one worker, fresh certificates, `extra` arguments),
+    once its /readyz answers."""
     certs = opts.out / "certs"
     mint(certs)
     env = {
@@ -116,7 +120,7 @@ def _start(opts: Options, port: int, health: int) -> subprocess.Popen[bytes]:
     }
     env.pop("PROMETHEUS_MULTIPROC_DIR", None)
     command = [sys.executable, "-m", "app", "serve", "--host", HOST, "--port", str(port)]
-    command += ["--cert-dir", str(certs), "--workers", "1"]
+    command += ["--cert-dir", str(certs), "--workers", "1", *extra]
     with (opts.out / "server.log").open("wb") as log:
         process = subprocess.Popen(command, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, env=env)
     deadline = time.monotonic() + 30

@@ -40,7 +40,7 @@ from app.allocation.inventory import Inventory
 from app.allocation.search import ClaimPlan, Exhausted, RequestPlan, Want, scan
 from app.allocation.shortfall import Offers
 from app.allocation.state import Allocations
-from app.bounded import DEFAULT_MAX_BYTES, BoundedCache, CacheName
+from app.bounded import BoundedCache, CacheName
 from app.cel.cost import Budget
 from app.cel.errors import CelCompileError
 from app.cel.index import DeviceIndex, Match, class_selectors
@@ -98,7 +98,7 @@ class Model:
         self,
         index: DeviceIndex,
         memo_size: int = MEMO_SIZE,
-        max_bytes: int = DEFAULT_MAX_BYTES,
+        max_bytes: int | None = None,
         *,
         exhaustive: bool = False,
     ) -> None:
@@ -193,6 +193,8 @@ class Model:
         self._memo.misses += 1
         kept = self._check(claims, classes, allocations, budget, engine_gap)
         kept.generation = generation
+        if budget is not None and not budget.memoize:
+            return kept.verdict  # a review over the memo bound (app.cel.cost)
         return self._memo.put(key, kept).verdict
 
     def _still(self, kept: _Kept, generation: int, budget: Budget | None) -> bool:

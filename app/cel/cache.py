@@ -12,10 +12,10 @@ from __future__ import annotations
 
 import threading
 from dataclasses import dataclass
-from typing import Final
+from typing import Final, cast
 
-from app.bounded import DEFAULT_MAX_BYTES, BoundedCache, CacheName
-from app.cel.cost import MAX_SELECTOR_COST, MAX_SELECTOR_LENGTH, estimate
+from app.bounded import BoundedCache, CacheName
+from app.cel.cost import MAX_SELECTOR_COST, MAX_SELECTOR_LENGTH, Budget, estimate
 from app.cel.engine import Engine, Environment, Program
 from app.cel.errors import CelCompileError
 
@@ -55,9 +55,7 @@ class _Entry:
 class CompileCache:
     """Thread-safe bounded LRU of compiled programs (and compile errors)."""
 
-    def __init__(
-        self, max_size: int = DEFAULT_MAX_SIZE, max_bytes: int = DEFAULT_MAX_BYTES
-    ) -> None:
+    def __init__(self, max_size: int = DEFAULT_MAX_SIZE, max_bytes: int | None = None) -> None:
         if max_size < 1:
             raise ValueError("max_size must be at least 1")
         self._max_size = max_size
@@ -93,19 +91,37 @@ class CompileCache:
         """Whether a lookup would be a hit (no compile)."""
         return (engine.name, environment.name, expression) in self._entries
 
-    def get(self, engine: Engine, expression: str, environment: Environment) -> Program:
+    def get(
+        self,
+        engine: Engine,
+        expression: str,
+        environment: Environment,
+        budget: Budget | None = None,
+    ) -> Program:
         """The compiled program; raises the (cached) :class:`CelCompileError`.
 
         A device selector is held to Kubernetes' limits (10 KiB, estimated cost 1,000,000) and
         carries its estimated cost (`program.cost`), computed once here with the compile.
+        For a review that may not memoize (``budget.memoize`` false: over
+        :data:`app.cel.cost.MEMO_TEXT_PER_REVIEW`) a miss is kept in the review's own
+        ``budget.scratch``, not here.
         """
         # Environment names are unique; hashing the name is cheaper than the dataclass.
         key = (engine.name, environment.name, expression)
+        keep = budget is None or budget.memoize
         with self._lock:
             entry = self._entries.get(key)
+            if entry is None and not keep:
+                assert budget is not None
+                entry = cast("_Entry | None", budget.scratch.get(key))
             owner = entry is None
             if entry is None:
-                entry = self._entries.put(key, _Entry(_program_bytes(engine.name, expression)))
+                entry = _Entry(_program_bytes(engine.name, expression))
+                if keep:
+                    self._entries.put(key, entry)
+                else:
+                    assert budget is not None
+                    budget.scratch[key] = entry
         if owner:
             self._compile(entry, engine, expression, environment)
         elif not entry.done.is_set():

@@ -17,6 +17,7 @@ x 32 selectors) cannot hold the event loop for seconds.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Final
 
 from app.cel import syntax
@@ -47,14 +48,31 @@ class BudgetExceededError(CelError):
     """The review spent its CEL budget."""
 
 
-class Budget:
-    """Units a review may spend on CEL; `charge` raises :class:`BudgetExceededError` past it."""
+MEMO_TEXT_PER_REVIEW: Final = 64 * 1024
+"""Selector text (distinct expressions, in characters) past which a review's CEL work is done but
+not memoized: compiled programs, device matches and verdicts of a review that large are not
+kept, so one review cannot flood the caches (its work is still capped by its Budget). Claims
+people write stay far below it: 32 requests of 32 selectors of 64 characters reach it."""
 
-    __slots__ = ("limit", "spent")
+
+class Budget:
+    """Units a review may spend on CEL; `charge` raises :class:`BudgetExceededError` past it.
+
+    ``memoize``: whether what the review's CEL work makes may be kept in the caches
+    (:meth:`memoize_unless_over`); when not, ``scratch`` holds the review's own compiled
+    programs (by expression), so each compiles once for the review and goes with it."""
+
+    __slots__ = ("limit", "memoize", "scratch", "spent")
 
     def __init__(self, limit: int) -> None:
         self.limit = limit
         self.spent = 0
+        self.memoize = True
+        self.scratch: dict[object, object] = {}
+
+    def memoize_unless_over(self, expressions: Iterable[str]) -> None:
+        """Stop memoizing when the distinct ``expressions`` pass :data:`MEMO_TEXT_PER_REVIEW`."""
+        self.memoize = sum(map(len, set(expressions))) <= MEMO_TEXT_PER_REVIEW
 
     def charge(self, units: int) -> None:
         self.spent += units

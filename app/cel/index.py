@@ -44,7 +44,7 @@ from itertools import count
 from types import MappingProxyType
 from typing import Any, Final
 
-from app.bounded import DEFAULT_MAX_BYTES, BoundedCache, CacheName
+from app.bounded import BoundedCache, CacheName
 from app.cel.cache import CompileCache
 from app.cel.cost import Budget
 from app.cel.device import Device, devices_of_slice
@@ -105,7 +105,7 @@ class DeviceIndex:
         self,
         engine: Engine,
         cache: CompileCache | None = None,
-        max_bytes: int = DEFAULT_MAX_BYTES,
+        max_bytes: int | None = None,
     ) -> None:
         self.engine = engine
         self.cache = cache if cache is not None else CompileCache()
@@ -321,7 +321,8 @@ class DeviceIndex:
             if match is None or shape.generation != snapshot.generation:
                 match = self._combine(shape, key, snapshot)
                 shape.match, shape.generation = match, snapshot.generation
-                self._memo.put(key, shape)
+                if _keeps(budget, key):
+                    self._memo.put(key, shape)
         return match
 
     def erring_in(
@@ -362,7 +363,8 @@ class DeviceIndex:
         if shape is not None and shape.generation == snapshot.generation:
             return shape
         base = self._shape((*key[:2], ()), snapshot, budget, touch=touch) if key[2] else None
-        plan = self._plan(key[2] if base is not None else key[1])
+        keep = _keeps(budget, key)
+        plan = self._plan(key[2] if base is not None else key[1], budget, keep)
         paths = plan.paths
         if base is not None and paths is not None and base.grouping.paths is not None:
             paths = tuple(sorted({*paths, *base.grouping.paths}))
@@ -390,9 +392,10 @@ class DeviceIndex:
                     base=base,
                     budget=budget,
                     seen=seen,
+                    keep=keep,
                 )
                 outcomes[group] = alike.setdefault(outcome, outcome)
-        if fresh and touch:
+        if fresh and touch and keep:
             self._memo.put(key, shape)
         return shape
 
@@ -405,6 +408,7 @@ class DeviceIndex:
         base: Shape | None,
         budget: Budget | None,
         seen: dict[Any, Any],
+        keep: bool = True,
     ) -> Outcome:
         """The shape's outcome on one slice (for every slice of its group)."""
         if base is None:
@@ -419,14 +423,23 @@ class DeviceIndex:
             if below is None:
                 raise LookupError(f"slice {indexed.name} has no class outcome")
             positions, considered, source = below.matched, below.considered, ""
-        if plan.programs and positions:
+        expressions = key[1] if base is None else key[2]
+        if expressions and positions:
             columns = (
                 None
                 if plan.paths is None
                 else [self._columns.values[self._column(indexed, p)] for p in plan.paths]
             )
+            programs = self.programs(expressions, budget if not keep else None)
             matched, erring = evaluate(
-                indexed, positions, plan, columns, engine=self.engine, budget=budget, seen=seen
+                indexed,
+                positions,
+                plan,
+                programs,
+                columns,
+                engine=self.engine,
+                budget=budget,
+                seen=seen,
             )
         else:
             matched, erring = list(positions), []
@@ -484,31 +497,43 @@ class DeviceIndex:
             devices=lambda: _devices(grouping, outcomes, snapshot),
         )
 
-    def programs(self, expressions: Sequence[str]) -> list[Program]:
+    def programs(self, expressions: Sequence[str], budget: Budget | None = None) -> list[Program]:
         """Compile (through the cache) every expression; raises ``CelCompileError``."""
-        return [self.cache.get(self.engine, e, SELECTOR) for e in expressions]
+        cache, engine = self.cache, self.engine
+        return [cache.get(engine, e, SELECTOR, budget) for e in expressions]
 
-    def _plan(self, expressions: tuple[str, ...]) -> Plan:
+    def _plan(
+        self, expressions: tuple[str, ...], budget: Budget | None = None, keep: bool = True
+    ) -> Plan:
+        """What evaluating ``expressions`` reads and costs. A plan holds no programs (the
+        compile cache does, within its share of the budget: a plan must not keep alive what
+        the cache has let go)."""
         found = self._plans.get(expressions)
         if found is None:
-            programs = tuple(self.programs(expressions))
-            views = [self._view(e) for e in expressions]
+            cost = sum(p.cost for p in self.programs(expressions, budget if not keep else None))
+            views = [self._view(e, keep) for e in expressions]
             paths = (
                 None
                 if None in views
                 else tuple(sorted({p for v in views if v is not None for p in v}))
             )
-            found = Plan(
-                programs, paths, sum(p.cost for p in programs), _comparisons(expressions, paths)
-            )
-            self._plans.put(expressions, found)
+            found = Plan(paths, cost, _comparisons(expressions, paths))
+            if keep:
+                self._plans.put(expressions, found)
         return found
 
-    def _view(self, expression: str) -> PathSet | None:
+    def _view(self, expression: str, keep: bool = True) -> PathSet | None:
         found = self._views.get(expression, MISSING)
         if found is not MISSING:
             return found  # type: ignore[return-value]
-        return self._views.put(expression, view_of(expression))
+        view = view_of(expression)
+        return self._views.put(expression, view) if keep else view
+
+
+def _keeps(budget: Budget | None, key: ShapeKey) -> bool:
+    """Whether a shape's work may be memoized: a class's own shape always (DeviceClasses are
+    the cluster's, bounded by it), a request's unless its review is over the memo bound."""
+    return budget is None or budget.memoize or not key[2]
 
 
 def _comparisons(

@@ -38,9 +38,8 @@ __all__ = [
 
 @dataclass(frozen=True, slots=True, eq=False)
 class Plan:
-    """An expression set compiled, with the device paths it reads."""
+    """What evaluating an expression set reads (device paths) and costs per device."""
 
-    programs: tuple[Program, ...]
     paths: PathSet | None
     """None: an expression may read any part of a device (evaluated per device)."""
     cost: int
@@ -161,13 +160,15 @@ def evaluate(
     indexed: IndexedSlice,
     positions: Sequence[int],
     plan: Plan,
+    programs: Sequence[Program],
     columns: Sequence[tuple[Any, ...]] | None,
     *,
     engine: Engine,
     budget: Budget | None,
     seen: dict[Any, Any],
 ) -> tuple[list[int], list[tuple[int, tuple[int, str]]]]:
-    """The positions every program accepts, and those a program errs on with the error.
+    """The positions every program (``plan``'s, compiled) accepts, and those a program errs on
+    with the error.
     ``columns`` (the slice's columns on ``plan.paths``) give each device its view: a view
     seen before (``seen``) takes its outcome without an evaluation, and a new one is evaluated
     on the device reduced to those paths (a small activation, made for the evaluation and not
@@ -204,7 +205,7 @@ def evaluate(
                 if paths is None
                 else engine.device_activation(reduced(entry.device, paths))
             )
-            outcome = run(plan.programs, activation)
+            outcome = run(programs, activation)
             if view is not None:
                 seen[view] = outcome
         if outcome is True:

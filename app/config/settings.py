@@ -112,10 +112,11 @@ class Settings(BaseSettings):
     namespace_not_found_entries: int = Field(default=4096, ge=1)
     """How many such answers are remembered (least recently asked forgotten first)."""
     cache_max_bytes: int = Field(default=DEFAULT_MAX_BYTES, ge=1024 * 1024)
-    """Byte budget of each cache whose values grow with the cluster (today the CEL
-    device-match memo: a tuple of devices per class + selector set and slice generation), least
-    recently used evicted first. 128 MiB by default keeps a 64k-device cluster under 600 MiB
-    RSS with the view; every cache's entries and bytes are in /metrics (dra_webhook_cache_*)."""
+    """The one byte budget of everything reviews can make the process keep: all caches
+    together (compiled programs, match memos, verdicts, groupings, offers, ...), split between
+    them by fixed shares (app.bounded.SHARES), least recently used evicted first. The cluster
+    view's own data is apart, sized by the cluster (charts/dra-webhook/README.md, "Memory").
+    Each cache's share, entries and bytes are in /metrics (dra_webhook_cache_*)."""
     migration_gauge_interval_seconds: float = Field(default=0.0, ge=0)
     """With a live view: every this many seconds, read the PolicyReports `dra-webhook report
     --policy-reports` writes into `dra_webhook_legacy_workloads` (app.cluster.progress); 0: off."""

@@ -1,7 +1,8 @@
 """The CEL engine, compile cache and device index the CEL policies share, built once.
 
 Built once per pipeline at load (`cel_runtime`, the builder the CEL checks' registrations
-declare); the cache and the device index count their hits, misses and evictions for /metrics.
+declare); the cache and the device index count their hits, misses and evictions for /metrics, and
+hold their bytes within their shares of the process budget (app.bounded).
 """
 
 from __future__ import annotations
@@ -9,7 +10,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from app.allocation import Model
-from app.bounded import DEFAULT_MAX_BYTES
 from app.cel.cache import CompileCache
 from app.cel.engine import SELECTOR, Engine
 from app.cel.factory import get_engine
@@ -27,17 +27,15 @@ class CelRuntime:
     """The allocation model over ``index`` (its verdict memo lives as long as the runtime)."""
 
     @classmethod
-    def build(cls, policy: Policy, cache_max_bytes: int = DEFAULT_MAX_BYTES) -> CelRuntime:
+    def build(cls, policy: Policy) -> CelRuntime:
         engine = get_engine(policy.cel.backend)
         # Build the backend's selector environment now (~0.1 s), not on the first claim.
         engine.compile("true", SELECTOR)
-        cache = CompileCache(policy.cel.cache_size, max_bytes=cache_max_bytes)
-        index = DeviceIndex(engine, cache, cache_max_bytes)
-        return cls(
-            engine=engine, cache=cache, index=index, model=Model(index, max_bytes=cache_max_bytes)
-        )
+        cache = CompileCache(policy.cel.cache_size)
+        index = DeviceIndex(engine, cache)
+        return cls(engine=engine, cache=cache, index=index, model=Model(index))
 
 
 def cel_runtime(parts: Parts) -> CelRuntime:
     """Builder: the one CEL runtime of a pipeline (selectors, admin rules, default selectors)."""
-    return CelRuntime.build(parts.policy, parts.cache_max_bytes)
+    return CelRuntime.build(parts.policy)

@@ -23,7 +23,6 @@ import datetime as dt
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from app.bounded import DEFAULT_MAX_BYTES
 from app.config import Policy
 
 T = TypeVar("T")
@@ -39,19 +38,16 @@ class Parts(dict[Builder[Any], Any]):
     per review), raising LookupError, naming the builder, when no registration declared it.
     """
 
-    __slots__ = ("_building", "_sealed", "cache_max_bytes", "clock", "policy")
+    __slots__ = ("_building", "_sealed", "clock", "policy")
 
     def __init__(
         self,
         policy: Policy,
         *,
-        cache_max_bytes: int = DEFAULT_MAX_BYTES,
         clock: Callable[[], dt.datetime] = lambda: dt.datetime.now(dt.UTC),
     ) -> None:
         super().__init__()
         self.policy = policy
-        self.cache_max_bytes = cache_max_bytes
-        """The byte budget of a cache a part holds whose values grow with the cluster."""
         self.clock = clock
         """What parts judged by the date read the time from (policy exceptions); tests pass one."""
         self._building: list[Builder[Any]] = []

@@ -72,7 +72,9 @@ def _check(request: Request, ctx: Context, budget: Budget) -> Result:
         return ALLOW
     runtime: CelRuntime = ctx.parts[cel_runtime]
     if request.kind == "DeviceClass":
-        violations, not_checked = compile_check(runtime, device_class_selectors(obj), budget)
+        selectors = device_class_selectors(obj)
+        budget.memoize_unless_over(e for _, e in selectors)
+        violations, not_checked = compile_check(runtime, selectors, budget)
         if violations:
             return Result(
                 violations=violations,
@@ -84,6 +86,7 @@ def _check(request: Request, ctx: Context, budget: Budget) -> Result:
     requests = _device_requests(request, obj)
     parsed = request.claim_spec()
     expressions = [s for r in requests for a in r.alternatives for s in a.selectors]
+    budget.memoize_unless_over(e for _, e in expressions)
     violations, not_checked = compile_check(runtime, expressions, budget)
     if violations:
         return Result(
@@ -158,6 +161,8 @@ def pod_verdict(ctx: Context, claims_in: Sequence[ClaimInput], subject: str) -> 
     if action == "off" or Kind.RESOURCE_SLICE not in ctx.view.synced_kinds():
         return ALLOW
     budget = Budget(ctx.policy.cel.review_budget)
+    alternatives = (a for c in claims_in for r in c.spec.requests for a in r.alternatives)
+    budget.memoize_unless_over(e for a in alternatives for _, e in a.selectors)
     try:
         verdict = ctx.parts[cel_runtime].model.check(
             claims_in,
@@ -225,7 +230,7 @@ def compile_check(
             cached = runtime.cache.is_cached(runtime.engine, expression, SELECTOR)
             budget.charge(1 if cached else COMPILE_CHARGE)
         try:
-            runtime.cache.get(runtime.engine, expression, SELECTOR)
+            runtime.cache.get(runtime.engine, expression, SELECTOR, budget)
         except CelCompileError as error:
             gap = engine_gap(error)
             if gap is not None:

@@ -19,6 +19,7 @@ from fastapi import FastAPI
 from fastapi.responses import Response
 from starlette.requests import ClientDisconnect
 
+from app import bounded
 from app.bounded import BoundedCache, CacheName
 from app.certs import TLS_CERT
 from app.cluster.factory import build_source
@@ -393,9 +394,8 @@ def create_app(
     if metrics is None:
         workers_share = settings.metrics_dir if settings.workers > 1 else None
         metrics = Metrics(multiprocess_dir=workers_share)
-    pipeline = Pipeline(
-        policy, source.view, settings.namespace, cache_max_bytes=settings.cache_max_bytes
-    )
+    bounded.set_budget(settings.cache_max_bytes)
+    pipeline = Pipeline(policy, source.view, settings.namespace)
     # which policy runs is the first thing to check when the webhook and the chart's admission
     # policy disagree (a server outside the cluster runs the embedded default without --config)
     logger.info("policy in force", extra={"source": origin.source, "sha256": origin.digest})

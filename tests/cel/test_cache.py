@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from app.bounded import approx_bytes
 from app.cel.cache import PROGRAM_BYTES, CompileCache
 from app.cel.device import Device
 from app.cel.engine import ADMISSION, SELECTOR, Engine, Environment, Program
@@ -107,7 +108,9 @@ def test_cache_refuses_a_zero_bound() -> None:
 def test_programs_are_also_bounded_by_the_bytes_they_hold() -> None:
     engine = get_engine("cel-python")  # ~0.5 KB per character of a compiled expression
     long = " || ".join(f'device.attributes["example.com"].v == "{i}"' for i in range(20))
-    one = PROGRAM_BYTES["cel-python"][0] + PROGRAM_BYTES["cel-python"][1] * len(f"{long} || 0 == 0")
+    expression = f"{long} || 0 == 0"
+    program = PROGRAM_BYTES["cel-python"][0] + PROGRAM_BYTES["cel-python"][1] * len(expression)
+    one = program + approx_bytes(("cel-python", SELECTOR.name, expression))  # (its key counts)
     cache = CompileCache(max_size=100, max_bytes=3 * one)
     for i in range(6):
         cache.get(engine, f"{long} || {i} == 0", SELECTOR)

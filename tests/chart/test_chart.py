@@ -966,7 +966,7 @@ def test_claims_and_device_classes_are_always_sent() -> None:
     [
         ([], "128Mi", "768Mi"),
         (["workers=2"], "256Mi", "1536Mi"),
-        (["workers=3", "memoryPerWorker.limitMi=300"], "384Mi", "900Mi"),
+        (["workers=3", "memoryPerWorker.limitMi=400"], "384Mi", "1200Mi"),
         (["workers=2", "resources.limits.memory=1Gi"], "256Mi", "1Gi"),
         (["workers=2", "resources.requests.memory=200Mi"], "200Mi", "1536Mi"),
     ],
@@ -981,6 +981,44 @@ def test_the_memory_request_and_limit_follow_the_worker_count(
     (container,) = _one(tuple(docs), "Deployment")["spec"]["template"]["spec"]["containers"]
     assert container["resources"]["requests"] == {"cpu": "100m", "memory": requests}
     assert container["resources"]["limits"] == {"memory": limits}
+
+
+def test_the_cache_budget_goes_to_the_server_and_a_limit_that_cannot_hold_it_is_refused() -> None:
+    result = _run_helm(
+        "template",
+        RELEASE,
+        str(CHART),
+        "-n",
+        NAMESPACE,
+        "--set",
+        "memoryPerWorker.cacheBudgetMi=96",
+    )
+    assert result.returncode == 0, result.stderr
+    docs = [d for d in yaml.safe_load_all(result.stdout) if d]
+    (container,) = _one(tuple(docs), "Deployment")["spec"]["template"]["spec"]["containers"]
+    env = {e["name"]: e.get("value") for e in container["env"]}
+    assert env["DRA_WEBHOOK_CACHE_MAX_BYTES"] == str(96 * 1024 * 1024)
+    # 512 (the 8,000-slice row's baseline) + 128 + 64 + 64 = 768: the default limit holds it
+    assert (
+        _run_helm(
+            "template", RELEASE, str(CHART), "--set", "memoryPerWorker.requestMi=512"
+        ).returncode
+        == 0
+    )
+    refused = _run_helm(
+        "template",
+        RELEASE,
+        str(CHART),
+        "--set",
+        "memoryPerWorker.requestMi=512",
+        "--set",
+        "memoryPerWorker.cacheBudgetMi=256",
+    )
+    assert refused.returncode != 0
+    assert (
+        "memoryPerWorker.limitMi (768) cannot hold requestMi (512) + cacheBudgetMi (256) + "
+        "limits.maxBufferedBytes (64 MiB) + 64 MiB of headroom = 896 MiB" in refused.stderr
+    )
 
 
 # -- the ValidatingAdmissionPolicy: its CEL with the project's engine, against the webhook ----

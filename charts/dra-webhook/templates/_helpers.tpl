@@ -317,3 +317,11 @@ clock, so the objects an exception selects are left to the webhook, which judges
 {{- .Values.report.gaugeIntervalSeconds }}
 {{- else }}0{{ end }}
 {{- end }}
+
+{{/*
+MiB one worker needs at least: its baseline (memoryPerWorker.requestMi), the cache budget, the
+request bodies it may buffer and 64 MiB of headroom (chart README, "Memory and workers").
+*/}}
+{{- define "dra-webhook.memoryNeededMi" -}}
+{{- add .Values.memoryPerWorker.requestMi .Values.memoryPerWorker.cacheBudgetMi (div (int64 .Values.limits.maxBufferedBytes) 1048576) 64 -}}
+{{- end }}
