@@ -10,10 +10,12 @@ report").
 PolicyReports are written for every namespace with a pod-bearing object or the mode label, by
 server-side apply: created on the first run, updated in place after (never a duplicate), with no
 read first. A namespace being deleted refuses new objects (kube-apiserver's NamespaceLifecycle
-admission answers 403 "unable to create new content in namespace X because it is being
-terminated"): its report is skipped and named in `Outcome.skipped`, the others are written; the
-report would go with the namespace anyway, and an hourly CronJob must not leave every other
-namespace's report stale because one namespace was being deleted when it ran.
+admission: 403 "unable to create new content in namespace X because it is being terminated",
+and 404 once it is gone): its report is skipped and named in `Outcome.skipped`, the others are
+written. The report would go with the namespace anyway, and an hourly CronJob must not leave
+every other namespace's report stale because one namespace was being deleted when it ran.
+Which it was is asked of the API server after the write failed, not read from the error: that
+403 looks like RBAC's, and the lister reads a 404 there as the CRD missing.
 """
 
 from __future__ import annotations
@@ -30,7 +32,6 @@ from app.cluster.listing import (
     POLICY_REPORTS,
     WORKLOADS,
     Cluster,
-    ForbiddenError,
     ReportError,
     Resource,
     connect,
@@ -43,10 +44,9 @@ from app.report.tally import NO_MODE, Tally
 
 logger = logging.getLogger(__name__)
 
-TERMINATING = "because it is being terminated"
-"""What kube-apiserver says when a namespace being deleted refuses a new object
-(k8s.io/apiserver/pkg/admission/plugin/namespace/lifecycle, "unable to create new content in
-namespace %s because it is being terminated", a 403 like RBAC's, told apart by its text)."""
+NAME_LABEL = "kubernetes.io/metadata.name"
+"""The label the API server sets on every namespace to its name (immutable, Kubernetes 1.22+):
+lists one namespace with the `list` the report already has."""
 
 
 @dataclass(frozen=True)
@@ -109,9 +109,9 @@ async def run(policy: Policy, options: Options, progress_to: TextIO) -> Outcome:
                 report = policy_report(entry, policy.namespace_modes, fix, now)
                 try:
                     await cluster.apply(POLICY_REPORTS, report)
-                except ForbiddenError as exc:
-                    if TERMINATING not in str(exc):
-                        raise  # RBAC: the message says what to grant
+                except ReportError:
+                    if not await _leaving(cluster, entry.report.namespace):
+                        raise  # RBAC (the message says what to grant), no CRD, ...
                     skipped.append(entry.report.namespace)
                 else:
                     written += 1
@@ -121,6 +121,17 @@ async def run(policy: Policy, options: Options, progress_to: TextIO) -> Outcome:
     finally:
         progress.done()
         await cluster.close()
+
+
+async def _leaving(cluster: Cluster, namespace: str) -> bool:
+    """Whether `namespace` is being deleted (deletionTimestamp set) or already gone."""
+    found: list[dict[str, object]] = []
+    async for page in cluster.pages(NAMESPACES, f"{NAME_LABEL}={namespace}"):
+        found.extend(page.items)
+    return not found or any(
+        isinstance(meta := ns.get("metadata"), dict) and bool(meta.get("deletionTimestamp"))
+        for ns in found
+    )
 
 
 async def _all(cluster: Cluster, resource: Resource, progress: Progress) -> list[dict[str, object]]:

@@ -10,8 +10,11 @@ format of kube-apiserver:
 - `PATCH .../namespaces/{ns}/policyreports/{name}` with `application/apply-patch+yaml`: stored
   (created 201, or updated in place 200, keeping its uid).
 - `forbid(verb, plural)`: that request is answered 403 with kube-apiserver's message.
-- `terminate(namespace)`: the namespace is being deleted; creating a report in it is answered
-  403 as kube-apiserver's NamespaceLifecycle admission does (updating one still works).
+- `terminate(namespace)`: the namespace is being deleted (listed with a deletionTimestamp);
+  creating a report in it is answered 403 as kube-apiserver's NamespaceLifecycle admission does
+  (updating one still works). `remove(namespace)`: it is gone (not listed; a write there is
+  404 `namespaces "X" not found`). `without_crd()`: policyreports are not served (404).
+- a namespaces list with `labelSelector=kubernetes.io/metadata.name=X` has that namespace only.
 
 Every request is recorded as (method, path, query) for the RBAC document test.
 """
@@ -48,6 +51,8 @@ class FakeCluster:
         self.requests: list[tuple[str, str, dict[str, str]]] = []
         self.forbidden: set[tuple[str, str]] = set()
         self.terminating: set[str] = set()
+        self.gone: set[str] = set()
+        self.crd = True
         self.groups: dict[str, list[Obj]] = {
             "apps": [], "batch": [], "resource.k8s.io": [], "wgpolicyk8s.io": []
         }  # fmt: skip
@@ -75,6 +80,12 @@ class FakeCluster:
 
     def terminate(self, namespace: str) -> None:
         self.terminating.add(namespace)
+
+    def remove(self, namespace: str) -> None:
+        self.gone.add(namespace)
+
+    def without_crd(self) -> None:
+        self.crd = False
 
     async def start(self) -> None:
         app = web.Application()
@@ -152,7 +163,29 @@ class FakeCluster:
         if path not in self.collections:
             return _status(404, "NotFound", "the server could not find the requested resource")
         count, make = self.collections[path]
+        if path == "/api/v1/namespaces":
+            return self._namespaces(count, make, query)
         return self._page(count, make, query)
+
+    def _namespaces(
+        self, count: int, make: Callable[[int], Obj], query: dict[str, str]
+    ) -> web.Response:
+        """The namespaces as they stand: gone ones left out, terminating ones marked; the
+        `kubernetes.io/metadata.name` label the API server sets, for selecting one."""
+        items = []
+        for listed in map(make, range(count)):
+            name = listed["metadata"]["name"]
+            if name in self.gone:
+                continue
+            labels = {**listed["metadata"].get("labels", {}), "kubernetes.io/metadata.name": name}
+            obj = {**listed, "metadata": {**listed["metadata"], "labels": labels}}
+            if name in self.terminating:
+                obj["metadata"]["deletionTimestamp"] = "2026-01-01T00:00:00Z"
+                obj["status"] = {"phase": "Terminating"}
+            items.append(obj)
+        key, _, value = query.get("labelSelector", "").partition("=")
+        items = [i for i in items if not key or i["metadata"]["labels"].get(key) == value]
+        return self._page(len(items), items.__getitem__, query)
 
     def _page(self, count: int, make: Callable[[int], Obj], query: dict[str, str]) -> web.Response:
         self.pages_served += 1
@@ -175,6 +208,11 @@ class FakeCluster:
         sent = yaml.safe_load(await request.text())
         key = (namespace, name)
         existing = self.reports.get(key)
+        if not self.crd:
+            return _status(404, "NotFound", "the server could not find the requested resource")
+        if namespace in self.gone:
+            return _status(404, "NotFound", f'namespaces "{namespace}" not found',
+                           {"name": namespace, "kind": "namespaces"})  # fmt: skip
         if existing is None and namespace in self.terminating:
             cause = {"reason": "NamespaceTerminating", "field": "metadata.namespace",
                      "message": f"namespace {namespace} is being terminated"}  # fmt: skip

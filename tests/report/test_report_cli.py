@@ -132,6 +132,32 @@ def test_a_namespace_being_deleted_is_skipped_with_a_note_and_the_others_reports
     assert code == 1  # the normal rules: serve's Deployment still asks for nvidia.com/gpu
 
 
+def test_a_namespace_gone_before_its_report_is_written_is_skipped_with_a_note(
+    cluster: FakeCluster, kubeconfig: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Deleted between the list of its pods and the write (a 404 from the API server's
+    NamespaceLifecycle), it is not taken for a missing CRD."""
+    cluster.remove("lab")
+    code, _, err = run(capsys, "report", "--kubeconfig", str(kubeconfig), "--policy-reports")
+    assert code == 0, err
+    assert "CRD" not in err
+    assert (
+        "dra-webhook: note: namespace lab is being deleted; its PolicyReport was not written"
+        in (err.splitlines())
+    )
+    assert {ns for ns, _ in cluster.reports} == {"kube-system", "train", "serve", "empty"}
+
+
+def test_policy_reports_without_the_crd_say_to_install_it(
+    cluster: FakeCluster, kubeconfig: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    cluster.without_crd()
+    code, _, err = run(capsys, "report", "--kubeconfig", str(kubeconfig), "--policy-reports")
+    assert code == 2
+    (line,) = err.strip().splitlines()
+    assert "install the PolicyReport CRD" in line
+
+
 def test_an_unreachable_api_server_is_one_line(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
