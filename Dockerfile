@@ -68,7 +68,7 @@ RUN --mount=type=secret,id=pip.conf --mount=type=secret,id=pip-ca \
     && if [ "$STRIP" = true ]; then \
         find /opt/dra-webhook -name '*.so*' -type f -exec strip --strip-unneeded {} +; \
     fi \
-    && /opt/dra-webhook/bin/python -c 'import app.cli, app.server, app.transport.app, app.cluster.live, app.cel.backends.cel_expr, app.cel.backends.celpy_engine' \
+    && /opt/dra-webhook/bin/python -c 'import app.cli, app.server.run, app.transport.app, app.cluster.live, app.cel.backends.cel_expr, app.cel.backends.celpy_engine' \
     && /opt/dra-webhook/bin/python -m compileall -q -j 0 --invalidation-mode unchecked-hash /opt/dra-webhook/lib
 
 FROM ${PYTHON_IMAGE}

@@ -490,7 +490,7 @@ def main(argv: list[str] | None = None) -> int:
         _preflight(settings)
         if _ensure_dev_certs(settings.cert_dir):
             print(f"minted development certificates into {settings.cert_dir}/", file=sys.stderr)
-        from app.server import serve
+        from app.server.run import serve
 
         serve(settings)
         return 0

@@ -5,7 +5,7 @@ a separate process, so each keeps its values in files under a shared folder (pro
 multiprocess mode) and `/metrics`, whichever worker serves it, merges the files of all workers:
 
 - the folder is named by `PROMETHEUS_MULTIPROC_DIR`, which prometheus-client reads once, when it
-  is first imported; `app.server.serve` sets it before the workers are spawned;
+  is first imported; `app.server.run.serve` sets it before the workers are spawned;
 - the folder is emptied at start (`prepare_multiprocess_dir`): files left by an earlier run would
   otherwise be added to this run's counters;
 - counters and histograms are summed over every process that ever wrote them (a worker restarted
@@ -350,7 +350,7 @@ class Metrics:
 
 
 class TransportCounters(Protocol):
-    """What the transport counts (`app.transport.limits.TransportStats`)."""
+    """What the transport counts (`app.server.limits.TransportStats`)."""
 
     @property
     def connections(self) -> int: ...

@@ -4,7 +4,7 @@ the allocation model and the device index alone, no API server, no HTTP.
 A ClusterView holds N node-local ResourceSlices of 8 GPUs shaped like the NVIDIA driver's (the
 slices of `tests/scale_bench.py`) and the two NVIDIA DeviceClasses; the device index and the model
 are subscribed and warmed as the pipeline does at sync, with the collector held off during the
-sync and the heap collected and frozen after it, as the server does (app/transport/heap.py). Then, timed one by one as a review would call the model:
+sync and the heap collected and frozen after it, as the server does (app/server/heap.py). Then, timed one by one as a review would call the model:
 
 - new shapes: a memory threshold (`compareTo(quantity(...))`), every third one with an equality
   on productName, count 1-4; each selector set never seen before;
@@ -33,7 +33,7 @@ from app.cel.factory import get_engine
 from app.cel.index import DeviceIndex
 from app.cluster.view import ClusterView, Kind
 from app.k8s.claims import parse_claim_spec
-from app.transport import heap
+from app.server import heap
 from tests.e2e.fleet import DRIVER, device_class
 from tests.scale_bench import PRODUCTS, REPEATED, resource_slice
 

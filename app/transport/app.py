@@ -38,7 +38,16 @@ from app.pipeline import Decision, Endpoint, Pipeline
 from app.policies.base import Request
 from app.policies.cel_runtime import cel_runtime
 from app.policies.exceptions import policy_exceptions
-from app.transport import heap
+from app.server import heap
+from app.server.housekeeping import Housekeeping
+from app.server.limits import (
+    RECEIVED_AT,
+    STATS,
+    ByteBudget,
+    OverloadedError,
+    TransportStats,
+    check_queue_time,
+)
 from app.transport.asgi import (
     JSON,
     AdmissionFront,
@@ -48,15 +57,6 @@ from app.transport.asgi import (
     as_endpoint,
     body_headers,
     receive_body,
-)
-from app.transport.housekeeping import Housekeeping, readiness
-from app.transport.limits import (
-    RECEIVED_AT,
-    STATS,
-    ByteBudget,
-    OverloadedError,
-    TransportStats,
-    check_queue_time,
 )
 from app.transport.response import encode, review_response
 from app.transport.review import decode_review
@@ -382,7 +382,7 @@ def create_app(
 ) -> FastAPI:
     """Build the ASGI app. Nothing starts until the lifespan runs.
 
-    `health_listener`: also serve the probes on `settings.health_port` (app.transport.health)
+    `health_listener`: also serve the probes on `settings.health_port` (app.server.health)
     while the lifespan runs; the server's workers do, in-process tests need not.
     """
     settings = settings if settings is not None else Settings()
@@ -403,7 +403,9 @@ def create_app(
     webhook = _Webhook(settings, pipeline, source, metrics)
     progress = MigrationProgress.from_settings(settings)
     _watch(metrics, settings, webhook, progress)
-    housekeeping = Housekeeping(settings, webhook.stats, webhook.source, health_listener)
+    housekeeping = Housekeeping(
+        settings, webhook.stats, lambda: readiness(source.view), health_listener
+    )
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[dict[str, Any]]:
@@ -412,7 +414,7 @@ def create_app(
         # indexes) lives as long as the process: no full passes of the collector while it is
         # built, then it is kept out of them (they would pause the event loop for 100s of ms
         # on a large view). Settled when the view has synced, after the pipeline's warm-up,
-        # before /readyz turns true (app/transport/heap.py).
+        # before /readyz turns true (app/server/heap.py).
         heap.hold()
         source.view.when_synced(heap.settle)
         await source.start()
@@ -482,6 +484,16 @@ def create_app(
         return Response(metrics.render(), media_type="text/plain; version=0.0.4; charset=utf-8")
 
     return app
+
+
+def readiness(view: ClusterView) -> tuple[bool, bytes]:
+    """Whether the view can be trusted (every kind listed, none stale), and why not: the
+    verdict of `/readyz` here and on the health port (app.server.health)."""
+    stale = view.stale_kinds
+    if view.synced and not stale:
+        return True, b'{"ready":true}'
+    missing = sorted(k.value for k in Kind if k not in view.synced_kinds())
+    return False, orjson.dumps({"ready": False, "unsynced": missing, "stale": sorted(stale)})
 
 
 VIEW_GAUGE_INTERVAL_SECONDS = 5.0

@@ -22,8 +22,8 @@ from uvicorn.lifespan.on import LifespanOn
 from uvicorn.server import ServerState
 
 from app.config import Settings
+from app.server.protocol import LimitedHttpToolsProtocol
 from app.transport.app import create_app
-from app.transport.protocol import LimitedHttpToolsProtocol
 from tests.conftest import ROOT, load_fixture, review
 
 CASES = {

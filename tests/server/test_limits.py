@@ -165,7 +165,7 @@ def test_a_request_that_waited_past_the_api_servers_timeout_is_refused(tmp_path:
     """In process: a review whose head arrived longer ago than its `?timeout=` is not decoded."""
     from fastapi.testclient import TestClient
 
-    from app.transport.limits import RECEIVED_AT
+    from app.server.limits import RECEIVED_AT
     from tests.conftest import build_app
 
     harness = build_app()

@@ -1,30 +1,29 @@
-"""What runs beside the admissions while the app's lifespan does, and the readiness verdict
-that both the probes on the health port and `/readyz` give."""
+"""What runs beside the admissions while the app's lifespan does."""
 
 from __future__ import annotations
 
 import asyncio
 from contextlib import suppress
 
-import orjson
-
-from app.cluster.source import ClusterSource
-from app.cluster.view import ClusterView, Kind
 from app.config import Settings
-from app.transport.health import HealthServer, Heartbeat
-from app.transport.limits import TransportStats
-from app.transport.memory import Trimmer
+from app.server.health import HealthServer, Heartbeat, Readiness
+from app.server.limits import TransportStats
+from app.server.memory import Trimmer
 
 
 class Housekeeping:
     """What runs beside the admissions while the lifespan does: the loop's heartbeat, the health
-    listener (app.transport.health) and the memory trimmer (app.transport.memory)."""
+    listener (app.server.health) and the memory trimmer (app.server.memory).
+
+    `ready` is the readiness verdict the app's `/readyz` gives too (read on the health thread);
+    `stats` the transport's counters the trimmer watches.
+    """
 
     def __init__(
         self,
         settings: Settings,
         stats: TransportStats,
-        source: ClusterSource,
+        ready: Readiness,
         health_listener: bool,
     ) -> None:
         self.heartbeat = Heartbeat()
@@ -32,7 +31,7 @@ class Housekeeping:
             HealthServer(
                 settings.host,
                 settings.health_port,
-                ready=lambda: readiness(source.view),
+                ready=ready,
                 heartbeat=self.heartbeat,
                 stall_after=settings.health_stall_seconds,
             )
@@ -56,12 +55,3 @@ class Housekeeping:
                 await self._task
         if self.health is not None:
             self.health.stop()
-
-
-def readiness(view: ClusterView) -> tuple[bool, bytes]:
-    """Whether the view can be trusted (every kind listed, none stale), and why not."""
-    stale = view.stale_kinds
-    if view.synced and not stale:
-        return True, b'{"ready":true}'
-    missing = sorted(k.value for k in Kind if k not in view.synced_kinds())
-    return False, orjson.dumps({"ready": False, "unsynced": missing, "stale": sorted(stale)})

@@ -8,7 +8,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from app.transport import heap
+from app.server import heap
 
 
 @pytest.fixture(autouse=True)

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from app.transport.limits import ByteBudget, OverloadedError, caller_timeout, check_queue_time
-from app.transport.memory import CLOSED_CONNECTIONS, RELEASED_BYTES, Trimmer
+from app.server.limits import ByteBudget, OverloadedError, caller_timeout, check_queue_time
+from app.server.memory import CLOSED_CONNECTIONS, RELEASED_BYTES, Trimmer
 
 
 @pytest.mark.parametrize(

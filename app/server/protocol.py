@@ -53,7 +53,7 @@ from uvicorn.protocols.http.flow_control import HIGH_WATER_LIMIT
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol, RequestResponseCycle
 from uvicorn.server import ServerState
 
-from app.transport.limits import RECEIVED_AT, STATS, TransportStats
+from app.server.limits import RECEIVED_AT, STATS, TransportStats
 
 
 @dataclass(frozen=True)

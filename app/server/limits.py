@@ -1,7 +1,8 @@
 """Load limits that need the app's view of a request: buffered body bytes and queueing time.
 
 The connection-level limits (connections, header bytes, header/body/idle timeouts) live in
-`app.transport.protocol`, under uvicorn; the two here are checked by the admission handler:
+`app.server.protocol`, under uvicorn; the two here are checked by the app's handler
+(`app.transport.app`):
 
 - **Buffered bytes.** Every review's body is held whole while it is decoded and answered. The
   budget is shared by every request of the worker: a review whose declared length (or whose

@@ -1,4 +1,8 @@
-"""Running the app under uvicorn over TLS (uvloop + httptools), one or more workers."""
+"""Running the app under uvicorn over TLS (uvloop + httptools), one or more workers.
+
+The app is named by its factory string (`APP_FACTORY`), not imported: each worker builds it
+from the DRA_WEBHOOK_* variables.
+"""
 
 from __future__ import annotations
 
@@ -12,7 +16,7 @@ from app.certs import TLS_CERT, TLS_KEY, CertReloader
 from app.config import Settings
 from app.logs import logging_config
 from app.metrics import MULTIPROC_ENV, prepare_multiprocess_dir
-from app.transport.protocol import ConnectionLimits, LimitedHttpToolsProtocol
+from app.server.protocol import ConnectionLimits, LimitedHttpToolsProtocol
 
 APP_FACTORY = "app.transport.app:create_app_from_env"
 
