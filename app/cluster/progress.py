@@ -4,8 +4,9 @@
 writes one PolicyReport per namespace; the CronJob's pod lives for a minute, too short to be
 scraped. So the webhook, which Prometheus scrapes anyway, reads those reports back: every
 `interval` it lists the PolicyReports labelled as ours (a page at a time, a few hundred bytes
-per namespace kept) and `dra_webhook_legacy_workloads{namespace, mode}` shows, for each, the
-workloads that still ask for a legacy extended resource (the report's fail + warn results).
+per namespace kept) and `dra_webhook_legacy_workloads{workload_namespace, mode}` shows, for
+each, the workloads that still ask for a legacy extended resource (the report's fail + warn
+results).
 Nothing is classified twice, and the webhook never lists pods.
 
 Off unless `DRA_WEBHOOK_MIGRATION_GAUGE_INTERVAL_SECONDS` > 0 and the view is live (the chart
