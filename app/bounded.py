@@ -36,7 +36,7 @@ from __future__ import annotations
 import weakref
 from collections import OrderedDict
 from collections.abc import Callable, Hashable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, fields, is_dataclass
 from enum import StrEnum
 from functools import wraps
 from typing import Final, Generic, ParamSpec, TypeVar, cast, overload
@@ -157,14 +157,25 @@ _SMALL: Final = 64
 """What an object :func:`approx_bytes` does not look into is counted as (a small instance)."""
 
 
-def approx_bytes(value: object) -> int:
-    """About the bytes ``value`` holds: strings by their length, tuples and frozensets by their
-    items (what cache keys are made of), numbers and other objects as small. Cheap: it runs
-    when an entry is stored, not when it is read."""
+def approx_bytes(value: object, depth: int = 4) -> int:
+    """About the bytes ``value`` holds: strings by their length; tuples, lists, sets, dicts and
+    dataclasses by their items (what cache keys and small values are made of), ``depth`` levels
+    down; numbers and other objects as small. Cheap enough for a put (it runs when an entry is
+    stored, not when it is read); a cache whose values are large objects passes its own size."""
     if isinstance(value, str | bytes):
         return 49 + len(value)
-    if isinstance(value, tuple | frozenset | list):
-        return 56 + 8 * len(value) + sum(approx_bytes(item) for item in value)
+    if depth <= 0:
+        return _SMALL
+    if isinstance(value, tuple | frozenset | list | set):
+        return 56 + 8 * len(value) + sum(approx_bytes(item, depth - 1) for item in value)
+    if isinstance(value, dict):
+        return 64 + sum(
+            24 + approx_bytes(k, depth - 1) + approx_bytes(v, depth - 1) for k, v in value.items()
+        )
+    if is_dataclass(value) and not isinstance(value, type):
+        return _SMALL + sum(
+            approx_bytes(getattr(value, f.name, None), depth - 1) for f in fields(value)
+        )
     return _SMALL
 
 

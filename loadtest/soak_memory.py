@@ -20,7 +20,8 @@ its one cache budget.
 It writes `soak.json` (into `--out`, default loadtest/results/soak-memory-<time>/) and exits 1
 unless every property holds:
 
-- every review answered 200, no connection error;
+- every review answered 200 (a 429, the server shedding load, is sent again after 0.5 s, up to
+  20 times), no connection error;
 - at every sample, the caches' bytes sum to at most the budget;
 - RSS at the end no more than baseline (RSS when ready) + budget + `--headroom-mib`;
 - flat once the budget is full: RSS at the end within `--flat-mib` of RSS at half-way.
@@ -52,6 +53,7 @@ MIB = 1024 * 1024
 DRIVER = "gpu.nvidia.com"
 NAMESPACE = "soak"
 MAX_SECONDS = 1800
+RETRIES = 20
 
 
 @dataclass
@@ -211,6 +213,8 @@ class _Sender:
         self._next = itertools.count()
         self._lock = threading.Lock()
         self.sent = 0
+        self.refused = 0
+        """Reviews the server refused (429) and that were sent again."""
         self.failures: list[str] = []
         self.deadline = time.monotonic() + soak.max_seconds
 
@@ -232,9 +236,14 @@ class _Sender:
                 ]
                 body = claim_review(f"soak-{first}", expressions)
                 headers = {"Content-Type": "application/json"}
-                connection.request("POST", "/validate?timeout=10s", body, headers)
-                answer = connection.getresponse()
-                answer.read()
+                for _ in range(RETRIES):  # 429: the server sheds load; send it again
+                    connection.request("POST", "/validate?timeout=10s", body, headers)
+                    answer = connection.getresponse()
+                    answer.read()
+                    if answer.status != 429:
+                        break
+                    self.refused += 1
+                    time.sleep(0.5)
                 if answer.status != 200:
                     with self._lock:
                         self.failures.append(f"selectors {first}: HTTP {answer.status}")
@@ -291,10 +300,12 @@ def run(soak: Soak) -> dict[str, Any]:
             thread.join()
     finally:
         _stop(process)
-    return _verdict(soak, samples, sender.failures)
+    return _verdict(soak, samples, sender.failures, sender.refused)
 
 
-def _verdict(soak: Soak, samples: list[Sample], failures: list[str]) -> dict[str, Any]:
+def _verdict(
+    soak: Soak, samples: list[Sample], failures: list[str], refused: int
+) -> dict[str, Any]:
     baseline, last = samples[0], samples[-1]
     half = min(samples, key=lambda s: abs(s.selectors - last.selectors / 2))
     problems = list(failures)
@@ -316,6 +327,7 @@ def _verdict(soak: Soak, samples: list[Sample], failures: list[str]) -> dict[str
         "settings": {k: str(v) for k, v in vars(soak).items()},
         "baseline_rss_mib": round(baseline.rss_mib, 1),
         "ceiling_rss_mib": round(ceiling, 1),
+        "refused_and_resent": refused,
         "samples": [vars(s) for s in samples],
         "problems": problems,
     }
