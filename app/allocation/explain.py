@@ -23,10 +23,11 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any, Final
 
+from app.allocation.capacity import fits
 from app.allocation.inventory import Candidate, Inventory
 from app.allocation.search import Abort, ClaimPlan, RequestPlan, Search, Want, scan, taint_prevents
 from app.allocation.shortfall import MAX_HINT_VALUES, Offers, devices, short_text
-from app.allocation.state import Allocations, fits
+from app.allocation.state import Allocations
 from app.cel.cost import Budget
 from app.cel.index import DeviceIndex, Match
 from app.k8s.claims import Alternative
@@ -325,7 +326,11 @@ def _want_never(
                 f"{name}{others}, which the request does not tolerate"
             )
     if alt.capacity_requests:
-        fitting = {key for key, c in distinct.items() if fits(c, alt.capacity_requests, None, None)}
+        fitting = {
+            key
+            for key, c in distinct.items()
+            if fits(c.key[0], c.capacity, alt.capacity_requests, None, None)
+        }
         asked = ", ".join(f"{k}: {v}" for k, v in alt.capacity_requests.items())
         if not fitting:
             return (

@@ -27,29 +27,17 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any
 
+from app.allocation.capacity import CapacitySpec, capacity_spec, quantity_or_none
 from app.allocation.nodes import ANY_NODE, named, raw_devices, reaches, slice_reaches
 from app.cel.device import Device
 from app.cel.index import IndexedSlice
-from app.k8s.quantity import Quantity, QuantityError, parse_quantity
+from app.k8s.quantity import Quantity
 
-__all__ = ["ANY_NODE", "Candidate", "CapacitySpec", "Inventory", "Pool"]
+__all__ = ["ANY_NODE", "Candidate", "Inventory", "Pool"]
 
 
 DeviceKey = tuple[str, str, str]
 """(driver, pool, device): how allocation results name a device."""
-
-
-@dataclass(frozen=True, slots=True)
-class CapacitySpec:
-    """A device capacity with its request policy (consumable capacity, KEP-5075)."""
-
-    value: Quantity
-    default: Quantity | None = None
-    valid_values: tuple[Quantity, ...] = ()
-    minimum: Quantity | None = None
-    maximum: Quantity | None = None
-    step: Quantity | None = None
-    has_policy: bool = False
 
 
 @dataclass(slots=True)
@@ -295,20 +283,13 @@ def _slice_counts(slices: list[IndexedSlice]) -> dict[tuple[tuple[str, str], int
     return counts
 
 
-def _quantity(value: Any) -> Quantity | None:
-    if isinstance(value, (str, int)) and not isinstance(value, bool):
-        try:
-            return parse_quantity(value)
-        except QuantityError:
-            return None
-    return None
-
-
 def _counters(value: Any) -> dict[str, Quantity]:
     out: dict[str, Quantity] = {}
     if isinstance(value, Mapping):
         for name, counter in value.items():
-            amount = _quantity(counter.get("value")) if isinstance(counter, Mapping) else None
+            amount = (
+                quantity_or_none(counter.get("value")) if isinstance(counter, Mapping) else None
+            )
             if amount is not None:
                 out[str(name)] = amount
     return out
@@ -413,27 +394,14 @@ def _capacity(device: Mapping[str, Any], driver: str) -> dict[str, CapacitySpec]
     if not isinstance(raw, Mapping):
         return out
     for name, entry in raw.items():
-        if not isinstance(entry, Mapping) or (value := _quantity(entry.get("value"))) is None:
+        spec = capacity_spec(entry)
+        if spec is None:
             continue
         qualified = str(name) if "/" in str(name) else f"{driver}/{name}"
-        policy = entry.get("requestPolicy")
-        if not isinstance(policy, Mapping):
-            out.setdefault(qualified, CapacitySpec(value))
-            continue
-        valid_range = policy.get("validRange")
-        valid_range = valid_range if isinstance(valid_range, Mapping) else {}
-        values = policy.get("validValues")
-        out[qualified] = CapacitySpec(
-            value,
-            _quantity(policy.get("default")),
-            tuple(q for v in values if (q := _quantity(v)) is not None)
-            if isinstance(values, list)
-            else (),
-            _quantity(valid_range.get("min")),
-            _quantity(valid_range.get("max")),
-            _quantity(valid_range.get("step")),
-            True,
-        )
+        if spec.has_policy:
+            out[qualified] = spec
+        else:
+            out.setdefault(qualified, spec)
     return out
 
 

@@ -29,8 +29,9 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any
 
+from app.allocation.capacity import fits
 from app.allocation.inventory import Candidate, DeviceKey, Pool
-from app.allocation.state import Allocations, fits
+from app.allocation.state import Allocations
 from app.k8s.claims import Alternative, Constraint
 
 __all__ = ["Abort", "ClaimPlan", "Exhausted", "RequestPlan", "Search", "Want", "scan", "short"]
@@ -313,7 +314,7 @@ class Search:
         for share in self.allocating_capacity.get(candidate.key, ()):
             for name, amount in share.items():
                 allocating[name] = allocating[name] + amount if name in allocating else amount
-        return fits(candidate, requests, taken, allocating)
+        return fits(candidate.key[0], candidate.capacity, requests, taken, allocating)
 
     # -- upstream's allocateDevice --------------------------------------------------------------
 

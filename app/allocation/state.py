@@ -1,29 +1,21 @@
-"""What is already allocated, and what consumable capacity a request takes of a device.
+"""What is already allocated.
 
 :class:`Allocations` mirrors upstream's allocated state (k8s.io/dynamic-resource-allocation/
 structured/internal/allocatedstate.go): a result without ``shareID`` takes its device whole; a
 result with one takes its ``consumedCapacity`` of a shareable device; an ``adminAccess`` result
 takes nothing. It is a derived index of the cluster view, kept current by claim events.
-
-:func:`consumed` and :func:`fits` mirror ``calculateConsumedCapacity`` and
-``cmpRequestOverCapacity`` (consumable_capacity.go): a requested capacity is rounded up by the
-device's request policy (``validRange``: to ``min + n*step``, at least ``min``; ``validValues``:
-the smallest value at or above the request), a capacity not requested consumes the policy's
-``default`` or, without a policy, the whole value; over ``max``, outside the valid values, or
-over what is left, the device does not fit.
+What a request consumes of a shareable device, and whether it fits, is app.allocation.capacity.
 """
 
 from __future__ import annotations
 
-import math
-from collections.abc import Mapping
 from typing import Any
 
-from app.allocation.inventory import Candidate, CapacitySpec, DeviceKey
+from app.allocation.inventory import DeviceKey
 from app.cluster.view import Kind
 from app.k8s.quantity import Quantity, QuantityError, parse_quantity
 
-__all__ = ["Allocations", "consumed", "fits", "resolve_requests"]
+__all__ = ["Allocations"]
 
 Obj = dict[str, Any]
 ZERO = Quantity.from_int(0)
@@ -91,82 +83,4 @@ def _results(claim: Obj | None) -> list[tuple[DeviceKey, dict[str, Quantity] | N
                 continue
             capacity[name if "/" in name else f"{driver}/{name}"] = quantity
         out.append((key, capacity))
-    return out
-
-
-# -- consumable capacity --------------------------------------------------------------------
-
-
-def resolve_requests(
-    requests: Mapping[str, Quantity], candidate: Candidate
-) -> dict[str, Quantity] | None:
-    """The requested amounts by the device's capacity names, or None when the device lacks
-    one of them (``resolveCapacityRequests``: a bare name is in the driver's domain)."""
-    out: dict[str, Quantity] = {}
-    driver = candidate.key[0]
-    for name, amount in requests.items():
-        qualified = name if "/" in name else f"{driver}/{name}"
-        if qualified not in candidate.capacity:
-            return None
-        out[qualified] = amount
-    return out
-
-
-def consumed(requested: Quantity | None, spec: CapacitySpec) -> Quantity:
-    """What a request takes of one capacity (``calculateConsumedQuantity``)."""
-    if requested is None:
-        return spec.default if spec.default is not None else spec.value
-    if not spec.has_policy:
-        return requested
-    if spec.minimum is not None:
-        if requested.value <= spec.minimum.value:
-            return spec.minimum
-        if spec.step is None or spec.step.value <= 0:
-            return requested
-        steps = math.ceil((requested.value - spec.minimum.value) / spec.step.value)
-        return Quantity(spec.minimum.value + steps * spec.step.value, spec.minimum.format)
-    if spec.valid_values:
-        for value in sorted(spec.valid_values):
-            if value.value >= requested.value:
-                return value
-    return requested
-
-
-def _violates_policy(amount: Quantity, spec: CapacitySpec) -> bool:
-    if not spec.has_policy:
-        return False
-    if spec.minimum is not None:
-        if amount.value < spec.minimum.value:
-            return True
-        return spec.maximum is not None and amount.value > spec.maximum.value
-    if spec.valid_values:
-        return amount not in spec.valid_values
-    return False
-
-
-def fits(
-    candidate: Candidate,
-    requests: Mapping[str, Quantity],
-    taken: Mapping[str, Quantity] | None,
-    allocating: Mapping[str, Quantity] | None,
-) -> dict[str, Quantity] | None:
-    """The capacity the request would consume of the device, or None when it does not fit
-    (``cmpRequestOverCapacity``): a capacity the device lacks, a policy violated, or more than
-    is left after ``taken`` (allocated claims) and ``allocating`` (this attempt)."""
-    resolved = resolve_requests(requests, candidate)
-    if resolved is None:
-        return None
-    out: dict[str, Quantity] = {}
-    for name, spec in candidate.capacity.items():
-        amount = consumed(resolved.get(name), spec)
-        if _violates_policy(amount, spec):
-            return None
-        total = amount.value
-        if taken is not None and name in taken:
-            total += taken[name].value
-        if allocating is not None and name in allocating:
-            total += allocating[name].value
-        if total > spec.value.value:
-            return None
-        out[name] = amount
     return out

@@ -17,61 +17,22 @@ counted (the share consumes the policy's default, which quota does not charge).
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from fractions import Fraction
 from typing import Any
 
+from app.allocation.capacity import request_policy, rounded
 from app.bounded import BoundedCache, CacheName
 from app.cel.index import DeviceIndex, class_selectors
 from app.cluster.view import ClusterReader, Kind, Obj
 from app.errors import ObjectShapeError
 from app.k8s.capacity import Ask, capacity_asks
 from app.k8s.claims import parse_claim_spec, template_claim_spec
-from app.k8s.quantity import Quantity, QuantityError, parse_quantity
+from app.k8s.quantity import Quantity
 
 Policy = Mapping[str, Any]
 
 _MEMO_LIMIT = 4096
-
-
-def round_up(amount: Quantity, policy: Policy | None) -> Quantity:
-    """What the scheduler consumes for a request of `amount` under a capacity's requestPolicy
-    (an amount above the policy's max is returned as it is: it never fits)."""
-    if not policy:
-        return amount
-    values = policy.get("validValues")
-    if isinstance(values, list) and values:
-        parsed = sorted(q for q in (_quantity(v) for v in values) if q is not None)
-        for value in parsed:
-            if value.compare(amount) >= 0:
-                return value
-        return amount
-    valid = policy.get("validRange")
-    if not isinstance(valid, Mapping):
-        return amount
-    low = _quantity(valid.get("min"))
-    if low is None:
-        return amount
-    if amount.compare(low) <= 0:
-        return low
-    step = _quantity(valid.get("step"))
-    if step is None or step.sign() <= 0:
-        return amount
-    steps = math.ceil(Fraction(amount.value - low.value) / step.value)
-    result = Quantity(low.value + steps * step.value, step.format)
-    high = _quantity(valid.get("max"))
-    return amount if high is not None and result.compare(high) > 0 else result
-
-
-def _quantity(raw: Any) -> Quantity | None:
-    if not isinstance(raw, str | int) or isinstance(raw, bool):
-        return None
-    try:
-        return parse_quantity(raw)
-    except QuantityError:
-        return None
 
 
 class ClassPolicies:
@@ -167,7 +128,7 @@ class Counter:
 
     def rounded(self, ask: Ask) -> Quantity:
         policy = self._policies.policy(self._view, self._index, ask.device_class, ask.capacity)
-        return round_up(ask.amount, policy)
+        return rounded(ask.amount, request_policy(policy))
 
     def count(self, asks: Iterable[Ask], times: int = 1) -> Counted:
         totals: dict[tuple[str, str], Quantity] = {}

@@ -1,34 +1,11 @@
-"""Consumable capacity as the scheduler computes it (consumable_capacity.go), and what
-allocated claims hold."""
+"""What allocated claims hold."""
 
 from __future__ import annotations
 
-import pytest
-
-from app.allocation.inventory import CapacitySpec
-from app.allocation.state import Allocations, consumed
+from app.allocation.state import Allocations
 from app.cluster.view import Kind
 from app.k8s.quantity import parse_quantity as q
 from tests.allocation.nvidia import allocated_claim
-
-RANGE = CapacitySpec(q("80Gi"), q("80Gi"), (), q("1Gi"), q("80Gi"), q("1Gi"), True)
-VALUES = CapacitySpec(q("80Gi"), q("10Gi"), (q("10Gi"), q("40Gi"), q("80Gi")), has_policy=True)
-
-
-@pytest.mark.parametrize(
-    ("spec", "requested", "taken"),
-    [
-        (RANGE, "4000Mi", "4Gi"),  # DESIGN: rounded up to min + n*step
-        (RANGE, "100Mi", "1Gi"),  # at least min
-        (RANGE, None, "80Gi"),  # not requested: the default
-        (VALUES, "11Gi", "40Gi"),  # the smallest valid value at or above
-        (VALUES, None, "10Gi"),
-        (CapacitySpec(q("80Gi")), None, "80Gi"),  # no policy: the whole value
-        (CapacitySpec(q("80Gi")), "3Gi", "3Gi"),
-    ],
-)
-def test_what_a_request_consumes(spec: CapacitySpec, requested: str | None, taken: str) -> None:
-    assert consumed(q(requested) if requested else None, spec) == q(taken)
 
 
 def test_allocations_follow_claim_events() -> None:

@@ -15,9 +15,7 @@ from hypothesis import strategies as st
 
 from app.config.policy import Policy
 from app.errors import PolicyError
-from app.k8s.quantity import parse_quantity
 from app.pipeline import Decision, Endpoint, Pipeline
-from app.policies.quota_capacity import round_up
 from app.transport.review import decode_review
 from tests.conftest import DEMO_NAMESPACES, make_pipeline, namespace, policy_from, wrap
 from tests.policies.translate_support import KUBERNETES_VERSION, apply, assert_valid
@@ -347,27 +345,6 @@ def _fuzz_pipeline() -> Pipeline:
 
 
 # -- capacity quotas --------------------------------------------------------------------------
-
-
-@pytest.mark.parametrize(
-    ("amount", "policy", "expected"),
-    [
-        ("4000Mi", {"validRange": {"min": "1Gi", "step": "1Gi"}}, "4Gi"),
-        ("4Gi", {"validRange": {"min": "1Gi", "step": "1Gi"}}, "4Gi"),
-        ("100Mi", {"validRange": {"min": "1Gi", "step": "1Gi"}}, "1Gi"),
-        ("90Gi", {"validRange": {"min": "1Gi", "max": "80Gi", "step": "1Gi"}}, "90Gi"),
-        ("3", {"validRange": {"min": "1", "max": "4", "step": "1"}}, "3"),
-        ("5Gi", {"validRange": {"min": "1Gi"}}, "5Gi"),
-        ("11Gi", {"validValues": ["10Gi", "20Gi", "40Gi"]}, "20Gi"),
-        ("10Gi", {"validValues": ["10Gi", "20Gi", "40Gi"]}, "10Gi"),
-        ("50Gi", {"validValues": ["10Gi", "20Gi", "40Gi"]}, "50Gi"),
-        ("4000Mi", None, "4000Mi"),
-    ],
-)
-def test_request_policy_rounding_is_the_schedulers(
-    amount: str, policy: Obj | None, expected: str
-) -> None:
-    assert round_up(parse_quantity(amount), policy) == parse_quantity(expected)
 
 
 QUOTA = """
