@@ -42,6 +42,7 @@ __all__ = [
     "QuantityError",
     "QuantityFormat",
     "parse_quantity",
+    "whole_count",
 ]
 
 QuantityFormat = Literal["DecimalSI", "BinarySI", "DecimalExponent"]
@@ -213,6 +214,34 @@ def parse_quantity(text: str | int | float) -> Quantity:
 @memoized(CacheName.QUANTITIES, 4096)
 def _parse_cached(text: str) -> Quantity:
     return _parse(text)
+
+
+def whole_count(raw: object) -> int | None:
+    """A device count written as a quantity: a non-negative whole number (`2`, `"2"`, `"1k"`,
+    `"2000m"`), else None (absent, not a quantity, fractional or negative). Devices are counted
+    in whole numbers: the API server rejects the rest in extended-resource requests and in a
+    ResourceQuota's device counts."""
+    if isinstance(raw, str):
+        return _whole_count_text(raw)
+    if not isinstance(raw, int | float) or isinstance(raw, bool):
+        return None
+    return _whole_count_of(raw)
+
+
+@memoized(CacheName.WHOLE_NUMBERS, 1024)
+def _whole_count_text(raw: str) -> int | None:
+    """Memoized: the same few counts ("1", "2", "8") arrive again and again."""
+    return _whole_count_of(raw)
+
+
+def _whole_count_of(raw: str | int | float) -> int | None:
+    try:
+        quantity = parse_quantity(raw)
+    except QuantityError:
+        return None
+    if not quantity.is_integer() or quantity.sign() < 0:
+        return None
+    return quantity.as_int()
 
 
 def _parse(text: str) -> Quantity:

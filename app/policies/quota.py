@@ -27,14 +27,13 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
 
 from app.cluster.usage import ClaimUsage, TemplateCounts
 from app.cluster.view import Kind
 from app.errors import ObjectShapeError
 from app.k8s.claim_count import count_claim
 from app.k8s.objects import PodSpecRef, list_field, object_name
-from app.k8s.quantity import QuantityError, parse_quantity
+from app.k8s.quantity import whole_count
 from app.policies import quota_shares
 from app.policies.base import ALLOW, Context, Mode, Obj, Request, Result
 from app.policies.quota_findings import Findings
@@ -531,22 +530,10 @@ def _native_limits(ctx: Context, namespace: str) -> Mapping[str, list[_NativeLim
         for key, value in hard.items():
             if not isinstance(key, str) or not key.endswith(RESOURCE_QUOTA_SUFFIX):
                 continue
-            limit = _whole(value)
+            limit = whole_count(value)
             if limit is None:
                 continue
-            in_use = _whole(used.get(key)) if isinstance(used, dict) else None
+            in_use = whole_count(used.get(key)) if isinstance(used, dict) else None
             device_class = key.removesuffix(RESOURCE_QUOTA_SUFFIX)
             found.setdefault(device_class, []).append(_NativeLimit(name, limit, in_use or 0))
     return found
-
-
-def _whole(value: Any) -> int | None:
-    """A device count written as a quantity ("4", 4, "1k"); None when absent, unparsable or not
-    whole (devices are counted in whole numbers; the API server rejects the rest)."""
-    if value is None:
-        return None
-    try:
-        quantity = parse_quantity(value)
-    except QuantityError:
-        return None
-    return quantity.as_int() if quantity.is_integer() else None

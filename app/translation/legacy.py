@@ -14,6 +14,7 @@ from typing import Any
 from app.bounded import BoundedCache, CacheName
 from app.cluster.view import ClusterReader
 from app.config.policy import LegacyResources, MappingRule
+from app.k8s.names import is_dns_subdomain
 from app.k8s.objects import ContainerRef, PodSpecRef, containers, resource_map
 from app.k8s.quantity import is_zero
 from app.regex import compile_re2, glob_to_re2
@@ -22,7 +23,6 @@ IMPLICIT_CLASS_PREFIX = "deviceclass.resource.kubernetes.io/"
 """Extended resources of this form name their DeviceClass directly (KEP-5004)."""
 
 _NAME_PART = re.compile(r"[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?")
-_DNS_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
 _SELECTOR_CAPTURE = re.compile(r"[A-Za-z0-9._-]*")
 """What a `$n` capture may hold to be pasted into a CEL selector: nothing that ends a string
 literal, escapes, or starts another expression."""
@@ -37,14 +37,9 @@ def is_resource_name(name: str) -> bool:
     mapped or translated.
     """
     prefix, slash, part = name.rpartition("/")
-    if slash and not (len(prefix) <= 253 and _DNS_SUBDOMAIN.fullmatch(prefix)):
+    if slash and not is_dns_subdomain(prefix):
         return False
     return len(part) <= 63 and _NAME_PART.fullmatch(part) is not None
-
-
-def is_dns_subdomain(name: str) -> bool:
-    """Whether `name` is a DNS subdomain (RFC 1123): what a DeviceClass name must be."""
-    return len(name) <= 253 and _DNS_SUBDOMAIN.fullmatch(name) is not None
 
 
 _UNKNOWN = object()

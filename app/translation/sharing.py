@@ -30,9 +30,9 @@ from typing import Any
 from app.cluster.view import ClusterReader, Kind
 from app.config.sharing import SharedCapacity, SharingRule
 from app.k8s.objects import resource_map
-from app.k8s.quantity import parse_quantity
+from app.k8s.quantity import parse_quantity, whole_count
 from app.translation.legacy import DeviceMapping, LegacyRequest
-from app.translation.wants import Problem, Want, count, request_key, whole_number
+from app.translation.wants import Problem, Want, count, request_key
 
 SHAREABLE = "device.allowMultipleAllocations"
 """The selector every share request carries."""
@@ -224,7 +224,7 @@ class SharingRules:
             return f"{shared} (count {legacy.amount}, shared, {where})"
         entry = next(c for c in rule.capacities if c.resource == legacy.resource)
         if entry.candidates:
-            value = whole_number(legacy.amount)
+            value = whole_count(legacy.amount)
             amount = f"{value}{entry.unit}" if value is not None else f"{legacy.amount}{entry.unit}"
             return (
                 f"{shared} (capacity {' or '.join(entry.candidates)}: {amount} where its devices "
@@ -234,7 +234,7 @@ class SharingRules:
             return f"removed: DRA has no capacity for it ({where})"
         if entry.percent:
             return f"{shared} (capacity {entry.capacity}: {legacy.amount}% of a device, {where})"
-        value = whole_number(legacy.amount)
+        value = whole_count(legacy.amount)
         amount = f"{value}{entry.unit}" if value is not None else f"{legacy.amount}{entry.unit}"
         return f"{shared} (capacity {entry.capacity}: {amount}, {where})"
 

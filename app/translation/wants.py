@@ -8,8 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from app.bounded import CacheName, memoized
-from app.k8s.quantity import QuantityError, parse_quantity
+from app.k8s.quantity import whole_count
 from app.translation.legacy import DeviceMapping, LegacyRequest
 
 Key = tuple[str, str, str]
@@ -51,7 +50,7 @@ def count(legacy: LegacyRequest, what: str = "whole devices") -> tuple[int, Prob
     for which, raw in (("limits", legacy.limit), ("requests", legacy.request)):
         if raw is None:
             continue
-        value = whole_number(raw)
+        value = whole_count(raw)
         if value is None:
             return 0, Problem(
                 request_key(legacy),
@@ -67,28 +66,3 @@ def count(legacy: LegacyRequest, what: str = "whole devices") -> tuple[int, Prob
             "differ; they must be equal",
         )
     return next(iter(counts.values())), None
-
-
-def whole_number(raw: object) -> int | None:
-    """A quantity that is a non-negative whole number (`2`, `"2"`, `"1k"`, `"2000m"`), else None."""
-    if isinstance(raw, str):
-        return _whole_number_text(raw)
-    if not isinstance(raw, int | float):
-        return None
-    return _whole_number_of(raw)
-
-
-@memoized(CacheName.WHOLE_NUMBERS, 1024)
-def _whole_number_text(raw: str) -> int | None:
-    """Memoized: the same few counts ("1", "2", "8") arrive again and again."""
-    return _whole_number_of(raw)
-
-
-def _whole_number_of(raw: str | int | float) -> int | None:
-    try:
-        quantity = parse_quantity(raw)
-    except QuantityError:
-        return None
-    if not quantity.is_integer() or quantity.sign() < 0:
-        return None
-    return quantity.as_int()

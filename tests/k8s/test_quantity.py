@@ -4,7 +4,7 @@ from fractions import Fraction
 
 import pytest
 
-from app.k8s.quantity import Quantity, QuantityError, parse_quantity
+from app.k8s.quantity import Quantity, QuantityError, parse_quantity, whole_count
 
 
 @pytest.mark.parametrize(
@@ -197,3 +197,26 @@ def test_arithmetic_keeps_the_receivers_format_unless_it_is_zero() -> None:
     assert str(parse_quantity("1Gi") - parse_quantity("512Mi")) == "512Mi"
     assert parse_quantity("50k").mul(2) == parse_quantity("100000")
     assert (-parse_quantity("1Ki")).sign() == -1
+
+
+@pytest.mark.parametrize(
+    ("raw", "count"),
+    [
+        ("2", 2),
+        (3, 3),
+        (4.0, 4),
+        ("2000m", 2),
+        ("1k", 1000),
+        ("0", 0),
+        ("0.5", None),
+        ("-1", None),
+        (-2, None),
+        (True, None),
+        (None, None),
+        ("two", None),
+        ([1], None),
+    ],
+)
+def test_a_device_count_is_a_non_negative_whole_quantity(raw: object, count: int | None) -> None:
+    # one reader for translation's requests and the ResourceQuota device counts quota reads
+    assert whole_count(raw) == count
