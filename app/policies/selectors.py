@@ -72,7 +72,9 @@ def _check(request: Request, ctx: Context, budget: Budget) -> Result:
         return ALLOW
     runtime: CelRuntime = ctx.parts[cel_runtime]
     if request.kind == "DeviceClass":
-        selectors = device_class_selectors(obj)
+        selectors, errors = claims.device_class_selectors(obj)
+        if errors:
+            raise errors[0].exception()  # (malformed: ObjectShapeError with its path)
         budget.memoize_unless_over(e for _, e in selectors)
         violations, not_checked = compile_check(runtime, selectors, budget)
         if violations:
@@ -391,14 +393,6 @@ def _map(value: Any, path: str) -> Mapping[str, Any]:
     if not isinstance(value, Mapping):
         raise ObjectShapeError(path, "must be an object")
     return value
-
-
-def device_class_selectors(obj: Mapping[str, Any]) -> tuple[tuple[str, str], ...]:
-    """(path, expression) of a DeviceClass's selectors; a malformed one raises ObjectShapeError."""
-    selectors, errors = claims.device_class_selectors(obj)
-    if errors:
-        raise errors[0].exception()
-    return selectors
 
 
 def _device_requests(request: Request, obj: Mapping[str, Any]) -> tuple[DeviceRequest, ...]:
