@@ -8,6 +8,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from app.bounded import BoundedCache, CacheName
+from app.cluster.provisioning import Outcome, Status
+from app.config.policy import FailureMode
 from app.k8s.patch import PatchOp
 from app.policies.base import Obj, Result
 
@@ -116,6 +118,47 @@ def _merge(results: list[tuple[str, Result]], failed_checks: tuple[str, ...]) ->
         translated=translated,
         policies=names,
         failed_checks=failed_checks,
+    )
+
+
+def provisioned(decision: Decision, outcome: Outcome, template_create: FailureMode) -> Decision:
+    """`decision` once the templates its patch references were made (`app.cluster.provisioning`):
+    unchanged when they are there, else the answer for the template that failed.
+
+    A template of translation's name with other content is always denied, not per
+    `failure.templateCreate`: retrying cannot help, and admitting the pod would either reference
+    that template or leave it untranslated. A failed create is answered per
+    `failure.templateCreate`: open admits the pod untranslated with a warning; closed denies it,
+    403 when the API server refused this template (a retry would be refused too), else 500 with
+    "retry later".
+    """
+    if outcome.ok:
+        return decision
+    if outcome.status is Status.CONFLICT:
+        return Decision(
+            allowed=False,
+            code=403,
+            reason="Forbidden",
+            message=(
+                f"{outcome.reason}; dra-webhook does not reuse it for translation. Delete or "
+                "rename that ResourceClaimTemplate (translation creates its own under this name)"
+            ),
+            denied_by=("template-conflict",),
+        )
+    message = f"could not create ResourceClaimTemplate {outcome.template}: {outcome.reason}"
+    if template_create == "open":
+        return Decision(allowed=True, warnings=(f"{message}; admitted untranslated (fail open)",))
+    code, reason, retry = (
+        (403, "Forbidden", "")
+        if outcome.status is Status.REFUSED
+        else (500, "InternalError", ", retry later")
+    )
+    return Decision(
+        allowed=False,
+        code=code,
+        reason=reason,
+        message=f"{message}; denied (fail closed){retry}",
+        denied_by=("template-create",),
     )
 
 

@@ -3,8 +3,18 @@ the same Decision for the same shared results."""
 
 from __future__ import annotations
 
+import pytest
+
+from app.cluster.provisioning import CREATED, DRY_RUN, EXISTED, Outcome, Status
 from app.policies.base import ALLOW, Result, Violation
-from app.verdict import MAX_LISTED_VIOLATIONS, MAX_WARNING_CHARS, MAX_WARNINGS, merge
+from app.verdict import (
+    MAX_LISTED_VIOLATIONS,
+    MAX_WARNING_CHARS,
+    MAX_WARNINGS,
+    Decision,
+    merge,
+    provisioned,
+)
 
 
 def test_merge_allows_and_concatenates_patches_and_warnings_in_order() -> None:
@@ -66,3 +76,46 @@ def test_merge_of_the_same_shared_results_returns_the_same_decision() -> None:
     denial = Result(violations=(Violation("", "no"),))
     assert merge([("a", denial)]) is merge([("a", denial)])
     assert merge([("a", denial)]) is not merge([("b", denial)])
+
+
+TRANSLATED = Decision(allowed=True, patch=({"op": "add", "path": "/a", "value": 1},))
+
+
+@pytest.mark.parametrize("outcome", [CREATED, EXISTED, DRY_RUN])
+def test_a_decision_whose_templates_are_there_is_unchanged(outcome: Outcome) -> None:
+    assert provisioned(TRANSLATED, outcome, "closed") is TRANSLATED
+
+
+@pytest.mark.parametrize("mode", ["open", "closed"])
+def test_a_template_conflict_is_denied_whatever_the_failure_policy(mode: str) -> None:
+    outcome = Outcome(Status.CONFLICT, "t", "ResourceClaimTemplate ns/t exists, but it differs")
+    decision = provisioned(TRANSLATED, outcome, mode)  # type: ignore[arg-type]
+    assert (decision.allowed, decision.code, decision.reason) == (False, 403, "Forbidden")
+    assert decision.message.startswith("ResourceClaimTemplate ns/t exists, but it differs; ")
+    assert decision.denied_by == ("template-conflict",) and not decision.patch
+
+
+@pytest.mark.parametrize(
+    ("status", "code", "reason", "tail"),
+    [
+        (Status.REFUSED, 403, "Forbidden", "denied (fail closed)"),
+        (Status.FAILED, 500, "InternalError", "denied (fail closed), retry later"),
+    ],
+)
+def test_a_failed_create_fails_closed_with_retry_later_only_where_a_retry_can_help(
+    status: Status, code: int, reason: str, tail: str
+) -> None:
+    decision = provisioned(TRANSLATED, Outcome(status, "t", "the API said no"), "closed")
+    assert (decision.allowed, decision.code, decision.reason) == (False, code, reason)
+    assert decision.message == f"could not create ResourceClaimTemplate t: the API said no; {tail}"
+    assert decision.denied_by == ("template-create",)
+
+
+@pytest.mark.parametrize("status", [Status.REFUSED, Status.FAILED])
+def test_a_failed_create_fails_open_untranslated_with_a_warning(status: Status) -> None:
+    decision = provisioned(TRANSLATED, Outcome(status, "t", "the API said no"), "open")
+    assert decision.allowed and not decision.patch and not decision.denied_by
+    assert decision.warnings == (
+        "could not create ResourceClaimTemplate t: the API said no; admitted untranslated "
+        "(fail open)",
+    )

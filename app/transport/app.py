@@ -1,8 +1,9 @@
 """The FastAPI application: admission endpoints, health, readiness and metrics.
 
-This module reads and size-limits the body, decodes it, asks the pipeline, creates any
-ResourceClaimTemplates the decision needs (awaited, never blocking the event loop: the create
-comes back through this same webhook), and encodes the answer. It decides nothing itself.
+This module reads and size-limits the body, decodes it, asks the pipeline, has the cluster layer
+make any ResourceClaimTemplates the decision needs (app.cluster.provisioning: awaited, never
+blocking the event loop, since the create comes back through this same webhook), and encodes the
+answer. It decides nothing itself.
 """
 
 from __future__ import annotations
@@ -20,18 +21,17 @@ from fastapi.responses import Response
 from starlette.requests import ClientDisconnect
 
 from app import bounded
-from app.bounded import BoundedCache, CacheName
 from app.certs import TLS_CERT
 from app.cluster.factory import build_source
 from app.cluster.progress import MigrationProgress
+from app.cluster.provisioning import Provisioner, Status
+from app.cluster.singleflight import SingleFlight
 from app.cluster.source import ClusterSource
 from app.cluster.stats import SourceStats
-from app.cluster.templates import ManagedTemplates
 from app.cluster.view import ClusterView, Kind
 from app.config import Policy, Settings
 from app.config.policy import Origin, load_policy_with_origin
-from app.errors import ReviewError, TemplateConflictError, TemplateCreateError
-from app.k8s.templates import template_mismatch
+from app.errors import ReviewError
 from app.logs import log_fields
 from app.metrics import Metrics
 from app.pipeline import Decision, Endpoint, Pipeline
@@ -60,10 +60,9 @@ from app.transport.asgi import (
 )
 from app.transport.response import encode, review_response
 from app.transport.review import decode_review
+from app.verdict import provisioned
 
 logger = logging.getLogger(__name__)
-
-TOUCH_MEMO_LIMIT = 4096
 
 
 class _Webhook:
@@ -78,24 +77,13 @@ class _Webhook:
         self.metrics = metrics
         self.stats = TransportStats()
         self.budget = ByteBudget(settings.max_buffered_bytes)
-        self._creating: dict[tuple[str, str], asyncio.Future[None]] = {}
-        """Template creates in flight, by (namespace, name): shared by concurrent admissions."""
-        self._namespace_lookups: dict[str, asyncio.Task[dict[str, Any] | None]] = {}
+        self.provisioner = Provisioner(
+            source,
+            gc_grace_seconds=settings.template_gc_grace_seconds,
+            on_create=metrics.templates_created.inc,
+        )
+        self._namespace_lookups: SingleFlight[str, dict[str, Any] | None] = SingleFlight()
         """Namespace lookups in flight (cache misses), by name."""
-        self._collected = (
-            source.view.derived(ManagedTemplates)
-            if getattr(source, "collects_templates", False)
-            else None
-        )
-        """With template garbage collection: which templates claims were made from."""
-        self._touched: BoundedCache[tuple[str, str], float] = BoundedCache(
-            CacheName.TEMPLATE_TOUCHES, TOUCH_MEMO_LIMIT
-        )
-        """Templates this replica touched, and when (monotonic): at most one touch per
-        `_touch_every` each."""
-        self._touch_every = settings.template_gc_grace_seconds / 4
-        self._touching: dict[tuple[str, str], asyncio.Future[None]] = {}
-        """Touches in flight, by (namespace, name): shared by concurrent admissions."""
 
     async def handle(self, scope: Scope, receive: Receive, endpoint: Endpoint) -> Answer:
         held: list[int] = [0]  # body bytes taken from the budget, given back when answered
@@ -175,13 +163,8 @@ class _Webhook:
 
     async def _lookup_namespace(self, name: str) -> None:
         """Cache miss: ask the source once per namespace, however many reviews wait for it."""
-        lookup = self._namespace_lookups.get(name)
-        if lookup is None:
-            lookup = asyncio.create_task(self.source.lookup_namespace(name))
-            self._namespace_lookups[name] = lookup
-            lookup.add_done_callback(lambda _: self._namespace_lookups.pop(name, None))
         try:
-            await asyncio.shield(lookup)
+            await self._namespace_lookups.do(name, lambda: self.source.lookup_namespace(name))
         except Exception:  # a bug in a source: the pipeline answers per failure.unknownNamespace
             logger.exception("namespace lookup raised", extra={"ns": name})
 
@@ -213,146 +196,17 @@ class _Webhook:
         return await receive_body(receive, chunk)
 
     async def _provision(self, request: Request, decision: Decision) -> Decision:
-        """Make sure every template the patch references exists (none on dry runs).
-
-        The view is the cache: a template it holds costs no API call, and is only reused when it
-        is the one translation built (`template_mismatch`; dry runs are checked too). Admissions
-        that need a missing template while its create is in flight wait for that one create
-        rather than sending their own, so a burst of pods of a new shape makes one API call; the
-        templates of one decision are created concurrently.
-        """
-        view = self.source.view
-        missing = []
-        idle = []
-        for template in decision.templates:
-            meta = template["metadata"]
-            found = view.get(Kind.RESOURCE_CLAIM_TEMPLATE, meta["name"], meta["namespace"])
-            if found is None:
-                missing.append(template)
-            elif (problem := template_mismatch(found, template)) is not None:
-                message = f"ResourceClaimTemplate {meta['namespace']}/{meta['name']} exists, but "
-                return self._conflict(request, template, TemplateConflictError(message + problem))
-            elif self._collected is not None and self._idle(meta["namespace"], meta["name"]):
-                idle.append(template)
-        if request.dry_run or not (missing or idle):
-            return decision  # the common case: every template already known, nothing to await
-        jobs = [*map(self._ensure, missing), *map(self._keep, idle)]
-        outcomes = await asyncio.gather(*jobs, return_exceptions=True)
-        missing += idle
-        for template, outcome in zip(missing, outcomes, strict=True):
-            if isinstance(outcome, TemplateConflictError):
-                return self._conflict(request, template, outcome)
-            if isinstance(outcome, TemplateCreateError):
-                return self._provision_failed(request, template, outcome)
-            if isinstance(outcome, BaseException):
-                raise outcome
-        return decision
-
-    def _idle(self, namespace: str, name: str) -> bool:
-        """A template no claim was made from, that this replica has not touched lately: garbage
-        collection could be about to delete it (app.cluster.template_gc)."""
-        assert self._collected is not None
-        key = (namespace, name)
-        if key in self._touching:
-            return True  # wait for that touch, as for a create in flight
-        if self._collected.in_use(namespace, name):
-            return False
-        touched = self._touched.get(key)
-        return touched is None or time.monotonic() - touched > self._touch_every
-
-    async def _keep(self, template: dict[str, Any]) -> None:
-        """Touch an idle template before a pod relies on it; create it again if it is gone.
-        Concurrent admissions of the shape share one touch."""
-        meta = template["metadata"]
-        key = (meta["namespace"], meta["name"])
-        task = self._touching.get(key)
-        if task is None:
-            task = asyncio.ensure_future(self._touch(key, template))
-            self._touching[key] = task
-            task.add_done_callback(lambda done: self._forget_touch(key, done))
-        await asyncio.shield(task)
-
-    async def _touch(self, key: tuple[str, str], template: dict[str, Any]) -> None:
-        if not await self.source.touch_claim_template(*key):
-            await self._ensure(template)
-        self._remember_touch(key)
-
-    def _forget_touch(self, key: tuple[str, str], done: asyncio.Future[None]) -> None:
-        if self._touching.get(key) is done:
-            del self._touching[key]
-
-    def _remember_touch(self, key: tuple[str, str]) -> None:
-        self._touched.put(key, time.monotonic())
-
-    async def _ensure(self, template: dict[str, Any]) -> None:
-        meta = template["metadata"]
-        key = (meta["namespace"], meta["name"])
-        task = self._creating.get(key)
-        if task is None:
-            task = asyncio.ensure_future(self._create(template))
-            self._creating[key] = task
-            task.add_done_callback(lambda done: self._forget(key, done))
-        # shielded: a waiter that goes away (client timeout) must not cancel the others' create
-        await asyncio.shield(task)
-
-    async def _create(self, template: dict[str, Any]) -> None:
-        await self.source.create_claim_template(template)
-        self.metrics.templates_created.inc()
-        if self._collected is not None:  # as fresh as a touch
-            meta = template["metadata"]
-            self._remember_touch((meta["namespace"], meta["name"]))
-
-    def _forget(self, key: tuple[str, str], done: asyncio.Future[None]) -> None:
-        if self._creating.get(key) is done:
-            del self._creating[key]
-
-    def _provision_failed(
-        self, request: Request, template: dict[str, Any], exc: TemplateCreateError
-    ) -> Decision:
-        name = template["metadata"]["name"]
-        logger.warning(
-            "template create failed",
-            extra={"uid": request.uid, "template": name, "error": str(exc)},
-        )
-        message = f"could not create ResourceClaimTemplate {name}: {exc}"
-        if self.pipeline.policy.failure.template_create == "open":
-            return Decision(
-                allowed=True, warnings=(f"{message}; admitted untranslated (fail open)",)
+        """The decision once every template its patch references exists (none made on dry
+        runs): the cluster layer makes them (app.cluster.provisioning), the verdict says what
+        a failure means for the review (app.verdict.provisioned)."""
+        outcome = await self.provisioner.ensure(decision.templates, dry_run=request.dry_run)
+        if not outcome.ok:
+            conflict = outcome.status is Status.CONFLICT
+            logger.warning(
+                "template conflict" if conflict else "template create failed",
+                extra={"uid": request.uid, "template": outcome.template, "error": outcome.reason},
             )
-        # the API server said no to this template: a retry would too; else it may not
-        code, reason, retry = (
-            (403, "Forbidden", "") if exc.refused else (500, "InternalError", ", retry later")
-        )
-        return Decision(
-            allowed=False,
-            code=code,
-            reason=reason,
-            message=f"{message}; denied (fail closed){retry}",
-            denied_by=("template-create",),
-        )
-
-    def _conflict(
-        self, request: Request, template: dict[str, Any], exc: TemplateConflictError
-    ) -> Decision:
-        """A template of the name translation needs exists with other content: always denied.
-
-        Not per `failure.templateCreate`: retrying cannot help, and admitting the pod would
-        either reference that template or leave it untranslated.
-        """
-        name = template["metadata"]["name"]
-        logger.warning(
-            "template conflict", extra={"uid": request.uid, "template": name, "error": str(exc)}
-        )
-        return Decision(
-            allowed=False,
-            code=403,
-            reason="Forbidden",
-            message=(
-                f"{exc}; dra-webhook does not reuse it for translation. Delete or rename that "
-                "ResourceClaimTemplate (translation creates its own under this name)"
-            ),
-            denied_by=("template-conflict",),
-        )
+        return provisioned(decision, outcome, self.pipeline.policy.failure.template_create)
 
 
 def _watch(
