@@ -42,10 +42,10 @@ from prometheus_client.registry import Collector
 
 from app.bounded import CacheName, budget, cache_stats
 from app.cel.cache import CompileCache
-from app.cel.index import DeviceIndex
 from app.cluster.stats import SourceStats
 from app.cluster.view import ClusterView, Kind
 from app.collectors import CertificateCollector, MigrationCollector, MigrationCounts
+from app.devices.index import DeviceIndex
 from app.errors import ConfigError
 from app.pipeline import (
     CLAIM_KINDS,

@@ -30,8 +30,8 @@ from typing import Any
 
 from app.allocation import Allocations, ClaimInput, Model, Verdict
 from app.cel.factory import get_engine
-from app.cel.index import DeviceIndex
 from app.cluster.view import ClusterView, Kind
+from app.devices.index import DeviceIndex
 from app.k8s.claims import parse_claim_spec
 from app.server import heap
 from tests.e2e.fleet import DRIVER, device_class

@@ -7,7 +7,7 @@
   selectors' one, and what the devices offer instead);
 - :mod:`~app.allocation.model`: the entry point, memoized by claim shape and generations.
 
-It reads the device index (:mod:`app.cel.index`) and the cluster view's plain data, and knows
+It reads the device index (:mod:`app.devices.index`) and the cluster view's plain data, and knows
 nothing of admission: ``policies/selectors.py`` turns its verdict into warnings or denials.
 """
 

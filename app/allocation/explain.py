@@ -29,7 +29,7 @@ from app.allocation.search import Abort, ClaimPlan, RequestPlan, Search, Want, s
 from app.allocation.shortfall import MAX_HINT_VALUES, Offers, devices, short_text
 from app.allocation.state import Allocations
 from app.cel.cost import Budget
-from app.cel.index import DeviceIndex, Match
+from app.devices.index import DeviceIndex, Match
 from app.k8s.claims import Alternative
 
 __all__ = ["EXHAUSTED", "Problem", "Resolved", "cel_abort", "class_gap", "never", "not_now"]

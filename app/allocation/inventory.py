@@ -30,7 +30,7 @@ from typing import Any
 from app.allocation.capacity import CapacitySpec, capacity_spec, quantity_or_none
 from app.allocation.nodes import ANY_NODE, named, raw_devices, reaches, slice_reaches
 from app.cel.device import Device
-from app.cel.index import IndexedSlice
+from app.devices.index import IndexedSlice
 from app.k8s.quantity import Quantity
 
 __all__ = ["ANY_NODE", "Candidate", "Inventory", "Pool"]

@@ -43,8 +43,8 @@ from app.allocation.state import Allocations
 from app.bounded import BoundedCache, CacheName
 from app.cel.cost import Budget
 from app.cel.errors import CelCompileError
-from app.cel.index import DeviceIndex, Match, class_selectors
 from app.cluster.view import Kind
+from app.devices.index import DeviceIndex, Match, class_selectors
 from app.k8s.claims import Alternative, ClaimSpec
 
 __all__ = ["NEVER", "NOT_NOW", "OK", "UNCHECKED", "ClaimInput", "Model", "Problem", "Verdict"]

@@ -16,7 +16,7 @@ from app.bounded import BoundedCache, CacheName
 from app.cel import syntax
 from app.cel.cost import Budget
 from app.cel.device import Device
-from app.cel.index import DeviceIndex, Match
+from app.devices.index import DeviceIndex, Match
 from app.k8s.claims import Alternative
 
 __all__ = ["MAX_HINT_VALUES", "OFFERS_KEPT", "Offers", "devices", "short_text"]

@@ -1,1 +1,4 @@
-"""CEL: engine backends, the Kubernetes CEL library, device values and the compile cache."""
+"""CEL: engine backends, the Kubernetes CEL library, device values, cost and the compile cache.
+
+The language only; which devices a class + selectors match is :mod:`app.devices`, built on it.
+"""

@@ -13,8 +13,8 @@ from app.allocation import Model
 from app.cel.cache import CompileCache
 from app.cel.engine import SELECTOR, Engine
 from app.cel.factory import get_engine
-from app.cel.index import DeviceIndex
 from app.config import Policy
+from app.devices.index import DeviceIndex
 from app.policies.parts import Parts
 
 

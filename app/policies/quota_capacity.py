@@ -23,8 +23,8 @@ from typing import Any
 
 from app.allocation.capacity import request_policy, rounded
 from app.bounded import BoundedCache, CacheName
-from app.cel.index import DeviceIndex, class_selectors
 from app.cluster.view import ClusterReader, Kind, Obj
+from app.devices.index import DeviceIndex, class_selectors
 from app.errors import ObjectShapeError
 from app.k8s.capacity import Ask, capacity_asks
 from app.k8s.claims import parse_claim_spec, template_claim_spec

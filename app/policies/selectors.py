@@ -23,8 +23,8 @@ A request whose selectors (or whose DeviceClass's selectors) hit such a gap is n
 satisfiability either: it is taken as satisfiable, with the same warning.
 
 The scheduler would otherwise leave the pod Pending with no message. Devices come from the cluster
-view through :class:`~app.cel.index.DeviceIndex`; the verdict is memoized by the claim's shape and
-the view's generations, so a repeated claim shape costs a lookup.
+view through :class:`~app.devices.index.DeviceIndex`; the verdict is memoized by the claim's
+shape and the view's generations, so a repeated claim shape costs a lookup.
 """
 
 from __future__ import annotations

@@ -25,7 +25,7 @@ def engine(request: pytest.FixtureRequest) -> Engine:
 
 class Cluster:
     def __init__(self, engine: Engine, objects: list[Obj]) -> None:
-        from app.cel.index import DeviceIndex
+        from app.devices.index import DeviceIndex
 
         self.view = ClusterView()
         self.index = DeviceIndex(engine)

@@ -18,8 +18,8 @@ from hypothesis import strategies as st
 from app.allocation import NEVER, NOT_NOW, OK, Allocations, ClaimInput, Model, Verdict
 from app.allocation import search as search_module
 from app.cel.factory import get_engine
-from app.cel.index import DeviceIndex
 from app.cluster.view import ClusterView, Kind
+from app.devices.index import DeviceIndex
 from app.k8s.claims import parse_claim_spec
 from tests.allocation.conftest import request, spec
 from tests.allocation.nvidia import CLASSES, DRIVER, allocated_claim, gpu, node_slice

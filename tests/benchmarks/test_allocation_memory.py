@@ -17,8 +17,8 @@ from pytest_benchmark.fixture import BenchmarkFixture
 
 from app.allocation import Model
 from app.cel.factory import get_engine
-from app.cel.index import DeviceIndex
 from app.cluster.view import ClusterView, Kind
+from app.devices.index import DeviceIndex
 from tests.allocation.nvidia import node_slice
 from tests.cluster.memory import retained_bytes, slices_wire
 

@@ -19,8 +19,8 @@ import pytest
 from app.allocation import OK, Allocations, ClaimInput, Model
 from app.cel.engine import BACKENDS, Engine
 from app.cel.factory import get_engine
-from app.cel.index import DeviceIndex
 from app.cluster.view import Kind
+from app.devices.index import DeviceIndex
 from app.k8s.claims import parse_claim_spec
 from tests.allocation.nvidia import CLASSES, DRIVER, allocated_claim, gpu, node_slice
 

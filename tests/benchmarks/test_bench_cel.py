@@ -16,7 +16,7 @@ from app.cel.cache import CompileCache
 from app.cel.device import devices_of_slice
 from app.cel.engine import BACKENDS, SELECTOR, Engine
 from app.cel.factory import get_engine
-from app.cel.index import DeviceIndex
+from app.devices.index import DeviceIndex
 from tests.benchmarks.policies import THREE_RULES
 
 CLASS = ('device.driver == "gpu.nvidia.com"',)

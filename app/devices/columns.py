@@ -3,7 +3,7 @@
 devices, in order. Columns are numbered once (:class:`Columns`), so
 
 - two slices whose columns have the same numbers for every path a selector set reads share
-  every outcome of it, device by device (:mod:`app.cel.groups` groups slices that way);
+  every outcome of it, device by device (:mod:`app.devices.groups` groups slices that way);
 - devices with the same projection share an outcome, so a group is evaluated once per distinct
   view of a device, not once per device.
 

@@ -9,8 +9,8 @@ import pytest
 from app.cel.device import devices_of_slice
 from app.cel.engine import Engine
 from app.cel.errors import CelCompileError
-from app.cel.index import DeviceIndex, class_selectors
-from tests.cel.objects import gpu_device, make_slice
+from app.devices.index import DeviceIndex, class_selectors
+from tests.devices.objects import gpu_device, make_slice
 
 GPU_CLASS: dict[str, Any] = {
     "metadata": {"name": "gpu.nvidia.com"},
@@ -151,7 +151,7 @@ def test_devices_with_unusable_values_never_match(engine: Engine) -> None:
 
 
 def test_selectors_reading_made_up_paths_leave_no_trace_per_slice(engine: Engine) -> None:
-    from app.cel import index as index_module
+    from app.devices import index as index_module
 
     index = DeviceIndex(engine)
     index.sync([make_slice("s", "gpu.nvidia.com", [gpu_device("g0", "80Gi")])], 1)
@@ -187,8 +187,8 @@ def test_the_match_memo_evicts_the_oldest_results_to_stay_within_its_byte_budget
 def test_column_numbers_are_renumbered_when_replaced_slices_leave_most_unused(
     engine: Engine, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from app.cel import index as index_module
     from app.cluster.view import Kind
+    from app.devices import index as index_module
 
     monkeypatch.setattr(index_module, "COLUMNS_CHECKED_EVERY", 1)
     monkeypatch.setattr(index_module, "COLUMNS_KEPT_MIN", 64)
@@ -234,8 +234,8 @@ def test_a_sync_after_watch_events_never_takes_the_generation_back(engine: Engin
 
 
 def test_a_shape_drops_the_outcomes_of_groups_no_slice_is_in(engine: Engine) -> None:
-    from app.cel import index as index_module
     from app.cluster.view import Kind
+    from app.devices import index as index_module
 
     index = DeviceIndex(engine)
     bare = ('[device].all(d, d.driver == "gpu.nvidia.com")',)  # each slice version alone

@@ -1,5 +1,5 @@
 """One ResourceSlice version as the device index holds it: its devices, converted once, and
-the numbers of its columns (:mod:`app.cel.projection`)."""
+the numbers of its columns (:mod:`app.devices.columns`)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from typing import Any
 
 from app.cel.device import Device
 from app.cel.engine import Engine
-from app.cel.projection import Path
+from app.devices.columns import Path
 
 __all__ = ["Indexed", "IndexedSlice", "Snapshot"]
 
@@ -35,7 +35,7 @@ class Indexed:
 @dataclass(slots=True, eq=False)
 class IndexedSlice:
     """One ResourceSlice version as the view holds it (read-only) and its devices, converted
-    once, with the number of each of its columns (:mod:`app.cel.projection`)."""
+    once, with the number of each of its columns (:mod:`app.devices.columns`)."""
 
     name: str
     version: Any

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from app.cel.projection import MISSING
-from app.cel.simple import Comparison, comparison, decide
+from app.devices.columns import MISSING
+from app.devices.literals import Comparison, comparison, decide
 
 UUID = ("attributes", "gpu.nvidia.com", "uuid")
 

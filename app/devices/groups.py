@@ -1,7 +1,7 @@
 """Slices grouped by what a selector set can read of them.
 
 A :class:`Grouping` belongs to one path set (the device paths a class + selector set reads,
-:func:`app.cel.projection.view_of`). Two slices are in the same group when they have as many
+:func:`app.devices.columns.view_of`). Two slices are in the same group when they have as many
 devices, the same devices unusable to CEL, and the same column on every path of the set: any
 selector set reading only those paths has the same outcome on both, device by device. So a
 shape is evaluated once per group, and holds one outcome per group.
@@ -18,8 +18,8 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 from typing import Final
 
-from app.cel.projection import PathSet
-from app.cel.slices import IndexedSlice
+from app.devices.columns import PathSet
+from app.devices.store import IndexedSlice
 
 __all__ = ["Grouping", "grouping_bytes"]
 

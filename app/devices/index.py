@@ -5,10 +5,10 @@ the cluster view's ``resource_slices()`` returns) and a generation number that c
 any slice changes (``generation("ResourceSlice")``). It
 
 - converts each slice's devices once per slice version (name + resourceVersion/generation)
-  and numbers its columns (:mod:`app.cel.projection`), never on a request;
+  and numbers its columns (:mod:`app.devices.columns`), never on a request;
 - memoizes "which devices of this class match these selectors" per slice-set generation, so a
   repeated claim shape costs one dictionary lookup;
-- groups the slices by what a selector set can read of them (:mod:`app.cel.groups`: slices
+- groups the slices by what a selector set can read of them (:mod:`app.devices.groups`: slices
   with the same values, device by device, on the paths the selectors read), and keeps one
   outcome per group: a new shape is evaluated once per group, on one of its slices, and once
   per *distinct view* of a device there (a selector reading only
@@ -17,8 +17,8 @@ any slice changes (``generation("ResourceSlice")``). It
   paths an expression can read come from :func:`app.cel.syntax.device_paths`; an expression
   that uses ``device`` any other way is evaluated per device, each slice on its own;
 - keeps no CEL activation per device: a new view is evaluated on the device reduced to the
-  paths read (:func:`app.cel.projection.reduced`), and string comparisons are answered from
-  the columns (:mod:`app.cel.simple`).
+  paths read (:func:`app.devices.columns.reduced`), and string comparisons are answered from
+  the columns (:mod:`app.devices.literals`).
 
 It is fed either way: as a listener of the cluster view (:meth:`DeviceIndex.on_change`,
 subscribed at startup, so a slice event converts only that slice's devices and the request path
@@ -49,8 +49,11 @@ from app.cel.cache import CompileCache
 from app.cel.cost import Budget
 from app.cel.device import Device, devices_of_slice
 from app.cel.engine import SELECTOR, Engine, Program
-from app.cel.groups import Grouping, grouping_bytes
-from app.cel.parts import (
+from app.cluster.view import Kind
+from app.devices.columns import MISSING, Columns, Path, PathSet, columns_of, project, view_of
+from app.devices.groups import Grouping, grouping_bytes
+from app.devices.literals import Comparison, comparison
+from app.devices.shapes import (
     DeviceRefs,
     Match,
     Outcome,
@@ -60,10 +63,7 @@ from app.cel.parts import (
     evaluate,
     shape_bytes,
 )
-from app.cel.projection import MISSING, Columns, Path, PathSet, columns_of, project, view_of
-from app.cel.simple import Comparison, comparison
-from app.cel.slices import Indexed, IndexedSlice, Snapshot
-from app.cluster.view import Kind
+from app.devices.store import Indexed, IndexedSlice, Snapshot
 from app.k8s.claims import device_class_expressions
 
 __all__ = [

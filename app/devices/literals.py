@@ -17,8 +17,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
-from app.cel.projection import MISSING
 from app.cel.syntax import Token, device_paths, string_value, tokenize
+from app.devices.columns import MISSING
 
 __all__ = ["Comparison", "comparison", "decide", "decide_all"]
 

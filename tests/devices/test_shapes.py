@@ -7,8 +7,8 @@ from typing import Any
 
 from app.cel.cost import Budget
 from app.cel.engine import Engine
-from app.cel.index import DeviceIndex
-from tests.cel.objects import gpu_device, make_slice
+from app.devices.index import DeviceIndex
+from tests.devices.objects import gpu_device, make_slice
 
 MEMORY_80GI = 'device.capacity["gpu.nvidia.com"].memory.compareTo(quantity("80Gi")) >= 0'
 CLASS = ('device.driver == "gpu.nvidia.com"',)

@@ -11,8 +11,8 @@ from hypothesis import strategies as st
 from app.cel.device import devices_of_slice
 from app.cel.engine import Engine
 from app.cel.errors import CelEvalError
-from app.cel.index import DeviceIndex
 from app.cluster.view import Kind
+from app.devices.index import DeviceIndex
 
 DRIVER = "gpu.nvidia.com"
 CLASSES = {

@@ -1,11 +1,11 @@
-"""What the device index (:mod:`app.cel.index`) holds per slice and per shape, and how it
+"""What the device index (:mod:`app.devices.index`) holds per slice and per shape, and how it
 evaluates a selector set on one slice's devices.
 
 A *shape* (a DeviceClass + selector set) keeps one :class:`Outcome` per group of slices alike
-(:class:`app.cel.groups.Grouping`: the same columns on every path the selectors read), not one
-per slice: 8,000 slices of identical GPUs are one group, one evaluation and one outcome. A group
-is evaluated on one of its slices, once per distinct view of a device (devices with the same
-values on the paths read share the outcome).
+(:class:`app.devices.groups.Grouping`: the same columns on every path the selectors read), not
+one per slice: 8,000 slices of identical GPUs are one group, one evaluation and one outcome. A
+group is evaluated on one of its slices, once per distinct view of a device (devices with the
+same values on the paths read share the outcome).
 """
 
 from __future__ import annotations
@@ -18,10 +18,10 @@ from app.cel.cost import Budget
 from app.cel.device import Device
 from app.cel.engine import Engine, Program
 from app.cel.errors import CelEvalError
-from app.cel.groups import Grouping
-from app.cel.projection import PathSet, reduced
-from app.cel.simple import Comparison, decide_all
-from app.cel.slices import IndexedSlice
+from app.devices.columns import PathSet, reduced
+from app.devices.groups import Grouping
+from app.devices.literals import Comparison, decide_all
+from app.devices.store import IndexedSlice
 
 __all__ = [
     "DeviceRefs",
@@ -44,7 +44,7 @@ class Plan:
     """None: an expression may read any part of a device (evaluated per device)."""
     cost: int
     comparisons: tuple[tuple[int, Comparison], ...] | None = None
-    """When every expression is a string comparison (:mod:`app.cel.simple`): each one with
+    """When every expression is a string comparison (:mod:`app.devices.literals`): each one with
     the index of its path in ``paths``, answered without CEL where the value is a string."""
 
 
@@ -174,7 +174,7 @@ def evaluate(
     on the device reduced to those paths (a small activation, made for the evaluation and not
     kept: selectors reading a per-device value, such as a uuid, hold no memory per device). A
     plan of string comparisons is answered from the columns where the values are strings
-    (:mod:`app.cel.simple`), without CEL and without a charge.
+    (:mod:`app.devices.literals`), without CEL and without a charge.
     Without paths (an expression that may read anything) the device's whole activation is
     made once and kept."""
     cost = plan.cost if budget is not None else 0
