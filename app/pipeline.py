@@ -29,7 +29,7 @@ from app.config import Policy
 from app.config.policy import StaleView as StaleViewPolicy
 from app.errors import ObjectShapeError, PolicyError
 from app.policies import defaults, dra_only, quota, rules, selectors, translate
-from app.policies.base import Context, Mode, Request, Result, Violation
+from app.policies.base import Context, Mode, Request, Result, failure_answer
 from app.policies.cel_runtime import cel_runtime
 from app.policies.exceptions import Clock, policy_exceptions, system_clock
 from app.policies.parts import Builder, Parts
@@ -392,13 +392,7 @@ class Pipeline:
         The other checks' results are merged with it, so their denials still stand.
         """
         text = f"{name}: dra-webhook failed to run this check (internal error, see its logs)"
-        if self.policy.failure.internal_error == "open":
-            return Result(warnings=(f"{text}; not checked, allowed (fail open)",))
-        return Result(
-            violations=(Violation("", f"{text}; denied (fail closed)"),),
-            reason="InternalError",
-            code=500,
-        )
+        return failure_answer(self.policy.failure.internal_error, text)
 
     def _stale_result(self, reg: Registration, stale: frozenset[Kind]) -> Result | None:
         """The answer of a check that reads a stale kind (per failure.staleView), else None."""
@@ -410,12 +404,8 @@ class Pipeline:
             f"{reg.name}: dra-webhook's cluster view of {names} is out of date "
             "(not in sync with the API server)"
         )
-        if self._stale_view.mode(reg.name) == "open":
-            return Result(warnings=(f"{text}; not checked, allowed (fail open)",))
-        return Result(
-            violations=(Violation("", f"{text}; denied (fail closed), retry later"),),
-            reason="ServiceUnavailable",
-            code=503,
+        return failure_answer(
+            self._stale_view.mode(reg.name), text, code=503, reason="ServiceUnavailable", retry=True
         )
 
     def _failure(self, mode: str, label: str, message: str) -> Decision:

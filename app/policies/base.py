@@ -125,3 +125,22 @@ class Result:
 
 
 ALLOW = Result()
+
+
+def failure_answer(
+    mode: str,
+    text: str,
+    *,
+    skipped: str = "not checked",
+    code: int = 500,
+    reason: str = "InternalError",
+    retry: bool = False,
+) -> Result:
+    """The answer of a check that could not judge (it raised, the view it reads is stale, the
+    review's CEL budget ran out), per the failure policy's ``mode``: open allows with a warning
+    saying what was ``skipped``; closed denies with ``code``, and "retry later" only where a
+    retry can help (``retry``)."""
+    if mode == "open":
+        return Result(warnings=(f"{text}; {skipped}, allowed (fail open)",))
+    closed = f"{text}; denied (fail closed){', retry later' if retry else ''}"
+    return Result(violations=(Violation("", closed),), reason=reason, code=code)

@@ -42,7 +42,7 @@ from app.cluster.view import Kind
 from app.errors import ObjectShapeError
 from app.k8s import claims
 from app.k8s.claims import SELECTING, DeviceRequest
-from app.policies.base import ALLOW, Context, Request, Result, Violation
+from app.policies.base import ALLOW, Context, Request, Result, Violation, failure_answer
 from app.policies.cel_runtime import CelRuntime, cel_runtime
 
 
@@ -57,12 +57,12 @@ def check(request: Request, ctx: Context) -> Result:
         return _check(request, ctx, budget)
     except BudgetExceededError as exc:
         text = f"{request.kind} {request.name}: {exc}".replace("  ", " ")
-        if ctx.policy.failure.cel_budget == "open":
-            return Result(warnings=(f"{text}; selectors not fully checked, allowed (fail open)",))
-        return Result(
-            violations=(Violation("", f"{text}; denied (fail closed)"),),
-            reason="Forbidden",
+        return failure_answer(
+            ctx.policy.failure.cel_budget,
+            text,
+            skipped="selectors not fully checked",
             code=403,
+            reason="Forbidden",
         )
 
 
