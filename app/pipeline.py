@@ -37,9 +37,9 @@ from app.policies.quota_capacity import ClassPolicies
 from app.policies.quota_rules import quota_rules
 from app.policies.workloads import workload_catalogue
 from app.translation.sharing import PublishedCapacities
-from app.verdict import ALLOWED, INTERNAL_ERROR, Decision, merge
+from app.verdict import ALLOWED, INTERNAL_ERROR, Decision, Merger
 
-__all__ = ["ALLOWED", "INTERNAL_ERROR", "Decision", "Endpoint", "Pipeline", "Registration", "merge"]
+__all__ = ["ALLOWED", "INTERNAL_ERROR", "Decision", "Endpoint", "Pipeline", "Registration"]
 
 logger = logging.getLogger(__name__)
 
@@ -253,6 +253,8 @@ class Pipeline:
         self.view = view
         registrations = (*registrations, *rule_registrations(policy))
         self.parts = Parts(policy, clock=clock)
+        self._merger = Merger()
+        """Merges the checks' results, remembering decisions of shared ones (app.verdict)."""
         for reg in registrations:
             for builder in reg.builds:
                 self.parts.build(builder)  # raises PolicyError naming what does not compile
@@ -384,7 +386,7 @@ class Pipeline:
                     failed.append(reg.name)
                     result = self._check_failure(reg.name)
             results.append((reg.name, result))
-        return merge(results, failed)
+        return self._merger.merge(results, failed)
 
     def _check_failure(self, name: str) -> Result:
         """One check's own answer when it raised: per failure.internalError, for it alone.

@@ -4,7 +4,7 @@ shared results checks answer with."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from app.bounded import BoundedCache, CacheName
@@ -56,34 +56,60 @@ class Decision:
 ALLOWED = Decision(allowed=True)
 
 
-_MERGED: BoundedCache[tuple[tuple[str, int], ...], tuple[tuple[Result, ...], Decision]] = (
-    BoundedCache(CacheName.MERGED_DECISIONS, 1024)
-)
-"""Decision by the identity of the results merged: checks answer with shared Results (ALLOW,
-dra-only's memoized denials), so the same combination comes back for every pod of a shape. The
-Results are kept with the Decision, so their ids cannot be reused while the entry lives."""
-
-
 def merge(results: list[tuple[str, Result]], failed: Iterable[str] = ()) -> Decision:
     """One decision from every policy's result: denied if any denies, all messages kept.
 
     `failed` names the checks that raised (their result is the failure policy's answer): their
-    denials are labelled `internal-error:<check>`.
+    denials are labelled `internal-error:<check>`. (A pipeline merges through its
+    :class:`Merger`, which remembers the decisions of shared results.)
     """
-    failed_checks = tuple(failed)
-    if failed_checks:
-        return _merge(results, failed_checks)
-    key = tuple((name, id(result)) for name, result in results)
-    known = _MERGED.get(key)
-    if known is not None and all(a is b for a, (_, b) in zip(known[0], results, strict=True)):
-        return known[1]
-    decision = _merge(results, failed_checks)
-    if not decision.patch and not decision.templates:  # those come fresh with every review
-        _MERGED.put(key, (tuple(result for _, result in results), decision))
-    return decision
+    return _merge(results, tuple(failed), _build_denial_text)
 
 
-def _merge(results: list[tuple[str, Result]], failed_checks: tuple[str, ...]) -> Decision:
+class Merger:
+    """:func:`merge` with memos, one per pipeline: checks answer with shared Results (ALLOW,
+    dra-only's memoized denials), so the same combination comes back for every pod of a shape.
+
+    Both memos are keyed by the identity of those Results and keep the Results with the
+    answer, so an id cannot be reused while its entry lives; they go with the pipeline."""
+
+    __slots__ = ("_decisions", "_texts")
+
+    def __init__(self) -> None:
+        self._decisions: BoundedCache[
+            tuple[tuple[str, int], ...], tuple[tuple[Result, ...], Decision]
+        ] = BoundedCache(CacheName.MERGED_DECISIONS, 1024)
+        self._texts: BoundedCache[int, tuple[Result, str]] = BoundedCache(
+            CacheName.DENIAL_TEXTS, 1024
+        )
+
+    def merge(self, results: list[tuple[str, Result]], failed: Iterable[str] = ()) -> Decision:
+        failed_checks = tuple(failed)
+        if failed_checks:
+            return _merge(results, failed_checks, self._denial_text)
+        key = tuple((name, id(result)) for name, result in results)
+        known = self._decisions.get(key)
+        if known is not None and all(a is b for a, (_, b) in zip(known[0], results, strict=True)):
+            return known[1]
+        decision = _merge(results, failed_checks, self._denial_text)
+        if not decision.patch and not decision.templates:  # those come fresh with every review
+            self._decisions.put(key, (tuple(result for _, result in results), decision))
+        return decision
+
+    def _denial_text(self, result: Result) -> str:
+        known = self._texts.get(id(result))
+        if known is not None and known[0] is result:
+            return known[1]
+        text = _build_denial_text(result)
+        self._texts.put(id(result), (result, text))
+        return text
+
+
+def _merge(
+    results: list[tuple[str, Result]],
+    failed_checks: tuple[str, ...],
+    denial_text: Callable[[Result], str],
+) -> Decision:
     denials = [
         (f"{INTERNAL_ERROR}:{name}" if name in failed_checks else name, r)
         for name, r in results
@@ -100,7 +126,7 @@ def _merge(results: list[tuple[str, Result]], failed_checks: tuple[str, ...]) ->
             allowed=False,
             code=first.code,
             reason=first.reason,
-            message="\n".join(_denial_text(r) for _, r in denials),
+            message="\n".join(denial_text(r) for _, r in denials),
             warnings=warnings,
             denied_by=tuple(name for name, _ in denials),
             findings=findings,
@@ -160,21 +186,6 @@ def provisioned(decision: Decision, outcome: Outcome, template_create: FailureMo
         message=f"{message}; denied (fail closed){retry}",
         denied_by=("template-create",),
     )
-
-
-_DENIAL_TEXTS: BoundedCache[int, tuple[Result, str]] = BoundedCache(CacheName.DENIAL_TEXTS, 1024)
-"""Denial text by Result identity: checks memoize their denials (dra-only per request shape), so
-the same Result comes back for every pod of that shape. The Result is kept with its text, so its
-id cannot be reused while the entry lives."""
-
-
-def _denial_text(result: Result) -> str:
-    known = _DENIAL_TEXTS.get(id(result))
-    if known is not None and known[0] is result:
-        return known[1]
-    text = _build_denial_text(result)
-    _DENIAL_TEXTS.put(id(result), (result, text))
-    return text
 
 
 def _build_denial_text(result: Result) -> str:

@@ -12,6 +12,7 @@ from app.verdict import (
     MAX_WARNING_CHARS,
     MAX_WARNINGS,
     Decision,
+    Merger,
     merge,
     provisioned,
 )
@@ -72,10 +73,14 @@ def test_merge_lists_at_most_the_bounded_number_of_violations() -> None:
     assert message.endswith("- ... and 3 more")
 
 
-def test_merge_of_the_same_shared_results_returns_the_same_decision() -> None:
+def test_a_merger_returns_the_same_decision_for_the_same_shared_results() -> None:
+    merger = Merger()
     denial = Result(violations=(Violation("", "no"),))
-    assert merge([("a", denial)]) is merge([("a", denial)])
-    assert merge([("a", denial)]) is not merge([("b", denial)])
+    assert merger.merge([("a", denial)]) is merger.merge([("a", denial)])
+    assert merger.merge([("a", denial)]) is not merger.merge([("b", denial)])
+    assert merger.merge([("a", denial)]) == merge([("a", denial)])  # the same answer, remembered
+    # its memos are its own: another pipeline's merger starts empty
+    assert Merger().merge([("a", denial)]) is not merger.merge([("a", denial)])
 
 
 TRANSLATED = Decision(allowed=True, patch=({"op": "add", "path": "/a", "value": 1},))
