@@ -157,7 +157,7 @@ _SMALL: Final = 64
 """What an object :func:`approx_bytes` does not look into is counted as (a small instance)."""
 
 
-def approx_bytes(value: object, depth: int = 4) -> int:
+def approx_bytes(value: object, depth: int = 16) -> int:
     """About the bytes ``value`` holds: strings by their length; tuples, lists, sets, dicts and
     dataclasses by their items (what cache keys and small values are made of), ``depth`` levels
     down; numbers and other objects as small. Cheap enough for a put (it runs when an entry is
