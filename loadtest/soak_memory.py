@@ -37,6 +37,7 @@ import datetime as dt
 import http.client
 import itertools
 import json
+import signal
 import ssl
 import sys
 import threading
@@ -371,8 +372,13 @@ def _parse(argv: list[str] | None) -> Soak:
     )
 
 
+def _stop_on_term(*_: Any) -> None:
+    raise SystemExit(143)  # unwinds through run()'s finally: the server is stopped by its pid
+
+
 def main(argv: list[str] | None = None) -> int:
     soak = _parse(argv)
+    signal.signal(signal.SIGTERM, _stop_on_term)
     result = run(soak)
     for problem in result["problems"]:
         print(f"soak-memory: {problem}", file=sys.stderr)
