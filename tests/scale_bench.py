@@ -41,11 +41,11 @@ from typing import Any
 import httpx
 
 from tests.assets import control_plane_assets, k8s_tool
-from tests.conftest import TlsServer
 from tests.e2e.controlplane import ControlPlane
 from tests.e2e.fleet import DRIVER, _gpu, device_class
 from tests.e2e.kube import ApiError, Kube
 from tests.e2e.webhook import Webhook, start_webhook, stop_webhook
+from tests.helpers import TlsServer
 
 Obj = dict[str, Any]
 NAMESPACES = 20

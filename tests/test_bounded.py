@@ -24,7 +24,7 @@ from app.bounded import (
 from app.cel.cost import MEMO_TEXT_PER_REVIEW
 from app.config.settings import Settings
 from app.metrics import Metrics
-from tests.conftest import AppHarness, Obj, review
+from tests.helpers import AppHarness, Obj, review
 
 NAME = CacheName.QUANTITIES
 

@@ -12,7 +12,7 @@ import pytest
 from cryptography import x509
 
 from app.certs import CertReloader, ensure_dev_certs, mint
-from tests.conftest import TlsServer, load_fixture, start_server, stop_server
+from tests.helpers import TlsServer, load_fixture, start_server, stop_server
 
 
 def _cert(path: Path) -> x509.Certificate:

@@ -17,7 +17,7 @@ import orjson
 import pytest
 
 from app.cli import main
-from tests.conftest import load_fixture, start_server
+from tests.helpers import load_fixture, start_server
 
 
 def test_certs_writes_the_cert_manager_file_names_and_prints_the_ca_bundle(

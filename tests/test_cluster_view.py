@@ -10,7 +10,7 @@ import pytest
 from app.cluster.static import StaticSource
 from app.cluster.view import ClusterView, Kind
 from app.errors import ClusterFileError
-from tests.conftest import namespace
+from tests.helpers import namespace
 
 
 def claim(name: str, ns: str = "ml") -> dict[str, Any]:

@@ -20,7 +20,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from app.logs import JsonLines, JsonLinesHandler, configure_logging, log_fields, logging_config
-from tests.conftest import FIXTURES, start_server, stop_server
+from tests.helpers import FIXTURES, start_server, stop_server
 
 LEGACY_POD = FIXTURES / "pod-create-legacy-gpu.json"
 

@@ -13,8 +13,8 @@ import yaml
 
 from app.config.policy import parse_policy
 from app.metrics import Metrics
-from tests.conftest import AppHarness, load_fixture, namespace, wrap
 from tests.dra_only_cases import EXCEPTIONS, GPU, container
+from tests.helpers import AppHarness, load_fixture, namespace, wrap
 
 
 def test_a_kind_the_webhook_does_not_handle_is_labelled_other(app: AppHarness) -> None:

@@ -11,7 +11,7 @@ from app.certs import mint
 from app.cluster.view import ClusterView, Kind
 from app.config import Settings
 from app.metrics import LATENCY_BUCKETS, Metrics
-from tests.conftest import AppHarness
+from tests.helpers import AppHarness
 
 
 def _value(text: str, name: str) -> float:

@@ -16,7 +16,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from app.errors import ConfigError
 from app.metrics import Metrics, prepare_multiprocess_dir
-from tests.conftest import FIXTURES, TlsServer, start_server, stop_server
+from tests.helpers import FIXTURES, TlsServer, start_server, stop_server
 
 LEGACY_POD = FIXTURES / "pod-create-legacy-gpu.json"
 COUNT = "dra_webhook_admission_duration_seconds"

@@ -14,7 +14,7 @@ from app.cel.errors import CelCompileError, CelEvalError
 from app.cel.factory import get_engine
 from app.cel.semver import SemverError, parse_semver
 from app.k8s.quantity import QuantityError, parse_quantity
-from tests.conftest import AppHarness, review
+from tests.helpers import AppHarness, review
 
 HUGE = "9" * 4301
 ANY = Environment("test-any", (), None)

@@ -12,8 +12,8 @@ import yaml
 
 from app import offline
 from app.cli import main
-from tests.conftest import FIXTURES, ROOT, make_view, namespace, policy_from
 from tests.dra_only_cases import EXCEPTIONS
+from tests.helpers import FIXTURES, ROOT, make_view, namespace, policy_from
 
 EXAMPLES = ROOT / "examples" / "manifests.yaml"
 GPU = "nvidia.com/gpu"

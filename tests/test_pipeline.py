@@ -15,7 +15,7 @@ from app.pipeline import REGISTRATIONS, Endpoint, Pipeline, Registration
 from app.policies import quota, rules
 from app.policies.base import ALLOW, Context, Request, Result
 from app.transport.review import decode_review
-from tests.conftest import load_fixture, make_view, namespace, policy_from, review, wrap
+from tests.helpers import load_fixture, make_view, namespace, policy_from, review, wrap
 
 FIXTURES = (
     "deployment-create-legacy-gpu",

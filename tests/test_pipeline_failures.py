@@ -13,7 +13,7 @@ from app.pipeline import REGISTRATIONS, Endpoint, Pipeline, Registration
 from app.policies import rules
 from app.policies.base import Context, Request, Result
 from app.transport.review import decode_review
-from tests.conftest import make_view, policy_from, wrap
+from tests.helpers import make_view, policy_from, wrap
 
 TAG_LIKE = "\x01k8s.q\x02oops"
 """An annotation that starts like the cel-expr-python backend's internal quantity encoding."""

@@ -147,7 +147,7 @@ THREE_SELECTORS = (
 
 
 def _pipeline(backend: str, slices: dict[str, Any]) -> Any:
-    from tests.conftest import DEMO_NAMESPACES, make_pipeline, policy_from
+    from tests.helpers import DEMO_NAMESPACES, make_pipeline, policy_from
 
     device_class = {
         "apiVersion": "resource.k8s.io/v1",
@@ -169,7 +169,7 @@ def _round_trip(pipeline: Any, body: dict[str, Any]) -> Any:
     from app.pipeline import Endpoint
     from app.transport.response import encode, review_response
     from app.transport.review import decode_review
-    from tests.conftest import wrap
+    from tests.helpers import wrap
 
     raw = orjson.dumps(wrap(body))
 

@@ -18,7 +18,7 @@ from app.config.policy import load_policy, parse_policy
 from app.pipeline import Endpoint, Pipeline
 from app.transport.response import encode, review_response
 from app.transport.review import decode_review
-from tests.conftest import load_fixture, make_view, namespace
+from tests.helpers import load_fixture, make_view, namespace
 
 NOW = dt.datetime(2026, 11, 24, tzinfo=dt.UTC)
 

@@ -14,7 +14,7 @@ import pytest
 from app.pipeline import Endpoint, Pipeline
 from app.transport.response import encode, review_response
 from app.transport.review import decode_review
-from tests.conftest import load_fixture, make_pipeline, review
+from tests.helpers import load_fixture, make_pipeline, review
 
 
 def _round_trip(pipeline: Pipeline, endpoint: Endpoint, body: bytes) -> Callable[[], bytes]:

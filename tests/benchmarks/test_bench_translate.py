@@ -15,7 +15,7 @@ from app.pipeline import Endpoint, Pipeline
 from app.transport.response import encode, review_response
 from app.transport.review import decode_review
 from tests.benchmarks.policies import THREE_RULES
-from tests.conftest import make_pipeline, policy_from, review, wrap
+from tests.helpers import make_pipeline, policy_from, review, wrap
 from tests.policies.translate_support import apply
 
 NS = "ml-research"

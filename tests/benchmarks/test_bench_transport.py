@@ -24,7 +24,7 @@ from uvicorn.server import ServerState
 from app.config import Settings
 from app.server.protocol import LimitedHttpToolsProtocol
 from app.transport.app import create_app
-from tests.conftest import ROOT, load_fixture, review
+from tests.helpers import ROOT, load_fixture, review
 
 CASES = {
     "legacy pod, denied (dra-only)": load_fixture("pod-create-legacy-gpu"),

@@ -21,7 +21,7 @@ from app.pipeline import Endpoint, Pipeline
 from app.transport.response import encode, review_response
 from app.transport.review import decode_review
 from tests.claim_objects import POLICY_FILE, claim, cluster_objects, exact, workload
-from tests.conftest import namespace, wrap
+from tests.helpers import namespace, wrap
 
 Obj = dict[str, Any]
 

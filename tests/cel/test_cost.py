@@ -19,7 +19,7 @@ from app.cel.errors import CelCompileError
 from app.pipeline import Endpoint
 from app.transport.review import decode_review
 from tests.claim_objects import claim
-from tests.conftest import make_pipeline, policy_from, wrap
+from tests.helpers import make_pipeline, policy_from, wrap
 
 NESTED = (
     "device.attributes.all(a, device.attributes.all(b, device.attributes.all(c, "

@@ -13,7 +13,7 @@ import pytest
 from app.cel.device import devices_of_slice
 from app.cel.engine import ADMISSION, ADMISSION_MESSAGE, SELECTOR, Engine, Environment
 from app.cel.errors import CelEvalError
-from tests.cel.conftest import GPU_SLICE
+from tests.cel.objects import GPU_SLICE
 
 ANY = Environment("test-user-strings", ("object",), None)
 

@@ -34,7 +34,6 @@ from app.policies.exceptions import Exceptions
 from app.transport.review import decode_review
 from app.workloads import builtin
 from tests.assets import k8s_tool
-from tests.conftest import make_pipeline, wrap
 from tests.dra_only_cases import (
     CASES,
     EXCEPTION_CASES,
@@ -42,6 +41,7 @@ from tests.dra_only_cases import (
     WORKLOADS,
     ExceptionCase,
 )
+from tests.helpers import make_pipeline, wrap
 from tests.operators import namespaced_plurals
 from tests.specs import pod_spec
 

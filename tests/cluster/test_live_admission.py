@@ -24,7 +24,7 @@ from app.transport.review import decode_review
 from tests.claim_objects import POLICY_FILE, claim, cluster_objects, exact
 from tests.cluster.conftest import eventually, live_settings
 from tests.cluster.fake_apiserver import FakeApiServer
-from tests.conftest import make_pipeline, review, wrap
+from tests.helpers import make_pipeline, review, wrap
 
 pytestmark = pytest.mark.anyio
 

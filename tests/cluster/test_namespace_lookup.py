@@ -21,7 +21,7 @@ from app.metrics import Metrics
 from app.transport.app import create_app
 from tests.cluster.conftest import eventually, live_settings
 from tests.cluster.fake_apiserver import FakeApiServer
-from tests.conftest import review
+from tests.helpers import review
 
 pytestmark = pytest.mark.anyio
 

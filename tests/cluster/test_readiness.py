@@ -16,7 +16,7 @@ from app.metrics import Metrics
 from app.transport.app import create_app
 from tests.cluster.conftest import ROOMY, eventually, live_settings
 from tests.cluster.fake_apiserver import FakeApiServer
-from tests.conftest import policy_from, review
+from tests.helpers import policy_from, review
 
 pytestmark = pytest.mark.anyio
 

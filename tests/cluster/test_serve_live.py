@@ -19,7 +19,7 @@ from app.errors import ConfigError
 from tests.cluster import objects
 from tests.cluster.conftest import FAST, eventually
 from tests.cluster.fake_apiserver import FakeApiServer
-from tests.conftest import TlsServer, review, start_server, stop_server
+from tests.helpers import TlsServer, review, start_server, stop_server
 
 
 def _validate(server: TlsServer, body: dict[str, object]) -> dict[str, object]:

@@ -11,7 +11,7 @@ from app.errors import PolicyError
 from app.pipeline import REGISTRATIONS, Decision, Endpoint, Pipeline, Registration
 from app.policies.base import Context, Request, Result
 from app.transport.review import decode_review
-from tests.conftest import make_pipeline, make_view, policy_from, review
+from tests.helpers import make_pipeline, make_view, policy_from, review
 
 LEGACY_POD = "pod-create-legacy-gpu"  # a pod asking for nvidia.com/gpu in gpu-e2e (dra-only)
 DRA_ONLY = tuple(reg for reg in REGISTRATIONS if reg.name == "dra-only")

@@ -12,7 +12,7 @@ from app.cluster.usage import ClaimUsage, SliceNodes, TemplateCounts
 from app.cluster.view import ClusterView, Kind
 from app.k8s.claim_count import EMPTY, count_claim_spec
 from tests.claim_objects import GPU, claim, cluster_objects, exact, template
-from tests.conftest import make_view
+from tests.helpers import make_view
 
 NS = "ml-research"
 

@@ -6,7 +6,7 @@ import pytest
 
 from app.config import load_policy
 from app.errors import PolicyError
-from tests.conftest import policy_from
+from tests.helpers import policy_from
 
 
 def test_the_embedded_default_policy_has_no_quotas_and_no_defaults() -> None:

@@ -383,8 +383,9 @@ class ControlPlane:
             "--service-cluster-ip-range=10.96.0.0/16",
             "--authorization-mode=Node,RBAC",
             "--endpoint-reconciler-type=none",
-            # v1beta2 so that matchPolicy: Equivalent conversion can be seen (tests/fixtures)
-            "--runtime-config=resource.k8s.io/v1beta2=true",
+            # v1beta2 so that matchPolicy: Equivalent conversion can be seen (tests/fixtures);
+            # v1beta1 too, to read objects written for it back as v1 (test_migrate_versions.py)
+            "--runtime-config=resource.k8s.io/v1beta1=true,resource.k8s.io/v1beta2=true",
             "--profiling=false",
         ]
 

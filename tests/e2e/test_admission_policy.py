@@ -29,11 +29,11 @@ import pytest
 from app.config.policy import load_policy
 from app.pipeline import Endpoint, Pipeline
 from app.transport.review import decode_review
-from tests.conftest import make_view
-from tests.conftest import namespace as namespace_object
 from tests.dra_only_cases import CASES, EXCEPTION_CASES, Case, ExceptionCase
 from tests.e2e.kube import ApiError, Kube
 from tests.e2e.webhook import Webhook, render
+from tests.helpers import make_view
+from tests.helpers import namespace as namespace_object
 
 pytestmark = [pytest.mark.journey("dra-only"), pytest.mark.usefixtures("webhook")]
 

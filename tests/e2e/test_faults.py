@@ -10,11 +10,11 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from tests.conftest import wrap
 from tests.e2e import objects as o
 from tests.e2e.controlplane import ControlPlane
 from tests.e2e.kube import ApiError, Kube
 from tests.e2e.webhook import Webhook, start_webhook, stop_webhook
+from tests.helpers import wrap
 
 pytestmark = [pytest.mark.journey("faults"), pytest.mark.usefixtures("webhook")]
 

@@ -48,12 +48,12 @@ import pytest
 import yaml
 
 from tests.assets import k8s_tool, missing
-from tests.conftest import start_server, stop_server
 from tests.e2e import objects as o
 from tests.e2e.controlplane import WEBHOOK, ControlPlane
 from tests.e2e.fleet import NODES, node
 from tests.e2e.kube import ApiError, Kube, release_devices
 from tests.e2e.webhook import ENV, REPO, Webhook, render
+from tests.helpers import start_server, stop_server
 
 pytestmark = [pytest.mark.journey("runbook"), pytest.mark.usefixtures("webhook")]
 

@@ -30,10 +30,10 @@ from typing import Any
 import yaml
 
 from app.certs import mint
-from tests.conftest import TlsServer, start_server, stop_server
 from tests.dra_only_cases import EXCEPTIONS
 from tests.e2e.controlplane import WEBHOOK, ControlPlane
 from tests.e2e.kube import ApiError, Kube
+from tests.helpers import TlsServer, start_server, stop_server
 
 REPO = Path(__file__).resolve().parents[2]
 CHART = REPO / "charts" / "dra-webhook"
@@ -111,7 +111,7 @@ def start_webhook(
     """Permissions and policy from the chart, the process, then (register) its configurations.
 
     `ready_timeout` bounds the wait for /readyz and, once registered, for the API server to call
-    the webhook; `spawned` is called as soon as the process exists (tests.conftest.start_server).
+    the webhook; `spawned` is called as soon as the process exists (tests.helpers.start_server).
     """
     workdir.mkdir(parents=True, exist_ok=True)
     policy = workdir / "policy.yaml"

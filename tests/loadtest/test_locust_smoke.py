@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from loadtest.scenarios import SCENARIOS
-from tests.conftest import ROOT
+from tests.helpers import ROOT
 
 RUNNER = ROOT / "loadtest" / "runner.py"
 

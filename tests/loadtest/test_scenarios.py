@@ -15,7 +15,7 @@ from loadtest.scenarios import (
     Scenario,
     problem,
 )
-from tests.conftest import make_view
+from tests.helpers import make_view
 
 UID = "2b1d3c4e-0000-4000-8000-000000000001"
 

@@ -23,7 +23,7 @@ from tests.claim_objects import (
     template,
     workload,
 )
-from tests.conftest import json_paths, make_pipeline, wrap
+from tests.helpers import json_paths, make_pipeline, wrap
 
 values = st.recursive(
     st.none() | st.booleans() | st.integers(-5, 50) | st.text(max_size=8),

@@ -18,7 +18,7 @@ from app.policies.defaults import apply_to_template, claim_defaults, plan
 from app.policies.parts import Parts
 from app.transport.review import decode_review
 from tests.claim_objects import GPU, claim, claim_spec, exact, first, sub, template
-from tests.conftest import load_fixture, make_pipeline, make_view, policy_from, wrap
+from tests.helpers import load_fixture, make_pipeline, make_view, policy_from, wrap
 
 Obj = dict[str, Any]
 EXAMPLE = "gpu.example.com"

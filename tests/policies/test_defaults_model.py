@@ -11,7 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from app.policies.defaults import ClaimDefaults, plan
-from tests.conftest import policy_from
+from tests.helpers import policy_from
 from tests.policies.defaults_oracle import old_plan
 
 EXAMPLE = "gpu.example.com"

@@ -9,8 +9,8 @@ import pytest
 
 from app.pipeline import Decision, Endpoint
 from app.transport.review import decode_review
-from tests.conftest import decide, make_pipeline, namespace, policy_from, wrap
 from tests.dra_only_cases import CASES, GPU, WORKLOADS, Case, container, template_path
+from tests.helpers import decide, make_pipeline, namespace, policy_from, wrap
 
 
 def pod(ns: str = "gpu-e2e", **spec: Any) -> dict[str, Any]:

@@ -16,7 +16,6 @@ from app.errors import PolicyError
 from app.pipeline import Decision, Endpoint, Pipeline
 from app.policies.exceptions import pod_labels
 from app.transport.review import decode_review
-from tests.conftest import make_view, namespace, policy_from, wrap
 from tests.dra_only_cases import (
     EXCEPTION_CASES,
     EXCEPTIONS,
@@ -25,6 +24,7 @@ from tests.dra_only_cases import (
     ExceptionCase,
     container,
 )
+from tests.helpers import make_view, namespace, policy_from, wrap
 from tests.specs import pod_spec
 
 Obj = dict[str, Any]

@@ -12,8 +12,8 @@ import pytest
 
 from app.errors import PolicyError
 from app.pipeline import Endpoint
-from tests.conftest import DEMO_NAMESPACES, decide, make_pipeline, namespace, policy_from
 from tests.dra_only_cases import container
+from tests.helpers import DEMO_NAMESPACES, decide, make_pipeline, namespace, policy_from
 
 Obj = dict[str, Any]
 GPU = "nvidia.com/gpu"

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from app.policies.parts import Parts
-from tests.conftest import policy_from
+from tests.helpers import policy_from
 
 POLICY = policy_from("{}")
 

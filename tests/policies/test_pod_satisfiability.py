@@ -9,7 +9,7 @@ import orjson
 from app.pipeline import Decision, Endpoint, Pipeline
 from app.transport.review import decode_review
 from tests.allocation.nvidia import CLASSES, allocated_claim, node_slice
-from tests.conftest import DEMO_NAMESPACES, make_pipeline, policy_from, wrap
+from tests.helpers import DEMO_NAMESPACES, make_pipeline, policy_from, wrap
 
 Obj = dict[str, Any]
 NS = "gpu-e2e"

@@ -25,7 +25,7 @@ from tests.claim_objects import (
     template,
     workload,
 )
-from tests.conftest import make_pipeline, policy_from, wrap
+from tests.helpers import make_pipeline, policy_from, wrap
 from tests.specs import pod_spec
 
 Obj = dict[str, Any]

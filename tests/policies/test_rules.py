@@ -9,7 +9,7 @@ import pytest
 from app.errors import PolicyError
 from app.pipeline import Pipeline
 from app.policies import rules
-from tests.conftest import make_view, policy_from, wrap
+from tests.helpers import make_view, policy_from, wrap
 
 RULES = """
 cel:

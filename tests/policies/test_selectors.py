@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from app.config import Policy
-from tests.conftest import DEMO_NAMESPACES, AppHarness, policy_from, wrap
+from tests.helpers import DEMO_NAMESPACES, AppHarness, policy_from, wrap
 
 Obj = dict[str, Any]
 MEMORY_OVER_200GI = 'device.capacity["gpu.nvidia.com"].memory.isGreaterThan(quantity("200Gi"))'

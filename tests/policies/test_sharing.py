@@ -17,7 +17,7 @@ from app.config.policy import Policy
 from app.errors import PolicyError
 from app.pipeline import Decision, Endpoint, Pipeline
 from app.transport.review import decode_review
-from tests.conftest import DEMO_NAMESPACES, make_pipeline, namespace, policy_from, wrap
+from tests.helpers import DEMO_NAMESPACES, make_pipeline, namespace, policy_from, wrap
 from tests.policies.translate_support import KUBERNETES_VERSION, apply, assert_valid
 from tests.sharing_objects import SHARED, sharing_cluster
 

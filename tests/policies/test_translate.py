@@ -13,7 +13,7 @@ import pytest
 from app.config.policy import Policy
 from app.errors import PolicyError
 from app.pipeline import Decision, Endpoint
-from tests.conftest import (
+from tests.helpers import (
     DEMO_NAMESPACES,
     load_fixture,
     make_pipeline,

@@ -10,7 +10,7 @@ import pytest
 from app.config.policy import Policy
 from app.errors import PolicyError
 from app.k8s.templates import TEMPLATE_LABEL, template_mismatch
-from tests.conftest import DEMO_NAMESPACES, clone, policy_from, wrap
+from tests.helpers import DEMO_NAMESPACES, clone, policy_from, wrap
 from tests.policies.translate_objects import NS, decide, gpus, pod
 
 Obj = dict[str, object]

@@ -24,7 +24,7 @@ from hypothesis import strategies as st
 from app.pipeline import Endpoint, Pipeline
 from app.policies.translate import TRANSLATED_ANNOTATION
 from app.transport.review import decode_review
-from tests.conftest import DEMO_NAMESPACES, make_pipeline, policy_from, wrap
+from tests.helpers import DEMO_NAMESPACES, make_pipeline, policy_from, wrap
 from tests.policies.translate_support import (
     DeviceKey,
     apply,

@@ -20,7 +20,7 @@ from app.translation.legacy import (
     is_dns_subdomain,
     is_resource_name,
 )
-from tests.conftest import DEMO_NAMESPACES, clone, policy_from, wrap
+from tests.helpers import DEMO_NAMESPACES, clone, policy_from, wrap
 from tests.policies.translate_objects import (
     claim_refs,
     container,

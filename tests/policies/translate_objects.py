@@ -11,7 +11,7 @@ import orjson
 from app.config.policy import Policy
 from app.pipeline import Decision, Endpoint
 from app.transport.review import decode_review
-from tests.conftest import DEMO_NAMESPACES, clone, make_pipeline, policy_from, wrap
+from tests.helpers import DEMO_NAMESPACES, clone, make_pipeline, policy_from, wrap
 from tests.policies.translate_support import apply, assert_valid
 
 Obj = dict[str, Any]

@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 from app.cluster.view import ClusterView, Kind
 from app.config import load_policy
 from app.report.tally import Tally
-from tests.conftest import policy_from
+from tests.helpers import policy_from
 from tests.report.fake_cluster import pod, workload
 
 

@@ -15,7 +15,7 @@ import httpx
 import orjson
 import pytest
 
-from tests.conftest import TlsServer, load_fixture, start_server, stop_server
+from tests.helpers import TlsServer, load_fixture, start_server, stop_server
 
 pytestmark = pytest.mark.slow
 REVIEW = orjson.dumps(load_fixture("pod-create-legacy-gpu"))

@@ -16,7 +16,7 @@ from pathlib import Path
 import orjson
 import pytest
 
-from tests.conftest import TlsServer, load_fixture, start_server, stop_server
+from tests.helpers import TlsServer, load_fixture, start_server, stop_server
 
 pytestmark = pytest.mark.slow
 
@@ -166,7 +166,7 @@ def test_a_request_that_waited_past_the_api_servers_timeout_is_refused(tmp_path:
     from fastapi.testclient import TestClient
 
     from app.server.limits import RECEIVED_AT
-    from tests.conftest import build_app
+    from tests.helpers import build_app
 
     harness = build_app()
     try:

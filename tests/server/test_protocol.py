@@ -12,7 +12,7 @@ import pytest
 from uvicorn.protocols.http.flow_control import FlowControl
 
 from app.server.protocol import _Cycle
-from tests.conftest import TlsServer, load_fixture, start_server, stop_server
+from tests.helpers import TlsServer, load_fixture, start_server, stop_server
 from tests.server.test_limits import (
     LIMITS,
     _closed_within,

@@ -30,7 +30,7 @@ from app.policies.translate import TRANSLATED_ANNOTATION, plan_for
 from app.translation import TranslationPlan, to_patch
 from app.translation.manifest import write
 from app.transport.review import decode_review
-from tests.conftest import DEMO_NAMESPACES, make_pipeline, policy_from, wrap
+from tests.helpers import DEMO_NAMESPACES, make_pipeline, policy_from, wrap
 from tests.specs import pod_spec
 
 Obj = dict[str, Any]

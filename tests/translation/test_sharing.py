@@ -20,7 +20,7 @@ from app.pipeline import Decision, Endpoint, Pipeline
 from app.translation.legacy import LegacyMatcher, legacy_requests
 from app.translation.sharing import PublishedCapacities
 from app.transport.review import decode_review
-from tests.conftest import DEMO_NAMESPACES, make_pipeline, wrap
+from tests.helpers import DEMO_NAMESPACES, make_pipeline, wrap
 from tests.sharing_objects import h100, resource_slice, sharing_cluster
 
 Obj = dict[str, Any]

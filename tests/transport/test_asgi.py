@@ -11,7 +11,7 @@ import pytest
 from fastapi import FastAPI
 from fastapi.testclient import TestClient
 
-from tests.conftest import AppHarness, load_fixture
+from tests.helpers import AppHarness, load_fixture
 
 REVIEW = orjson.dumps(load_fixture("pod-create-legacy-gpu"))
 

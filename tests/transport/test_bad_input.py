@@ -9,7 +9,7 @@ import orjson
 import pytest
 
 from app.config import Settings
-from tests.conftest import AppHarness, load_fixture, review, wrap
+from tests.helpers import AppHarness, load_fixture, review, wrap
 
 
 def _with(body: dict[str, Any], path: tuple[str, ...], value: Any) -> dict[str, Any]:

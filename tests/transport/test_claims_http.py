@@ -14,7 +14,7 @@ import pytest
 from app.cluster.view import Kind
 from app.config import load_policy
 from tests.claim_objects import CLUSTER_FILE, POLICY_FILE, claim, cluster_objects, exact, workload
-from tests.conftest import (
+from tests.helpers import (
     DEMO_NAMESPACES,
     AppHarness,
     TlsServer,

@@ -7,7 +7,7 @@ import time
 import orjson
 import pytest
 
-from tests.conftest import FIXTURE_NAMES, TlsServer, load_fixture, review
+from tests.helpers import FIXTURE_NAMES, TlsServer, load_fixture, review
 
 pytestmark = pytest.mark.slow
 

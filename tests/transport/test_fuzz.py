@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tests.conftest import FIXTURE_NAMES, AppHarness, build_app, json_paths, load_fixture
+from tests.helpers import FIXTURE_NAMES, AppHarness, build_app, json_paths, load_fixture
 
 
 @pytest.fixture(scope="module")

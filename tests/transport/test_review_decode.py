@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from app.errors import ReviewError
 from app.transport.review import _plain_request, _validated_request, decode_review
-from tests.conftest import load_fixture
+from tests.helpers import load_fixture
 
 FIXTURES = [
     "pod-create-legacy-gpu",

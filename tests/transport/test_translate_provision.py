@@ -25,7 +25,7 @@ from app.config import Settings, load_policy
 from app.errors import TemplateCreateError
 from app.metrics import Metrics
 from app.transport.app import create_app
-from tests.conftest import (
+from tests.helpers import (
     DEMO_NAMESPACES,
     AppHarness,
     build_app,
