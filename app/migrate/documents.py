@@ -96,6 +96,8 @@ class Loaded:
         self._yaml.preserve_quotes = True
         self._yaml.width = WIDE
         mapping, offset = guess_indent(body)
+        self.indent = mapping
+        """How far a mapping's keys sit from its parent's: where a moved field lands."""
         self._yaml.indent(mapping=mapping, sequence=offset + 2, offset=offset)
         try:
             self.data: Any = self._yaml.load(body)

@@ -337,3 +337,56 @@ def fresh(value: Any) -> Any:
     if isinstance(value, list):
         return CommentedSeq(fresh(item) for item in value)
     return value
+
+
+def drop(node: Any, key: Any) -> None:
+    """Delete the entry `key` of a loaded mapping, keeping the comments written on it or above
+    it as full lines where it was (no field replaces it to carry them)."""
+    keys = list(node)
+    if key not in keys:
+        return
+    at = keys.index(key)
+    try:
+        column = int(node.lc.key(key)[1])
+    except (AttributeError, KeyError, IndexError, TypeError):
+        column = 0  # a node made here, not read from text
+    lost: list[str] = []
+    sync(node, {str(k): plain(v) for k, v in node.items() if k != key}, set(), lost)
+    if lost and at > 0:
+        _append_lines_at(
+            _entry_tail(node, keys[at - 1]), "".join(f"{' ' * column}# {t}\n" for t in lost)
+        )
+
+
+def put_lines_before(node: Any, key: Any, lines: str) -> bool:
+    """Comment lines (with their indentation) above the entry `key` of a mapping: filed after
+    the last line of the entry before it, where ruamel.yaml keeps such lines. False when `key`
+    is the mapping's first (the caller puts them elsewhere)."""
+    keys = list(node) if isinstance(node, CommentedMap) else []
+    if key not in keys or keys.index(key) == 0 or not lines:
+        return False
+    _append_lines_at(_entry_tail(node, keys[keys.index(key) - 1]), lines)
+    return True
+
+
+def merges_hold(root: Any) -> bool:
+    """Whether every mapping under `root` with `<<` merge keys reads back as it reads now.
+
+    ruamel.yaml shows the merged keys as the mapping's own, and deleting one only hides it
+    until the document is read again, when the merge brings it back (a GPU limit merged from an
+    anchor would survive its removal). A mapping reads back as its own keys over what its merge
+    sources hold (the first source wins).
+    """
+    for node in _walk(root):
+        merge = getattr(node, "merge", None) if isinstance(node, CommentedMap) else None
+        if not merge:
+            continue
+        reread: dict[Any, Any] = {}
+        for source in reversed(list(merge)):
+            if isinstance(source, dict):
+                reread.update(source)
+        own = getattr(node, "_ok", set(node))  # the keys written in the mapping itself
+        reread.update({key: node[key] for key in own if key in node})
+        if plain(reread) != plain(node):
+            return False
+    return True

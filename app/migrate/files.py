@@ -19,8 +19,9 @@ from typing import Any
 import yaml
 
 from app.errors import ObjectShapeError
+from app.migrate import versions
 from app.migrate.documents import Document, DocumentError, Loaded, split
-from app.migrate.edit import fresh, plain, shared_nodes, sync
+from app.migrate.edit import fresh, merges_hold, plain, shared_nodes, sync
 from app.migrate.objects import (
     Outcome,
     Rules,
@@ -39,6 +40,8 @@ _JSON_INDENT = re.compile(r"\n([ \t]+)\S")
 _HINTS = ("containers", "limits", "requests", "gpu")
 """A document holding none of these asks for no device: every pod spec has `containers`, every
 resources map `limits` or `requests`, and an operator's GPU field names a `gpu`."""
+_OLD_DRA_HINTS = ("resource.k8s.io/v1alpha", "resource.k8s.io/v1beta", "source")
+"""Nor is it a DRA object of an older version, or a pod claim in the shape before 1.31."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,9 +81,13 @@ class Templates:
         self._present: set[tuple[str, str]] = set()
 
     def found(self, obj: Any) -> None:
-        """A ResourceClaimTemplate among the inputs: its name is taken, for its content."""
+        """A ResourceClaimTemplate among the inputs: its name is taken, for its content (as
+        resource.k8s.io/v1 has it, once `migrate` has moved an older one)."""
         if not isinstance(obj, dict) or obj.get("kind") != "ResourceClaimTemplate":
             return
+        upgrade = versions.plan(obj)
+        if upgrade.edits:
+            obj = versions.apply(obj, upgrade.edits)
         meta = obj.get("metadata")
         name = meta.get("name") if isinstance(meta, dict) else None
         spec = obj.get("spec")
@@ -159,11 +166,24 @@ def _rewrite_document(
     file = str(result.path)
     after: list[Obj] = []
     changed = False
-    root = loaded.data
-    for prefix, obj, set_obj, insert in _slots(root):
+    for prefix, obj, set_obj, insert in _slots(loaded.data):
         if not is_object(obj):
             continue
         wanted = plain(obj)
+        upgrade = versions.plan(wanted, rules.catalogue)
+        if upgrade.problems:
+            result.problems += [
+                Problem(file, index, prefix + p, m, describe(wanted)) for p, m in upgrade.problems
+            ]
+            continue
+        current = obj
+        if upgrade.edits:
+            wanted = versions.apply(wanted, upgrade.edits)
+            current = _edit(loaded, prefix, obj, set_obj, wanted, edits=upgrade.edits)
+            if current is None:
+                result.problems.append(_not_expressible(file, index, prefix, wanted))
+                return doc.text
+            changed = True
         outcome = translate(wanted, rules)
         if outcome.problems:
             result.problems += [
@@ -172,12 +192,7 @@ def _rewrite_document(
             continue
         if outcome.rewritten is None:
             continue
-        expected = _expected(root, obj, outcome.rewritten)
-        updated = sync(obj, outcome.rewritten, shared_nodes(root))
-        set_obj(updated)
-        if not prefix:
-            loaded.data = root = updated
-        if plain(root if prefix else updated) != expected:
+        if _edit(loaded, prefix, current, set_obj, outcome.rewritten) is None:
             result.problems.append(_not_expressible(file, index, prefix, wanted))
             return doc.text  # the edit reached further than the object: keep the text
         changed = True
@@ -197,6 +212,31 @@ def _rewrite_document(
         if not doc.body.endswith("\n"):
             body = body.rstrip("\n")
     return doc.marker + body
+
+
+def _edit(
+    loaded: Loaded,
+    prefix: str,
+    obj: Any,
+    set_obj: Any,
+    wanted: Obj,
+    *,
+    edits: list[versions.Edit] | None = None,
+) -> Any:
+    """Bring `obj`, an object of the loaded document, to `wanted`: by moving its nodes with
+    `edits` (an upgrade to resource.k8s.io/v1) when given, else, or where that falls short
+    (anchors, merge keys), node by node (`edit.sync`). The object as it now is in the tree, or
+    None when the document cannot be made to read so (the edit reached further than `obj`)."""
+    expected = _expected(loaded.data, obj, wanted)
+    if edits:
+        versions.apply_tree(obj, edits, loaded.indent)
+        if plain(loaded.data) == expected and merges_hold(loaded.data):
+            return obj
+    updated = sync(obj, wanted, shared_nodes(loaded.data))
+    set_obj(updated)
+    if not prefix:
+        loaded.data = updated
+    return updated if plain(loaded.data) == expected and merges_hold(loaded.data) else None
 
 
 def _slots(root: Any) -> list[tuple[str, Any, Any, Any]]:
@@ -249,7 +289,7 @@ def _not_expressible(file: str, index: int, prefix: str, obj: Any) -> Problem:
         file,
         index,
         prefix.rstrip(".") or "(object)",
-        "the fields translation changes are shared with other places through YAML anchors or "
+        "the fields migrate changes are shared with other places through YAML anchors or "
         "merge keys in a way that cannot be edited in place (`dra-webhook check` prints the "
         "patch to apply by hand)",
         describe(obj),
@@ -257,14 +297,15 @@ def _not_expressible(file: str, index: int, prefix: str, obj: Any) -> Problem:
 
 
 def _may_hold_pods(body: str, rules: Rules) -> bool:
-    """Whether a document may have something to translate, before the round-trip load.
+    """Whether a document may have something to translate or to move to resource.k8s.io/v1,
+    before the round-trip load.
 
     ruamel.yaml's round-trip loader is pure Python and costs milliseconds a document; PyYAML's
     C loader reads the document in a tenth of that. It only decides whether a pod spec holds a
     legacy name (mapping keys, strings to both loaders); what is translated is read round-trip.
     A document it cannot read goes to the round-trip loader, which reports it.
     """
-    if not any(hint in body for hint in (*_HINTS, *rules.annotations)):
+    if not any(hint in body for hint in (*_HINTS, *_OLD_DRA_HINTS, *rules.annotations)):
         return False
     try:
         data = yaml.load(body, Loader=_FAST_LOADER)
@@ -274,6 +315,8 @@ def _may_hold_pods(body: str, rules: Rules) -> bool:
         for _, obj in objects_of(data):
             if not is_object(obj):
                 continue
+            if versions.plan(obj, rules.catalogue).needed:
+                return True
             group, kind = group_kind(obj)
             for spec in rules.catalogue.specs(group, kind, obj):
                 if legacy_requests(spec, rules.translation.legacy):
@@ -311,6 +354,15 @@ def _rewrite_json(
     for prefix, obj in entries:
         if not is_object(obj):
             continue
+        upgrade = versions.plan(obj, rules.catalogue)
+        if upgrade.problems:
+            result.problems += [
+                Problem(str(path), 0, prefix + p, m, describe(obj)) for p, m in upgrade.problems
+            ]
+            continue
+        if upgrade.edits:
+            versions.apply_tree(obj, upgrade.edits)  # a plain tree: edited in place
+            changed = True
         outcome: Outcome = translate(obj, rules)
         if outcome.problems:
             result.problems += [

@@ -20,9 +20,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from app.migrate import versions
 from app.migrate.documents import DocumentError, Loaded, split
 from app.migrate.edit import plain
-from app.migrate.files import Problem, Templates
+from app.migrate.files import Problem, Templates, describe
 from app.migrate.objects import Rules, is_object, name_of, namespace_of, objects_of, translate
 
 Obj = dict[str, Any]
@@ -81,14 +82,22 @@ def patch_folder(
             if not is_object(obj):
                 continue
             before = plain(obj)
-            outcome = translate(before, rules)
             where = f"{folder} (rendered)"
+            upgrade = versions.plan(before, rules.catalogue)
+            if upgrade.problems or (versions.is_old(before) and upgrade.edits):
+                result.problems += [
+                    Problem(where, index, prefix + p, m, describe(before))
+                    for p, m in upgrade.problems or [_not_patchable(before)]
+                ]
+                continue
+            upgraded = versions.apply(before, upgrade.edits)
+            outcome = translate(upgraded, rules)
             if outcome.problems:
                 result.problems += [
                     Problem(where, index, prefix + p, m) for p, m in outcome.problems
                 ]
                 continue
-            if outcome.rewritten is None:
+            if outcome.rewritten is None and not upgrade.edits:
                 continue
             result.patches.append(
                 Patch(
@@ -96,11 +105,21 @@ def patch_folder(
                     str(before["kind"]),
                     name_of(before),
                     namespace_of(before),
-                    workload_patch(before, outcome.rewritten),
+                    workload_patch(before, outcome.rewritten or upgraded),
                     templates.new(outcome.templates),
                 )
             )
     return result
+
+
+def _not_patchable(obj: Obj) -> tuple[str, str]:
+    return (
+        "apiVersion",
+        f"written for {obj.get('apiVersion')}, which Kubernetes 1.34 and later do not serve by "
+        f"default: a patch cannot change an apiVersion; edit the source that renders it "
+        f"(`dra-webhook migrate` on that file, or on the rendered output, writes its "
+        f"{versions.TARGET} form)",
+    )
 
 
 def workload_patch(before: Obj, after: Obj) -> Obj:
