@@ -1,0 +1,197 @@
+"""Journey migrate: manifests written for resource.k8s.io/v1beta1 and v1beta2, moved to v1 by
+`dra-webhook migrate`, read back from a real API server exactly as the originals do.
+
+The control plane serves v1beta1 and v1beta2 as well as v1 (`--runtime-config`, controlplane.py),
+so each old object of the golden manifests and of the vendored upstream ones
+(tests/data/dra-versions) is created in the version it was written for, and its migrated form
+in v1, both with strict field validation (an unknown field fails the create); both are then read
+as v1 and must be the same object: the API server's own conversion is the judge of `migrate`'s.
+Cluster-scoped objects are renamed (and slices given a driver and pool of their own, classes no
+extended resource name) so that the fleet the other journeys schedule on is left alone.
+
+Then the rewritten upstream sample passes `kubectl apply --dry-run=server`.
+"""
+
+from __future__ import annotations
+
+import copy
+import shutil
+import subprocess
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from app.cli import main
+from tests.assets import k8s_tool
+from tests.e2e.controlplane import ControlPlane
+from tests.e2e.kube import ApiError, Kube
+
+pytestmark = pytest.mark.journey("migrate")
+
+TESTS = Path(__file__).resolve().parents[1]
+GOLDEN = TESTS / "migrate" / "golden" / "versions"
+VENDORED = TESTS / "data" / "dra-versions"
+SOURCES = [
+    GOLDEN / "dra-v1beta1-claims.yaml",
+    GOLDEN / "dra-v1beta1-cluster.yaml",
+    GOLDEN / "dra-v1beta1-edges.yaml",
+    GOLDEN / "dra-v1beta2.yaml",
+    VENDORED / "nvidia__k8s-dra-driver-gpu__v1beta1__gpu-test4.yaml",
+    VENDORED / "kubernetes-sigs__dra-example-driver__v1beta1__gpu-test5.yaml",
+]
+PLURALS = {
+    "ResourceClaim": "resourceclaims",
+    "ResourceClaimTemplate": "resourceclaimtemplates",
+    "DeviceClass": "deviceclasses",
+    "ResourceSlice": "resourceslices",
+}
+SERVER_FIELDS = ("uid", "resourceVersion", "creationTimestamp", "managedFields", "generation")
+Obj = dict[str, Any]
+
+
+def _objects(path: Path) -> list[Obj]:
+    return [d for d in yaml.safe_load_all(path.read_text()) if isinstance(d, dict)]
+
+
+@pytest.fixture(scope="module")
+def migrated(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """Each source file, rewritten by `migrate --write` (by its name)."""
+    folder = tmp_path_factory.mktemp("versions")
+    for source in SOURCES:
+        shutil.copyfile(source, folder / source.name)
+    assert main(["migrate", "--write", str(folder)]) == 0
+    return {p.name: p for p in folder.iterdir()}
+
+
+def _pairs(migrated: dict[str, Path]) -> Iterator[tuple[str, Obj, Obj]]:
+    """(label, object as written, object as migrated) for every old DRA object of the sources."""
+    for source in SOURCES:
+        after = _objects(migrated[source.name])
+        before = _objects(source)
+        assert len(before) == len(after), source.name
+        for index, (old, new) in enumerate(zip(before, after, strict=True)):
+            if old["kind"] in PLURALS and old["apiVersion"] != "resource.k8s.io/v1":
+                assert new["apiVersion"] == "resource.k8s.io/v1", (source.name, index)
+                yield f"{source.name}#{index} {old['kind']}", old, new
+
+
+def _url(obj: Obj, version: str, named: bool = False) -> str:
+    meta = obj["metadata"]
+    where = f"/namespaces/{meta['namespace']}" if meta.get("namespace") else ""
+    base = f"/apis/resource.k8s.io/{version}{where}/{PLURALS[obj['kind']]}"
+    return f"{base}/{meta['name']}" if named else base
+
+
+def _create_and_read_as_v1(kube: Kube, obj: Obj) -> Obj:
+    """Create `obj` in the version it names, strictly; read it back as resource.k8s.io/v1."""
+    version = obj["apiVersion"].rpartition("/")[2]
+    answer = kube.http.post(_url(obj, version), json=obj, params={"fieldValidation": "Strict"})
+    if answer.status_code >= 300:
+        raise ApiError(answer.status_code, answer.json().get("message", ""), answer.json())
+    read = kube.http.get(_url(obj, "v1", named=True))
+    assert read.status_code == 200, read.text
+    found: Obj = read.json()
+    for key in SERVER_FIELDS:
+        found["metadata"].pop(key, None)
+    found["metadata"].pop("name")
+    return found
+
+
+def _placed(obj: Obj, namespace: str, suffix: str) -> Obj:
+    """`obj` renamed (the two forms of one object live side by side) and put in the test's
+    namespace, or, cluster-scoped, kept off the fleet's pools and extended resources."""
+    obj = copy.deepcopy(obj)
+    meta = obj["metadata"]
+    if obj["kind"] in ("DeviceClass", "ResourceSlice"):
+        meta["name"] = f"versions-{meta['name']}-{suffix}"
+        spec = obj.get("spec") or {}
+        if obj["kind"] == "ResourceSlice":
+            spec["driver"] = "versions.example.com"
+            spec["pool"]["name"] = f"versions-{spec['pool']['name']}-{suffix}"
+        elif "extendedResourceName" in spec:
+            spec["extendedResourceName"] = "example.com/versions-test"
+    else:
+        meta["name"] = f"{meta['name']}-{suffix}"
+        meta["namespace"] = namespace
+    return obj
+
+
+@pytest.fixture
+def cleanup(kube: Kube) -> Iterator[list[str]]:
+    """URLs of cluster-scoped objects to delete afterwards."""
+    urls: list[str] = []
+    yield urls
+    for url in urls:
+        kube.http.delete(url)
+
+
+def test_old_version_objects_and_their_migrate_output_read_back_identical_as_v1(
+    kube: Kube,
+    migrated: dict[str, Path],
+    namespace: Callable[..., str],
+    cleanup: list[str],
+) -> None:
+    ns = namespace(**{"resource.kubernetes.io/admin-access": "true"})  # adminAccess requests
+    compared: list[str] = []
+    for label, old, new in _pairs(migrated):
+        placed = [_placed(old, ns, "old"), _placed(new, ns, "new")]
+        for obj in placed:
+            if not obj["metadata"].get("namespace"):
+                cleanup.append(_url(obj, "v1", named=True))
+        try:
+            as_written = _create_and_read_as_v1(kube, placed[0])
+            as_migrated = _create_and_read_as_v1(kube, placed[1])
+        except ApiError as error:
+            pytest.fail(f"{label}: {error}")
+        if old["kind"] == "ResourceSlice":
+            for found in (as_written, as_migrated):
+                found["spec"]["pool"]["name"] = "pool"
+        assert as_migrated == as_written, label
+        compared.append(label)
+    kinds = {label.rpartition(" ")[2] for label in compared}
+    assert kinds == set(PLURALS), compared
+    assert len(compared) == 14, compared
+    assert as_written["apiVersion"] == "resource.k8s.io/v1"
+
+
+def test_the_api_server_reads_a_v1beta1_request_as_exactly_and_a_basic_device_as_flat(
+    kube: Kube, namespace: Callable[..., str], cleanup: list[str]
+) -> None:
+    """What the comparison above rests on, seen directly: the server's own conversion."""
+    claim = _placed(_objects(GOLDEN / "dra-v1beta1-claims.yaml")[0], namespace(), "plain")
+    request = _create_and_read_as_v1(kube, claim)["spec"]["spec"]["devices"]["requests"][0]
+    assert set(request) == {"name", "exactly"}
+    assert request["exactly"]["count"] == 2
+    assert request["exactly"]["tolerations"][0]["key"] == "maintenance"
+
+    slice_ = _placed(_objects(GOLDEN / "dra-v1beta1-cluster.yaml")[1], "", "plain")
+    cleanup.append(_url(slice_, "v1", named=True))
+    read = _create_and_read_as_v1(kube, slice_)
+    assert "allNodes" not in read["spec"]
+    assert read["spec"]["devices"][0]["capacity"] == {"memory": {"value": "80Gi"}}
+    assert "basic" not in read["spec"]["devices"][0]
+
+
+def _kubectl(plane: ControlPlane, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [k8s_tool("kubectl"), "--kubeconfig", str(plane.kubeconfig()), *args],
+        capture_output=True, text=True, check=False, timeout=60,
+    )  # fmt: skip
+
+
+def test_the_migrated_upstream_sample_passes_a_server_side_dry_run(
+    control_plane: ControlPlane, kube: Kube, migrated: dict[str, Path]
+) -> None:
+    kube.namespace("gpu-test4")  # a dry run creates its Namespace for that request only
+    done = _kubectl(
+        control_plane,
+        "apply",
+        "--dry-run=server",
+        "-f",
+        str(migrated["nvidia__k8s-dra-driver-gpu__v1beta1__gpu-test4.yaml"]),
+    )
+    kube.delete("Namespace", "gpu-test4")
+    assert done.returncode == 0, done.stderr
