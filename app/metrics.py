@@ -48,10 +48,7 @@ from app.collectors import CertificateCollector, MigrationCollector, MigrationCo
 from app.devices.index import DeviceIndex
 from app.errors import ConfigError
 from app.pipeline import (
-    CLAIM_KINDS,
-    DEVICE_CLASS,
     INTERNAL_ERROR,
-    POD_BEARING,
     REGISTRATIONS,
     Endpoint,
 )
@@ -59,8 +56,9 @@ from app.pipeline import (
 OTHER = "other"
 """The label value of anything outside a label's closed set."""
 ENDPOINTS = frozenset(e.value for e in Endpoint)
-KINDS = frozenset(kind for _, kind in POD_BEARING | CLAIM_KINDS | DEVICE_CLASS)
-"""The kinds the webhook is registered for; any other kind a review names is `other`."""
+KINDS = frozenset(kind for reg in REGISTRATIONS for _, kind in reg.kinds)
+"""The kinds the webhook is registered for (Pods, workloads, claims, DeviceClasses, Namespaces:
+admin-rule kinds are among them); any other kind a review names is `other`."""
 DECISIONS = frozenset({"allowed", "patched", "denied"})
 TRANSLATION_RULES = ("mapping", "deviceclass", "implicit")
 """The `rule` label of a translation besides `sharing:<rule>`."""

@@ -29,6 +29,7 @@ from app.config import Policy
 from app.config.policy import StaleView as StaleViewPolicy
 from app.errors import ObjectShapeError, PolicyError
 from app.policies import defaults, dra_only, quota, rules, selectors, translate
+from app.policies.admin_access import NAMESPACE_KINDS, admin_access_rules, check_claims, check_label
 from app.policies.base import Context, Mode, Request, Result, failure_answer
 from app.policies.cel_runtime import cel_runtime
 from app.policies.exceptions import Clock, policy_exceptions, system_clock
@@ -207,6 +208,26 @@ REGISTRATIONS: tuple[Registration, ...] = (
         builds=(quota_rules, cel_runtime, *_TRANSLATE_BUILDS),
         indexes=(ClaimUsage, SliceNodes, TemplateCounts, ClassPolicies, *_TRANSLATE_INDEXES),
         workloads=True,
+    ),
+    # tenancy (docs/tenancy.md): who may turn admin access on, which DeviceClasses a namespace
+    # may use (also in the claims translation writes, and the pods translation will make)
+    Registration(
+        "admin-access",
+        Endpoint.VALIDATE,
+        NAMESPACE_KINDS,
+        frozenset({"CREATE", "UPDATE"}),
+        check_label,
+        reads=frozenset({Kind.NAMESPACE}),
+        builds=(admin_access_rules,),
+    ),
+    Registration(
+        "admin-access-claims",
+        Endpoint.VALIDATE,
+        CLAIM_KINDS,
+        frozenset({"CREATE"}),
+        check_claims,
+        reads=frozenset({Kind.NAMESPACE}),
+        builds=(admin_access_rules,),
     ),
 )
 _ANY_KIND = frozenset({"dra-only", "translate-validate"})

@@ -19,6 +19,8 @@ from tests.helpers import load_fixture, make_view, namespace, policy_from, revie
 
 FIXTURES = (
     "deployment-create-legacy-gpu",
+    "namespace-create-admin-access",
+    "namespace-update-admin-access",
     "pod-create-legacy-gpu",
     "pod-create-legacy-gpu-dryrun",
     "pod-create-with-resourceclaims",
@@ -46,6 +48,10 @@ cel:
       match: {kinds: [Pod, Deployment, ResourceClaim]}
       expression: 'has(object.metadata.labels)'
       message: add labels
+adminAccess:
+  enabled: true
+  groups: [platform-admins]
+  namespaceSelector: {matchLabels: {tier: ops}}
 """
 """A policy under which every check has something to do with the captured reviews."""
 
@@ -96,7 +102,7 @@ def all_reviews() -> list[tuple[Endpoint, dict[str, Any]]]:
             Endpoint.VALIDATE,
             "resourceclaim-create",
             "ml-research",
-            ("cel-selectors", "claim-quota"),
+            ("cel-selectors", "claim-quota", "admin-access-claims"),
         ),
         (Endpoint.MUTATE, "resourceclaim-create", "ml-research", ("claim-defaults",)),
         (Endpoint.MUTATE, "resourceclaim-update", "ml-research", ()),

@@ -26,6 +26,7 @@ from app.config.base import StrictModel as _Model
 from app.config.exceptions import PolicyException, unique_exception_names
 from app.config.files import one_line, read_text
 from app.config.sharing import DEFAULT_SHARING, SharingRule, unique_names
+from app.config.tenancy import AdminAccess, DeviceClassAllowList, unique_allow_list_names
 from app.errors import PolicyError
 from app.regex import RegexError, compile_re2
 
@@ -390,8 +391,13 @@ class Policy(_Model):
     workload_kinds: tuple[dict[str, Any], ...] = Field(default=(), alias="workloadKinds")
     """More workload kinds for the catalogue (app/workloads/catalogue.yaml has the format);
     validated when the pipeline is built, with the key's path on error."""
+    admin_access: AdminAccess = Field(default_factory=AdminAccess, alias="adminAccess")
+    """Who may turn DRA admin access on for a namespace (app.config.tenancy, docs/tenancy.md)."""
+    device_classes: tuple[DeviceClassAllowList, ...] = Field(default=(), alias="deviceClasses")
+    """Which DeviceClasses the namespaces each entry selects may use (docs/tenancy.md)."""
 
     _exception_names = field_validator("exceptions")(unique_exception_names)
+    _allow_list_names = field_validator("device_classes")(unique_allow_list_names)
 
     @field_validator("sharing")
     @classmethod

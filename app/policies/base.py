@@ -48,6 +48,9 @@ class Request:
     username: str
     request_version: str
     """The version the client used (a v1beta2 ResourceClaim arrives converted to v1)."""
+    groups: tuple[str, ...] = ()
+    """The groups of the requesting user (`userInfo.groups`): who may change what the
+    admin-access guard keeps (`app.policies.admin_access`)."""
     _claim_spec: ClaimSpec | None = field(default=None, init=False, repr=False, compare=False)
     _templates: tuple[Any, ...] | None = field(default=None, init=False, repr=False, compare=False)
     """The object's pod templates, read once per review (`app.policies.workloads.templates`):

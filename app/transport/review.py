@@ -12,6 +12,7 @@ pydantic would refuse and builds the same values (tests/transport/test_review_de
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any, Literal
 
 import orjson
@@ -40,6 +41,7 @@ class GroupVersionResource(_Wire):
 
 class UserInfo(_Wire):
     username: str = ""
+    groups: tuple[str, ...] | None = None
 
 
 class AdmissionRequest(_Wire):
@@ -77,6 +79,11 @@ def decode_review(body: bytes) -> Request:
     if request is None:
         request = _validated_request(data)
     _check_names(request)
+    if request.namespace and request.kind == "Namespace" and not request.group:
+        # The API server names a Namespace as its own request's namespace, even on CREATE,
+        # when it does not exist yet: the object is cluster-scoped, and it is what the checks
+        # judge (its labels are the object's), not a namespace it lives in.
+        request = replace(request, namespace="")
     return request
 
 
@@ -107,6 +114,7 @@ def _validated_request(data: dict[str, Any]) -> Request:
         dry_run=req.dry_run,
         username=req.user_info.username,
         request_version=req.request_kind.version if req.request_kind else req.kind.version,
+        groups=req.user_info.groups or (),
     )
 
 
@@ -168,10 +176,15 @@ def _plain_request(data: dict[str, Any]) -> Request | None:
     ):
         return None
     user = req.get("userInfo", _ABSENT)
+    groups: tuple[str, ...] = ()
     if user is _ABSENT:
         username = ""
     elif type(user) is dict and type(username := user.get("username", "")) is str:
-        pass
+        listed = user.get("groups")
+        if listed is not None:
+            if type(listed) is not list or any(type(g) is not str for g in listed):
+                return None
+            groups = tuple(listed)
     else:
         return None
     return Request(
@@ -189,6 +202,7 @@ def _plain_request(data: dict[str, Any]) -> Request | None:
         dry_run=dry_run,
         username=username,
         request_version=request_version,
+        groups=groups,
     )
 
 
