@@ -23,9 +23,9 @@ from app.config.files import manifest_files, one_line, read_text
 from app.errors import ConfigError, ObjectShapeError
 from app.pipeline import Decision, Endpoint, Pipeline
 from app.policies.base import Request
+from app.policies.builders import legacy_matcher, mapping_resolver, sharing_rules
 from app.policies.exceptions import Clock, Exceptions, cover, policy_exceptions, system_clock
 from app.policies.parts import Parts
-from app.policies.translate import legacy_matcher, mapping_resolver, sharing_rules
 from app.policies.workloads import workload_catalogue
 from app.translation.legacy import LegacyMatcher, MappingResolver, legacy_requests
 from app.translation.sharing import SharingRules

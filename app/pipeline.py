@@ -31,6 +31,7 @@ from app.errors import ObjectShapeError, PolicyError
 from app.policies import defaults, dra_only, quota, rules, selectors, translate
 from app.policies.admin_access import NAMESPACE_KINDS, admin_access_rules, check_claims, check_label
 from app.policies.base import Context, Mode, Request, Result, failure_answer
+from app.policies.builders import translation_rules
 from app.policies.cel_runtime import cel_runtime
 from app.policies.exceptions import Clock, policy_exceptions, system_clock
 from app.policies.parts import Builder, Parts
@@ -92,7 +93,7 @@ _TRANSLATE_READS = frozenset(
 )
 """Extended-resource mappings, and the claims and templates a pod already references."""
 _TRANSLATE_BUILDS = (
-    translate.translation_rules,
+    translation_rules,
     policy_exceptions,
     cel_runtime,
     workload_catalogue,
@@ -111,7 +112,7 @@ REGISTRATIONS: tuple[Registration, ...] = (
         dra_only.check,
         reads=frozenset({Kind.NAMESPACE, Kind.DEVICE_CLASS}),
         builds=(
-            translate.translation_rules,
+            translation_rules,
             policy_exceptions,
             dra_only.answers,
             workload_catalogue,

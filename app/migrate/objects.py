@@ -16,8 +16,8 @@ from app.cluster.templates import ManagedTemplates
 from app.cluster.view import ClusterView
 from app.config import Policy
 from app.errors import ObjectShapeError
+from app.policies.builders import translation_rules
 from app.policies.parts import Parts
-from app.policies.translate import translation_rules
 from app.policies.workloads import workload_catalogue
 from app.translation import TranslationRules, plan
 from app.translation.manifest import write

@@ -24,9 +24,9 @@ from app.cluster.view import Kind
 from app.k8s.objects import CONTAINER_FIELDS, PodSpecRef
 from app.k8s.quantity import is_zero
 from app.policies.base import ALLOW, Context, Mode, Request, Result, Violation
+from app.policies.builders import legacy_matcher, mapping_resolver, plan_for, translation_rules
 from app.policies.exceptions import Applied, cover, policy_exceptions
 from app.policies.parts import Parts
-from app.policies.translate import legacy_matcher, mapping_resolver, translation_rules
 from app.policies.workloads import combine, finding_result, findings, per_template, templates
 from app.translation.legacy import (
     DeviceMapping,
@@ -35,7 +35,6 @@ from app.translation.legacy import (
     legacy_requests,
     offence_keys,
 )
-from app.translation.plan import plan
 from app.translation.templates import readable_name
 
 ANSWERS_KEPT = 4096
@@ -381,7 +380,7 @@ MIGRATE_HINT = (
 def fix_snippet(spec: PodSpecRef, namespace: str, ctx: Context) -> str:
     """The claims translation would make, from its plan: the same claims, init-container layout
     and capacity requests as a translated pod, with the template names `migrate` writes."""
-    planned = plan(spec, namespace, ctx.parts[translation_rules], ctx.view)
+    planned = plan_for(spec, namespace, ctx)
     prefix = ctx.policy.translation.template_name_prefix
     lines = [f"Remove the resources above and add to {spec.path}:", "  resourceClaims:"]
     for claim in planned.claims:

@@ -8,8 +8,8 @@ from collections.abc import Mapping
 from app.cluster.usage import SliceNodes
 from app.cluster.view import ClusterReader
 from app.k8s.objects import PodSpecRef
-from app.policies import translate
 from app.policies.base import Context, Mode
+from app.policies.builders import plan_for
 from app.translation import TranslationPlan
 from app.workloads import Template
 
@@ -39,4 +39,4 @@ def translation(spec: PodSpecRef, namespace: str, ctx: Context) -> TranslationPl
     (what it cannot translate it denies itself, with its own message)."""
     if ctx.mode is not Mode.TRANSLATE:
         return None
-    return translate.plan_for(spec, namespace, ctx)
+    return plan_for(spec, namespace, ctx)

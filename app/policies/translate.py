@@ -30,57 +30,14 @@ from app.k8s.objects import PodSpecRef
 from app.k8s.patch import PatchOp
 from app.policies import selectors
 from app.policies.base import ALLOW, Context, Mode, Request, Result, Violation
-from app.policies.defaults import claim_defaults, translation_hook
+from app.policies.builders import legacy_matcher, plan_for
 from app.policies.exceptions import cover, policy_exceptions
-from app.policies.parts import Parts
 from app.policies.workloads import combine, finding_result, findings, per_template
-from app.translation import Problem, TranslationPlan, TranslationRules, plan, to_patch
-from app.translation.legacy import LegacyMatcher, MappingResolver, legacy_requests
+from app.translation import Problem, TranslationPlan, to_patch
+from app.translation.legacy import legacy_requests
 from app.translation.naming import who
 from app.translation.plan import Key
-from app.translation.sharing import SharingRules
-from app.translation.templates import TemplateBuilder
 from app.translation.wants import request_key
-
-
-def legacy_matcher(parts: Parts) -> LegacyMatcher:
-    """Builder: which resource names are legacy extended resources (`legacyResources`, and the
-    names of the sharing rules)."""
-    return LegacyMatcher(parts.policy.legacy_resources, extra=parts.build(sharing_rules).names)
-
-
-def mapping_resolver(parts: Parts) -> MappingResolver:
-    """Builder: legacy resource -> DeviceClass (`mappings`, then the view's DeviceClasses)."""
-    return MappingResolver(parts.policy.mappings)
-
-
-def sharing_rules(parts: Parts) -> SharingRules:
-    """Builder: GPU-sharing names -> consumable-capacity requests (`sharing`)."""
-    return SharingRules(parts.policy.sharing, parts.build(mapping_resolver).maps)
-
-
-def translation_rules(parts: Parts) -> TranslationRules:
-    """Builder: what `translation.plan` takes; its templates carry the DeviceClass defaults."""
-    defaults = parts.build(claim_defaults)
-    hooks = (translation_hook(defaults),) if defaults.classes else ()
-    templates = TemplateBuilder(parts.policy.translation.template_name_prefix, hooks=hooks)
-    legacy = parts.build(legacy_matcher)
-    sharing = parts.build(sharing_rules)
-    return TranslationRules(
-        legacy,
-        parts.build(mapping_resolver),
-        templates,
-        parts.policy.translation,
-        sharing,
-        frozenset(name for name in sharing.counts if not legacy(name)),
-    )
-
-
-def plan_for(
-    spec: PodSpecRef, namespace: str, ctx: Context, *, replace_own: bool = False
-) -> TranslationPlan:
-    """The translation plan of a pod spec under the policy and cluster view of `ctx`."""
-    return plan(spec, namespace, ctx.parts[translation_rules], ctx.view, replace_own=replace_own)
 
 
 def check_pod(request: Request, ctx: Context) -> Result:
