@@ -9,7 +9,7 @@ import ssl
 import sys
 from dataclasses import asdict
 from pathlib import Path
-from typing import NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import orjson
 from pydantic import ValidationError
@@ -22,6 +22,9 @@ from app.config import Settings, load_policy
 from app.config.settings import ClusterSource
 from app.errors import ConfigError
 from app.pipeline import Pipeline
+
+if TYPE_CHECKING:
+    from app.migrate.served import Target
 
 
 class _Parser(argparse.ArgumentParser):
@@ -131,6 +134,15 @@ def _parser() -> argparse.ArgumentParser:
         default="default",
         help="namespace for objects that name none (default: default)",
     )
+    target = check.add_mutually_exclusive_group()
+    target.add_argument("--kubernetes-version", **_KUBERNETES_VERSION)
+    target.add_argument(
+        "--kubeconfig",
+        type=Path,
+        default=None,
+        help="ask this cluster which resource.k8s.io versions it serves (discovery only; the "
+        "cluster view still comes from --cluster-file)",
+    )
 
     report = sub.add_parser(
         "report",
@@ -156,8 +168,9 @@ def _parser() -> argparse.ArgumentParser:
         default=None,
         help="exit 1 when a namespace still has device-plugin requests (legacy: those no active "
         "policy exception allows, and any that cannot be rewritten; excepted: also the allowed "
-        "ones), for CI",
+        "ones) or DRA objects of an API version the target does not serve, for CI",
     )
+    report.add_argument("--kubernetes-version", **_KUBERNETES_VERSION)
 
     migrate = sub.add_parser(
         "migrate",
@@ -224,6 +237,27 @@ def _offline_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--output", choices=("text", "json"), default="text")
 
 
+_KUBERNETES_VERSION: dict[str, Any] = {
+    "default": None,
+    "metavar": "1.N",
+    "help": "the release the manifests go to: a DRA object of a resource.k8s.io version it "
+    "does not serve by default is flagged (default: any release from 1.34, which serves only "
+    "v1 by default)",
+}
+
+
+def _target(args: argparse.Namespace) -> Target:
+    """What the manifests' cluster serves of resource.k8s.io (app/migrate/served.py)."""
+    from app.migrate import served
+
+    kubeconfig = getattr(args, "kubeconfig", None)
+    if kubeconfig is not None:
+        import asyncio
+
+        return asyncio.run(served.discover(kubeconfig))
+    return served.for_release(args.kubernetes_version)
+
+
 def _offline_pipeline(args: argparse.Namespace) -> Pipeline:
     view = ClusterView()
     StaticSource(view, args.cluster_file).load()
@@ -233,7 +267,10 @@ def _offline_pipeline(args: argparse.Namespace) -> Pipeline:
 
 def _run_check(args: argparse.Namespace) -> int:
     results = offline.check(
-        _offline_pipeline(args), offline.read_objects(args.manifests), args.namespace
+        _offline_pipeline(args),
+        offline.read_objects(args.manifests),
+        args.namespace,
+        _target(args).verdict,
     )
     if args.output == "json":
         print(orjson.dumps([asdict(r) for r in results], option=orjson.OPT_INDENT_2).decode())
@@ -262,7 +299,12 @@ def _run_report(args: argparse.Namespace) -> int:
     if not args.dump:
         raise ConfigError("report: name cluster dump files, or pass --kubeconfig or --in-cluster")
     pipeline = _offline_pipeline(args)
-    reports = offline.report(pipeline.policy, pipeline.view, offline.read_objects(args.dump))
+    reports = offline.report(
+        pipeline.policy,
+        pipeline.view,
+        offline.read_objects(args.dump),
+        served=_target(args).verdict,
+    )
     return _print_reports(reports, args.output, args.fail_on)
 
 
@@ -271,10 +313,10 @@ def _run_live_report(args: argparse.Namespace) -> int:
 
     from app.report.run import Options, run
 
-    if args.dump or args.cluster_file is not None:
+    if args.dump or args.cluster_file is not None or args.kubernetes_version is not None:
         raise ConfigError(
-            "report: --kubeconfig/--in-cluster read the cluster itself; "
-            "drop the dump files and --cluster-file"
+            "report: --kubeconfig/--in-cluster read the cluster itself (what it lists, it "
+            "serves); drop the dump files, --cluster-file and --kubernetes-version"
         )
     if args.page_size < 1:
         raise ConfigError("report: --page-size must be at least 1")
@@ -307,9 +349,12 @@ def _failing(reports: list[offline.NamespaceReport], fail_on: str | None) -> boo
     if fail_on is None:
         return False
     if fail_on == "excepted":
-        return any(r.legacy_objects or r.invalid for r in reports)
+        return any(r.legacy_objects or r.invalid or r.unserved for r in reports)
     return any(
-        r.invalid or r.unrewritable or any(o not in r.excepted for o in r.legacy_objects)
+        r.invalid
+        or r.unrewritable
+        or r.unserved
+        or any(o not in r.excepted for o in r.legacy_objects)
         for r in reports
     )
 
@@ -344,6 +389,8 @@ def _print_reports(
             print(f"  invalid: {problem}")
         for problem in r.unrewritable:
             print(f"  not rewritable: {problem}")
+        for problem in r.unserved:
+            print(f"  not served: {problem}")
         for name, exception in r.excepted.items():
             print(f"  excepted: {name} by exception {exception}")
     return 1 if _failing(reports, fail_on) else 0

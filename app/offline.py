@@ -9,7 +9,7 @@ and which objects a policy exception covers (and until when).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -147,8 +147,20 @@ def offline_policy(policy: Policy) -> Policy:
     return policy.model_copy(update={"dra_only": dra_only})
 
 
-def check(pipeline: Pipeline, objects: Iterable[tuple[str, Obj]], namespace: str) -> list[Checked]:
-    """Mutate, apply the patch, then validate each object; templates go into the view."""
+Served = Callable[[Obj], "str | None"]
+"""Why the target cluster does not serve an object's apiVersion and kind, or None
+(`app.migrate.served.Target.verdict`: the command line picks the target)."""
+
+
+def check(
+    pipeline: Pipeline,
+    objects: Iterable[tuple[str, Obj]],
+    namespace: str,
+    served: Served | None = None,
+) -> list[Checked]:
+    """Mutate, apply the patch, then validate each object; templates go into the view. An
+    object of an apiVersion the target does not serve is denied whatever the webhook says:
+    the API server would not take it."""
     results = []
     unknown: set[str] = set()
     for number, (where, obj) in enumerate(objects):
@@ -167,16 +179,19 @@ def check(pipeline: Pipeline, objects: Iterable[tuple[str, Obj]], namespace: str
             warnings = [*mutated.warnings, *validated.warnings]
         else:
             warnings = list(mutated.warnings)
+        unserved = served(obj) if served is not None else None
+        message = "\n".join(m for m in (unserved, final.message) if m)
+        allowed = final.allowed and unserved is None
         results.append(
             Checked(
                 where=where,
                 kind=request.kind,
                 namespace=request.namespace,
                 name=request.name,
-                allowed=final.allowed,
-                message=final.message,
+                allowed=allowed,
+                message=message,
                 warnings=warnings,
-                patch=list(mutated.patch) if final.allowed else [],
+                patch=list(mutated.patch) if allowed else [],
                 templates=[t["metadata"]["name"] for t in mutated.templates],
                 note=note,
             )
@@ -199,6 +214,8 @@ class NamespaceReport:
     unrewritable: list[str] = field(default_factory=list)
     """GPU requests outside the pod templates dra-webhook rewrites (an operator's own fields,
     Helm values, an unknown kind): `Kind/name: path: why`. A dra-only label denies them."""
+    unserved: list[str] = field(default_factory=list)
+    """DRA objects of an apiVersion the target cluster does not serve: `Kind/name: why`."""
 
     @property
     def ready_for_dra_only(self) -> bool:
@@ -238,9 +255,10 @@ def report(
     view: ClusterView,
     objects: Iterable[tuple[str, Obj]],
     clock: Clock = system_clock,
+    served: Served | None = None,
 ) -> list[NamespaceReport]:
-    """Per namespace: which objects still ask for legacy extended resources; exceptions are
-    judged at `clock`'s time."""
+    """Per namespace: which objects still ask for legacy extended resources, and which DRA
+    objects the target cluster does not serve; exceptions are judged at `clock`'s time."""
     rules = ReportRules.build(policy, clock)
     label = policy.namespace_modes.label
     found: dict[str, NamespaceReport] = {}
@@ -255,6 +273,9 @@ def report(
         if ns not in found:
             labels = view.namespace_labels(ns) or {}
             found[ns] = NamespaceReport(ns, labels.get(label, "-"))
+        unserved = served(obj) if served is not None else None
+        if unserved is not None:
+            found[ns].unserved.append(f"{obj['kind']}/{meta.get('name', '?')}: {unserved}")
         if obj["kind"] == "Pod" and meta.get("ownerReferences"):
             pods.append((where, obj))  # counted through their workload when it is listed
             continue

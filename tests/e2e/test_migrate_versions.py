@@ -9,7 +9,9 @@ as v1 and must be the same object: the API server's own conversion is the judge 
 Cluster-scoped objects are renamed (and slices given a driver and pool of their own, classes no
 extended resource name) so that the fleet the other journeys schedule on is left alone.
 
-Then the rewritten upstream sample passes `kubectl apply --dry-run=server`.
+Then the rewritten files pass `kubectl apply --dry-run=server`, a classic-DRA manifest gets
+kubectl's `no matches for kind`, and `dra-webhook check --kubeconfig` says so before kubectl
+does, from the cluster's own discovery.
 """
 
 from __future__ import annotations
@@ -195,3 +197,28 @@ def test_the_migrated_upstream_sample_passes_a_server_side_dry_run(
     )
     kube.delete("Namespace", "gpu-test4")
     assert done.returncode == 0, done.stderr
+
+
+def test_a_classic_dra_manifest_is_named_by_check_from_discovery_as_kubectl_refuses_it(
+    control_plane: ControlPlane, capsys: pytest.CaptureFixture[str]
+) -> None:
+    sample = VENDORED / "kubernetes-sigs__dra-example-driver__v1alpha2__gpu-test4.yaml"
+    done = _kubectl(control_plane, "apply", "--dry-run=server", "-f", str(sample))
+    assert done.returncode != 0
+    assert (
+        'no matches for kind "ResourceClaimTemplate" in version "resource.k8s.io/v1alpha2"'
+        in done.stderr
+    )
+
+    kubeconfig = str(control_plane.kubeconfig())
+    capsys.readouterr()
+    assert main(["check", "--kubeconfig", kubeconfig, str(sample)]) == 1
+    out = capsys.readouterr().out
+    assert "ResourceClaimTemplate gpu-test4/multiple-gpus" in out
+    assert (
+        'no matches for kind "ResourceClaimTemplate" in version "resource.k8s.io/v1alpha2"' in out
+    )
+
+    beta = GOLDEN / "dra-v1beta1-claims.yaml"  # served here: --runtime-config turns v1beta1 on
+    assert main(["check", "--kubeconfig", kubeconfig, str(beta)]) == 0
+    assert "not served" not in capsys.readouterr().out

@@ -35,7 +35,8 @@ from app.migrate.run import for_migrate
 from app.workloads import builtin
 from tests.migrate.conftest import Run
 
-DATA = Path(__file__).resolve().parents[1] / "data" / "dra-versions"
+ROOT = Path(__file__).resolve().parents[2]
+DATA = ROOT / "tests" / "data" / "dra-versions"
 NVIDIA_V1BETA1 = DATA / "nvidia__k8s-dra-driver-gpu__v1beta1__gpu-test4.yaml"
 NVIDIA_V1 = DATA / "nvidia__k8s-dra-driver-gpu__v1__gpu-test4.yaml"
 EXAMPLE_V1BETA1 = DATA / "kubernetes-sigs__dra-example-driver__v1beta1__gpu-test5.yaml"
@@ -138,14 +139,24 @@ def test_the_command_line_from_a_clean_clone_prints_v1_and_exits_1_or_names_the_
     )
     command = [sys.executable, "-m", "app", "migrate", "--diff"]
     done = subprocess.run(
-        [*command, str(template)], capture_output=True, text=True, check=False, timeout=120
+        [*command, str(template)],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=120,
+        cwd=ROOT,
     )
     assert (done.returncode, done.stderr) == (1, "")
     assert "+apiVersion: resource.k8s.io/v1\n" in done.stdout
     assert "+        exactly:\n+          deviceClassName: gpu.nvidia.com\n" in done.stdout
 
     done = subprocess.run(
-        [*command, str(EXAMPLE_CLASS)], capture_output=True, text=True, check=False, timeout=120
+        [*command, str(EXAMPLE_CLASS)],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=120,
+        cwd=ROOT,
     )
     assert done.returncode == 2
     assert "(ResourceClass gpu.example.com): driverName:" in done.stderr
