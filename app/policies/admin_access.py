@@ -123,8 +123,8 @@ def check_label(request: Request, ctx: Context) -> Result:
         violations=(Violation(LABEL_PATH, describe_change(old, new)),),
         summary=(
             f"namespace {name}: {who} may not set, change or remove the label "
-            f"{ADMIN_ACCESS_LABEL} ({GUARD}, policy adminAccess): it lets the namespace's "
-            "ResourceClaims ask for adminAccess, which sees every device of a DeviceClass, "
+            f"{ADMIN_ACCESS_LABEL} ({GUARD}, policy adminAccess): it lets ResourceClaims in the "
+            "namespace ask for adminAccess, which sees every device of a DeviceClass, "
             "including the ones other tenants hold"
         ),
         details=f"To get access: {rules.request_access}.",

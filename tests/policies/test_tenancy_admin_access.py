@@ -10,29 +10,20 @@ from typing import Any
 
 import orjson
 import pytest
+import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from app.config.policy import Policy
-from app.config.tenancy import ADMIN_ACCESS_LABEL
 from app.errors import PolicyError, ReviewError
 from app.pipeline import Endpoint, Pipeline
 from app.transport.review import decode_review
 from app.verdict import Decision
 from tests.helpers import AppHarness, load_fixture, make_pipeline, namespace, policy_from, wrap
+from tests.tenancy_cases import ADMIN_ACCESS, LABEL, LABEL_CHANGES, LABEL_PATH, LabelChange
 
 Obj = dict[str, Any]
-LABEL = ADMIN_ACCESS_LABEL
-LABEL_PATH = f"metadata.labels[{LABEL}]"
-
-POLICY = """
-adminAccess:
-  enabled: true
-  users: [alice]
-  groups: [platform-admins]
-  namespaceSelector: {matchLabels: {tier: ops}}
-  requestAccess: file a ticket in the PLATFORM queue
-"""
+POLICY = yaml.safe_dump({"adminAccess": ADMIN_ACCESS})
 
 NAMESPACES = [
     namespace("team-a", "dra-only", team="a"),
@@ -70,51 +61,26 @@ def pipeline() -> Pipeline:
 
 # -- the namespace label ---------------------------------------------------------------------
 
-LABEL_CHANGES = [
-    # (case, old labels or None for CREATE, new labels, user, groups, allowed)
-    ("set by a tenant", {"team": "a"}, {"team": "a", LABEL: "true"}, "mallory", [], False),
-    ("set to false by a tenant", {}, {LABEL: "false"}, "mallory", [], False),
-    ("changed by a tenant", {LABEL: "false"}, {LABEL: "true"}, "mallory", [], False),
-    ("removed by a tenant", {LABEL: "true"}, {}, "mallory", [], False),
-    ("set to empty by a tenant", {}, {LABEL: ""}, "mallory", [], False),
-    ("created with it by a tenant", None, {LABEL: "true"}, "mallory", [], False),
-    ("set by a listed user", {}, {LABEL: "true"}, "alice", [], True),
-    ("removed by a listed group", {LABEL: "true"}, {}, "bob", ["platform-admins"], True),
-    ("created with it by a listed group", None, {LABEL: "true"}, "bob", ["platform-admins"], True),
-    ("other labels changed by a tenant", {LABEL: "true"}, {LABEL: "true", "x": "y"}, "m", [], True),
-    ("created without it by a tenant", None, {"team": "c"}, "mallory", [], True),
-    ("a group named like the user", {}, {LABEL: "true"}, "platform-admins", [], False),
-]
 
-
-@pytest.mark.parametrize(
-    ("case", "old", "new", "user", "groups", "allowed"),
-    LABEL_CHANGES,
-    ids=[row[0] for row in LABEL_CHANGES],
-)
+@pytest.mark.parametrize("case", LABEL_CHANGES, ids=[c.id for c in LABEL_CHANGES])
 def test_the_admin_access_label_changes_only_by_a_listed_user_or_group(
-    pipeline: Pipeline,
-    case: str,
-    old: dict[str, str] | None,
-    new: dict[str, str],
-    user: str,
-    groups: list[str],
-    allowed: bool,
+    pipeline: Pipeline, case: LabelChange
 ) -> None:
-    name = "team-a" if old is not None else "new-team"
+    name = "team-a" if case.old is not None else "new-team"
     decision = _review(
         pipeline,
-        _ns(name, **new),
-        old=_ns(name, **old) if old is not None else None,
-        user=user,
-        groups=groups,
+        _ns(name, **case.new),
+        old=_ns(name, **case.old) if case.old is not None else None,
+        user=case.user,
+        groups=list(case.groups),
     )
-    assert decision.allowed is allowed, decision.message
-    if not allowed:
+    assert decision.allowed is case.allowed, decision.message
+    if not case.allowed:
         assert decision.code == 403 and decision.denied_by == ("admin-access",)
-        assert f"user {user} may not set, change or remove the label {LABEL}" in decision.message
+        said = f"user {case.user} may not set, change or remove the label {LABEL}"
+        assert said in decision.message
         assert "dra-webhook admin-access guard, policy adminAccess" in decision.message
-        assert f"- {LABEL_PATH}: " in decision.message
+        assert f"- {LABEL_PATH}: {case.said}" in decision.message
         assert "To get access: file a ticket in the PLATFORM queue." in decision.message
 
 

@@ -325,3 +325,40 @@ request bodies it may buffer and 64 MiB of headroom (chart README, "Memory and w
 {{- define "dra-webhook.memoryNeededMi" -}}
 {{- add .Values.memoryPerWorker.requestMi .Values.memoryPerWorker.cacheBudgetMi (div (int64 .Values.limits.maxBufferedBytes) 1048576) 64 -}}
 {{- end }}
+
+{{/*
+CEL: the value of a Namespace's resource.kubernetes.io/admin-access label, or "<unset>" (no
+label value can be that: values are letters, digits, '-', '_' and '.'). `object` is untyped in
+a webhook's matchConditions, so each field is guarded by has(); oldObject is null on CREATE.
+Argument: "object" or "oldObject".
+*/}}
+{{- define "dra-webhook.celAdminAccessLabel" -}}
+{{- $o := . -}}
+{{- $key := "resource.kubernetes.io/admin-access" -}}
+{{- if eq $o "oldObject" -}}
+(request.operation == 'CREATE' || !has(oldObject.metadata.labels) || !('{{ $key }}' in oldObject.metadata.labels) ? '<unset>' : oldObject.metadata.labels['{{ $key }}'])
+{{- else -}}
+(!has({{ $o }}.metadata.labels) || !('{{ $key }}' in {{ $o }}.metadata.labels) ? '<unset>' : {{ $o }}.metadata.labels['{{ $key }}'])
+{{- end -}}
+{{- end }}
+
+{{/* CEL: true when a Namespace write sets, changes or removes the admin-access label. */}}
+{{- define "dra-webhook.celAdminAccessChange" -}}
+{{ include "dra-webhook.celAdminAccessLabel" "oldObject" }} != {{ include "dra-webhook.celAdminAccessLabel" "object" }}
+{{- end }}
+
+{{/* "true" when the policy's admin-access guard is on (policy.adminAccess.enabled). */}}
+{{- define "dra-webhook.adminAccessGuard" -}}
+{{- if dig "adminAccess" "enabled" false (.Values.policy | default dict) }}true{{ end }}
+{{- end }}
+
+{{/*
+CEL: true when a ResourceClaim (object.spec) or ResourceClaimTemplate (object.spec.spec) has a
+request asking for adminAccess (objects arrive as v1: matchPolicy Equivalent).
+*/}}
+{{- define "dra-webhook.celAsksAdminAccess" -}}
+(request.kind.kind == 'ResourceClaimTemplate'
+  ? (has(object.spec.spec) && has(object.spec.spec.devices) && has(object.spec.spec.devices.requests) ? object.spec.spec.devices.requests : [])
+  : (has(object.spec) && has(object.spec.devices) && has(object.spec.devices.requests) ? object.spec.devices.requests : [])
+).exists(r, has(r.exactly) && has(r.exactly.adminAccess) && r.exactly.adminAccess == true)
+{{- end }}
