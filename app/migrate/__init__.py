@@ -4,9 +4,12 @@ Translation at admission changes pods, not the YAML a GitOps tool applies; this 
 that YAML with the same code (`app.translation`: mappings, MIG patterns, init and sidecar
 semantics, claim names, caps), so a migration ends in a reviewed pull request rather than in
 drift. `documents` cuts a YAML stream into documents and round-trips one; `edit` changes only
-the nodes that differ; `objects` translates one object; `files` rewrites one file; `patches`
-prints strategic-merge patches for kustomize overlays and Helm charts; `run` walks the paths
-and decides what is printed, written and returned. docs/migrate.md is the user's guide.
+the nodes that differ; `objects` translates one object; `versions` moves a DRA object written
+for resource.k8s.io/v1beta1 or v1beta2 to v1 as the API server converts it, and `advice` says
+what to write for what no conversion carries; `files` rewrites one file; `patches` prints
+strategic-merge patches for kustomize overlays and Helm charts; `run` walks the paths and
+decides what is printed, written and returned. `served` says which resource.k8s.io versions a
+target cluster serves, for `check` and `report`. docs/migrate.md is the user's guide.
 """
 
 from __future__ import annotations
