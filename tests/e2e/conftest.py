@@ -40,6 +40,7 @@ JOURNEYS = (
     "cel-cost",
     "report",
     "runbook",
+    "tenancy",
     "faults",
     "latency",
 )

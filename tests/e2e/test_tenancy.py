@@ -1,0 +1,254 @@
+"""Journey tenancy: who may turn DRA admin access on, and which DeviceClasses a namespace may use
+(policy adminAccess and deviceClasses, tests/e2e/values.yaml; docs/tenancy.md).
+
+Tenants are ServiceAccounts with bearer tokens from the TokenRequest API, never cluster admins:
+a Role in their namespace lets them get, patch and update that Namespace (and its status), as a
+platform that lets teams label their own namespaces would. The admin-access guard is shown
+twice, each half alone: the chart's ValidatingAdmissionPolicy while the webhook process is
+stopped (SIGSTOP: it answers nothing), and the webhook while the policy's binding is gone.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import ssl
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.e2e import objects as o
+from tests.e2e.controlplane import ControlPlane
+from tests.e2e.kube import ApiError, Kube
+from tests.e2e.webhook import Webhook
+
+pytestmark = [pytest.mark.journey("tenancy"), pytest.mark.usefixtures("webhook")]
+
+Obj = dict[str, Any]
+LABEL = "resource.kubernetes.io/admin-access"
+ADMINS = "tenancy-admins"
+"""Its ServiceAccounts are in the group system:serviceaccounts:tenancy-admins, which the policy
+lists (tests/e2e/values.yaml)."""
+RBAC = "/apis/rbac.authorization.k8s.io/v1"
+
+
+class TokenKube(Kube):
+    """The raw-JSON client with a bearer token instead of a client certificate."""
+
+    def __init__(self, plane: ControlPlane, token: str) -> None:
+        context = ssl.create_default_context(cafile=str(plane.pki.ca))
+        self.http = httpx.Client(
+            base_url=plane.url,
+            verify=context,
+            timeout=30,
+            headers={"authorization": f"Bearer {token}"},
+        )
+
+
+def _service_account(kube: Kube, namespace: str, name: str) -> str:
+    """A ServiceAccount, and a bearer token for it (TokenRequest, one hour)."""
+    account = {"apiVersion": "v1", "kind": "ServiceAccount"}
+    kube.apply({**account, "metadata": {"name": name, "namespace": namespace}})
+    answer = kube.http.post(
+        f"/api/v1/namespaces/{namespace}/serviceaccounts/{name}/token",
+        json={
+            "apiVersion": "authentication.k8s.io/v1",
+            "kind": "TokenRequest",
+            "spec": {"expirationSeconds": 3600},
+        },
+    )
+    assert answer.status_code == 201, answer.text
+    token: str = answer.json()["status"]["token"]
+    return token
+
+
+def _may_edit_namespace(kube: Kube, namespace: str, account: str, account_namespace: str) -> None:
+    """A Role in `namespace` letting the ServiceAccount get, patch and update that Namespace."""
+    role = {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "Role",
+        "metadata": {"name": f"edit-namespace-{account}", "namespace": namespace},
+        "rules": [
+            {
+                "apiGroups": [""],
+                "resources": ["namespaces", "namespaces/status"],
+                "resourceNames": [namespace],
+                "verbs": ["get", "patch", "update"],
+            }
+        ],
+    }
+    binding = {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "RoleBinding",
+        "metadata": {"name": f"edit-namespace-{account}", "namespace": namespace},
+        "roleRef": {
+            "apiGroup": "rbac.authorization.k8s.io",
+            "kind": "Role",
+            "name": role["metadata"]["name"],
+        },
+        "subjects": [{"kind": "ServiceAccount", "name": account, "namespace": account_namespace}],
+    }
+    for obj, plural in ((role, "roles"), (binding, "rolebindings")):
+        answer = kube.http.post(f"{RBAC}/namespaces/{namespace}/{plural}", json=obj)
+        assert answer.status_code == 201, answer.text
+
+
+@pytest.fixture
+def tenant(
+    kube: Kube, control_plane: ControlPlane, namespace: Callable[..., str]
+) -> Iterator[tuple[str, TokenKube]]:
+    """A namespace and its owner: a ServiceAccount allowed to edit that Namespace, nothing more."""
+    ns = namespace()
+    owner = TokenKube(control_plane, _service_account(kube, ns, "owner"))
+    _may_edit_namespace(kube, ns, "owner", ns)
+    kube.wait(lambda: _can_label(owner, ns), f"RBAC letting {ns}'s owner label it")
+    yield ns, owner
+    owner.close()
+
+
+def _can_label(client: Kube, ns: str) -> bool:
+    try:
+        client.patch("Namespace", ns, None, {"metadata": {"labels": {"rbac-ready": "yes"}}})
+    except ApiError as error:
+        if error.status == 403 and "forbidden" in error.message:
+            return False
+        raise
+    return True
+
+
+def _label(client: Kube, ns: str, value: str | None, subresource: str = "") -> Obj:
+    return client.patch(
+        "Namespace", ns, None, {"metadata": {"labels": {LABEL: value}}}, subresource=subresource
+    )
+
+
+@contextmanager
+def _stopped(webhook: Webhook) -> Iterator[None]:
+    """The webhook process frozen (SIGSTOP): the API server gets no answer from it."""
+    pid = webhook.server.process.pid
+    os.kill(pid, signal.SIGSTOP)
+    try:
+        yield
+    finally:
+        os.kill(pid, signal.SIGCONT)
+
+
+def test_a_tenant_labelling_its_namespace_for_admin_access_is_denied_with_the_webhook_stopped(
+    kube: Kube, webhook: Webhook, tenant: tuple[str, TokenKube]
+) -> None:
+    ns, owner = tenant
+    with _stopped(webhook):
+        with pytest.raises(ApiError) as denied:
+            _label(owner, ns, "true")
+        with pytest.raises(ApiError) as through_status:
+            _label(owner, ns, "true", subresource="status")
+        # every other write of the namespace stays in the API server: no webhook call to miss
+        owner.patch("Namespace", ns, None, {"metadata": {"labels": {"team": "vision"}}})
+    message = denied.value.message
+    assert denied.value.status == 403, message
+    assert "ValidatingAdmissionPolicy 'dra-webhook-admin-access'" in message
+    assert (
+        f"namespace {ns}: user system:serviceaccount:{ns}:owner may not set, change or remove "
+        f"the label {LABEL} (dra-webhook admin-access guard, policy adminAccess)"
+    ) in message
+    assert f'metadata.labels[{LABEL}]: set to "true" (it was not set)' in message
+    assert "To get access: ask the platform team to add you to the tenancy-admins group" in message
+    assert "ValidatingAdmissionPolicy 'dra-webhook-admin-access'" in through_status.value.message
+    labels = kube.get("Namespace", ns)["metadata"]["labels"]
+    assert LABEL not in labels and labels["team"] == "vision"
+
+
+@contextmanager
+def _policy_unbound(kube: Kube, webhook: Webhook) -> Iterator[None]:
+    """The admission policy's binding deleted, then applied again as the chart renders it."""
+    (binding,) = [
+        doc
+        for doc in webhook.configurations
+        if doc["kind"] == "ValidatingAdmissionPolicyBinding"
+        and doc["metadata"]["name"] == "dra-webhook-admin-access"
+    ]
+    kube.delete("ValidatingAdmissionPolicyBinding", binding["metadata"]["name"])
+    try:
+        yield
+    finally:
+        kube.apply(binding)
+
+
+def test_the_webhook_alone_denies_the_same_change_and_a_dry_run_too(
+    kube: Kube, webhook: Webhook, tenant: tuple[str, TokenKube]
+) -> None:
+    ns, owner = tenant
+    kube.patch("Namespace", ns, None, {"metadata": {"labels": {LABEL: "false"}}})  # e2e-admin
+    before = webhook.metric("dra_webhook_denials_total", reason="admin-access")
+
+    def by_the_webhook(dry_run: bool) -> ApiError | None:
+        try:
+            url = f"/api/v1/namespaces/{ns}"
+            answer = owner.http.patch(
+                url,
+                json={"metadata": {"labels": {LABEL: "true"}}},
+                params={"dryRun": "All"} if dry_run else {},
+                headers={"content-type": "application/merge-patch+json"},
+            )
+        except httpx.HTTPError:
+            return None
+        if answer.status_code < 300:
+            raise AssertionError(f"the change went through: {answer.text}")
+        message = answer.json().get("message", "")
+        if "admission webhook" not in message:
+            return None  # the policy's binding is still in the API server's informer
+        return ApiError(answer.status_code, message, answer.json())
+
+    with _policy_unbound(kube, webhook):
+        dry = kube.wait(lambda: by_the_webhook(True), "the webhook's own denial")
+        wet = by_the_webhook(False)
+    assert wet is not None and wet.status == 403
+    assert 'admission webhook "namespaces.dra-webhook.svc" denied the request' in wet.message
+    assert f'metadata.labels[{LABEL}]: changed from "false" to "true"' in wet.message
+    assert dry.message == wet.message  # dry-run safe: the same answer, nothing written
+    assert kube.get("Namespace", ns)["metadata"]["labels"][LABEL] == "false"
+    assert webhook.metric("dra_webhook_denials_total", reason="admin-access") >= before + 2
+
+
+def test_a_user_of_a_listed_group_may_set_and_remove_the_label(
+    kube: Kube, control_plane: ControlPlane, tenant: tuple[str, TokenKube]
+) -> None:
+    ns, _ = tenant
+    kube.namespace(ADMINS)
+    lead = TokenKube(control_plane, _service_account(kube, ADMINS, "lead"))
+    _may_edit_namespace(kube, ns, "lead", ADMINS)
+    kube.wait(lambda: _can_label(lead, ns), "RBAC letting the lead label the namespace")
+    try:
+        assert _label(lead, ns, "true")["metadata"]["labels"][LABEL] == "true"
+        assert LABEL not in _label(lead, ns, None)["metadata"]["labels"]
+    finally:
+        lead.close()
+
+
+def _admin_claim(name: str, ns: str) -> Obj:
+    spec = o.claim_spec({**o.exactly("gpu.nvidia.com", 1), "adminAccess": True})
+    return o.claim(name, ns, spec)
+
+
+def test_a_claim_asking_for_admin_access_is_denied_where_the_policy_does_not_select_it(
+    kube: Kube, webhook: Webhook, namespace: Callable[..., str]
+) -> None:
+    """Labelled for admin access (by e2e-admin, whom the policy lists) but not selected by
+    adminAccess.namespaceSelector: denied anyway, with the field; where both hold, allowed."""
+    labelled = namespace(**{LABEL: "true"})
+    before = webhook.metric("dra_webhook_denials_total", reason="admin-access-claims")
+    with pytest.raises(ApiError) as denied:
+        kube.create(_admin_claim("debug", labelled))
+    message = denied.value.message
+    assert denied.value.status == 403, message
+    assert "adminAccess.namespaceSelector (dra-admin-access=allowed) does not select it" in message
+    assert f"even though it is labelled {LABEL}=true" in message
+    assert "spec.devices.requests[0].exactly.adminAccess: asks for admin access" in message
+    assert webhook.metric("dra_webhook_denials_total", reason="admin-access-claims") == before + 1
+
+    allowed = namespace(**{LABEL: "true", "dra-admin-access": "allowed"})
+    kube.create(_admin_claim("debug", allowed))
+    assert kube.get("ResourceClaim", "debug", allowed)["spec"]["devices"]["requests"][0]
