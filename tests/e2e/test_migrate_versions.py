@@ -9,6 +9,10 @@ as v1 and must be the same object: the API server's own conversion is the judge 
 Cluster-scoped objects are renamed (and slices given a driver and pool of their own, classes no
 extended resource name) so that the fleet the other journeys schedule on is left alone.
 
+Hypothesis then writes v1beta1 claims of every shape (fields set, zero or missing,
+alternatives, both at once): the server takes the original exactly when it takes migrate's v1
+form, reads the two back the same, and refuses whatever migrate refuses to convert.
+
 Then the rewritten files pass `kubectl apply --dry-run=server`, a classic-DRA manifest gets
 kubectl's `no matches for kind`, and `dra-webhook check --kubeconfig` says so before kubectl
 does, from the cluster's own discovery.
@@ -17,6 +21,7 @@ does, from the cluster's own discovery.
 from __future__ import annotations
 
 import copy
+import itertools
 import shutil
 import subprocess
 from collections.abc import Callable, Iterator
@@ -25,11 +30,18 @@ from typing import Any
 
 import pytest
 import yaml
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from app.cli import main
+from app.cluster.view import ClusterView
+from app.config import load_policy
+from app.migrate.files import Templates, rewrite
+from app.migrate.objects import Rules
+from app.migrate.run import for_migrate
 from tests.assets import k8s_tool
 from tests.e2e.controlplane import ControlPlane
-from tests.e2e.kube import ApiError, Kube
+from tests.e2e.kube import ApiError, Kube, release_devices
 
 pytestmark = pytest.mark.journey("migrate")
 
@@ -175,6 +187,82 @@ def test_the_api_server_reads_a_v1beta1_request_as_exactly_and_a_basic_device_as
     assert "allNodes" not in read["spec"]
     assert read["spec"]["devices"][0]["capacity"] == {"memory": {"value": "80Gi"}}
     assert "basic" not in read["spec"]["devices"][0]
+
+
+_SUBREQUEST = st.fixed_dictionaries(
+    {"deviceClassName": st.just("gpu.example.com")},
+    optional={"allocationMode": st.sampled_from(["ExactCount", "All"]), "count": st.integers(1, 2)},
+)
+_REQUEST = st.fixed_dictionaries(
+    {},
+    optional={
+        "deviceClassName": st.sampled_from(["gpu.example.com", ""]),
+        "allocationMode": st.sampled_from(["ExactCount", "All", ""]),
+        "count": st.integers(0, 3),
+        "selectors": st.lists(st.just({"cel": {"expression": "device.driver != ''"}}), max_size=1),
+        "adminAccess": st.one_of(st.none(), st.booleans()),
+        "tolerations": st.lists(st.just({"key": "maintenance", "operator": "Exists"}), max_size=1),
+        "capacity": st.just({"requests": {"memory": "1Gi"}}),
+        "firstAvailable": st.lists(_SUBREQUEST, max_size=2),
+    },
+)
+
+
+@st.composite
+def _v1beta1_claim(draw: st.DrawFn) -> Obj:
+    requests = draw(st.lists(_REQUEST, min_size=1, max_size=2))
+    for index, request in enumerate(requests):
+        request["name"] = f"r{index}"
+        for number, sub in enumerate(request.get("firstAvailable", [])):
+            sub["name"] = f"s{number}"
+    return {
+        "apiVersion": "resource.k8s.io/v1beta1",
+        "kind": "ResourceClaim",
+        "metadata": {"name": "fuzz"},
+        "spec": {"devices": {"requests": requests}},
+    }
+
+
+@pytest.fixture(scope="module")
+def fuzz_namespace(kube: Kube) -> Iterator[str]:
+    name = kube.namespace(
+        "migrate-versions-fuzz", **{"resource.kubernetes.io/admin-access": "true"}
+    )
+    yield name
+    release_devices(kube, name)
+
+
+_EXAMPLES = itertools.count()
+
+
+@settings(max_examples=120, deadline=None, suppress_health_check=list(HealthCheck))
+@given(_v1beta1_claim())
+def test_any_v1beta1_claim_and_its_migrate_output_are_taken_or_refused_alike_and_read_alike(
+    kube: Kube, fuzz_namespace: str, claim: Obj
+) -> None:
+    """Hypothesis over v1beta1 requests (fields set, zero, missing; alternatives; both): the
+    API server accepts the original exactly when it accepts migrate's v1 form, and reads both
+    back the same; what migrate refuses, the API server refuses too."""
+    number = next(_EXAMPLES)
+    rules = for_migrate(Rules.build(load_policy(None), ClusterView()))
+    result = rewrite(Path("c.yaml"), yaml.safe_dump(claim), rules, Templates(rules), apart=False)
+    old = _placed(claim, fuzz_namespace, f"{number}-old")
+    old_answer = kube.http.post(
+        _url(old, "v1beta1"), json=old, params={"fieldValidation": "Strict"}
+    )
+    if result.problems:
+        assert old_answer.status_code == 422, (result.problems, old_answer.text)
+        return
+    new = _placed(yaml.safe_load(result.after), fuzz_namespace, f"{number}-new")
+    new_answer = kube.http.post(_url(new, "v1"), json=new, params={"fieldValidation": "Strict"})
+    assert new_answer.status_code == old_answer.status_code, (old_answer.text, new_answer.text)
+    if old_answer.status_code >= 300:
+        return
+    read = [kube.http.get(_url(o, "v1", named=True)).json() for o in (old, new)]
+    for found in read:
+        for key in (*SERVER_FIELDS, "name"):
+            found["metadata"].pop(key, None)
+    assert read[1] == read[0]
 
 
 def _kubectl(plane: ControlPlane, *args: str) -> subprocess.CompletedProcess[str]:
