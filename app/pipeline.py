@@ -28,15 +28,16 @@ from app.cluster.view import ClusterView, DerivedIndex, Kind
 from app.config import Policy
 from app.config.policy import StaleView as StaleViewPolicy
 from app.errors import ObjectShapeError, PolicyError
-from app.policies import defaults, dra_only, quota, rules, selectors, translate
+from app.policies import defaults, dra_only, rules, selectors, translate
 from app.policies.admin_access import NAMESPACE_KINDS, admin_access_rules, check_claims, check_label
 from app.policies.base import Context, Mode, Request, Result, failure_answer
 from app.policies.builders import translation_rules
 from app.policies.cel_runtime import cel_runtime
 from app.policies.exceptions import Clock, policy_exceptions, system_clock
 from app.policies.parts import Builder, Parts
-from app.policies.quota_capacity import ClassPolicies
-from app.policies.quota_rules import quota_rules
+from app.policies.quota import check as quota
+from app.policies.quota.capacity import ClassPolicies
+from app.policies.quota.rules import quota_rules
 from app.policies.workloads import workload_catalogue
 from app.translation.sharing import PublishedCapacities
 from app.verdict import ALLOWED, INTERNAL_ERROR, Decision, Merger

@@ -7,15 +7,25 @@
 - a `gpu.example.com` slice on node-b: one 40Gi device whose memory takes `validValues`
   (10Gi, 20Gi, 40Gi);
 - DeviceClasses `gpu-shared.nvidia.com` (NVIDIA devices that allow multiple allocations) and
-  `shared.example.com`.
+  `shared.example.com`;
+- pods asking for shares in ml-research, and a pipeline over the demo namespaces and these
+  objects to review them with.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+import orjson
+
+from app.config.policy import Policy
+from app.pipeline import Decision, Endpoint, Pipeline
+from app.transport.review import decode_review
+from tests.helpers import DEMO_NAMESPACES, make_pipeline, wrap
+
 Obj = dict[str, Any]
 SHARED = "gpu-shared.nvidia.com"
+NS = "ml-research"
 
 
 def device_class(name: str, expression: str) -> Obj:
@@ -92,3 +102,33 @@ def sharing_cluster() -> list[Obj]:
             "node-b-gpu.example.com", "gpu.example.com", "node-b", [valid_values_device("gpu-0")]
         ),
     ]
+
+
+def container(name: str, limits: Obj, **extra: Any) -> Obj:
+    """As the API server sends it: limits copied into requests, amounts canonicalized."""
+    return {
+        "name": name,
+        "image": "cuda:12",
+        "resources": {"limits": dict(limits), "requests": dict(limits)},
+        **extra,
+    }
+
+
+def pod(*containers: Obj, ns: str = NS, init: tuple[Obj, ...] = ()) -> Obj:
+    spec: Obj = {"containers": list(containers)}
+    if init:
+        spec["initContainers"] = list(init)
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "p", "namespace": ns},
+        "spec": spec,
+    }
+
+
+def pipeline(policy: Policy | None = None, objects: list[Obj] | None = None) -> Pipeline:
+    return make_pipeline([*DEMO_NAMESPACES, *sharing_cluster(), *(objects or [])], policy)
+
+
+def decide(p: Pipeline, obj: Obj, endpoint: Endpoint = Endpoint.MUTATE, **kw: Any) -> Decision:
+    return p.review(endpoint, decode_review(orjson.dumps(wrap(obj, **kw))))

@@ -12,8 +12,9 @@ import pytest
 from app.cluster.usage import ClaimUsage
 from app.cluster.view import Kind
 from app.pipeline import REGISTRATIONS, Endpoint, Pipeline, Registration
-from app.policies import quota, rules
+from app.policies import rules
 from app.policies.base import ALLOW, Context, Request, Result
+from app.policies.quota.rules import quota_rules
 from app.transport.review import decode_review
 from tests.helpers import load_fixture, make_view, namespace, policy_from, review, wrap
 
@@ -190,7 +191,7 @@ def test_each_check_reads_only_what_its_own_registration_declares(
 
 def test_a_check_reading_an_undeclared_part_fails_alone_as_an_internal_error() -> None:
     def sneaky(request: Request, ctx: Context) -> Result:
-        ctx.parts[quota.quota_rules]
+        ctx.parts[quota_rules]
         return ALLOW
 
     reg = Registration(

@@ -1,6 +1,6 @@
 """Consumable capacity (KEP-5075): a device capacity's request policy, what a request consumes
 of it, and whether a request fits what is left. The one copy: the allocation model and the
-capacity quotas (app.policies.quota) both read it.
+capacity quotas (app.policies.quota.capacity) both read it.
 
 Mirrors upstream's consumable_capacity.go (k8s.io/dynamic-resource-allocation/structured):
 :func:`consumed` is ``calculateConsumedQuantity`` — a requested capacity is rounded up by the

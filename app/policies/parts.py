@@ -8,10 +8,10 @@ reads a part with `ctx.parts[builder]`, a dict lookup, which raises when no regi
 declared it.
 
 A builder is a plain function `(parts) -> part` living next to the check that reads the part
-(`rules.admin_rules`, `quota.quota_rules`, ...), or in `builders.py` when several checks read it
-(translation's rules), so that no check imports another for them. It may build the parts it
-depends on with `parts.build(other)` (translation's templates carry the DeviceClass defaults,
-which need the CEL runtime); each is built once whoever asks first.
+(`rules.admin_rules`, `quota.rules.quota_rules`, ...), or in `builders.py` when several checks
+read it (translation's rules), so that no check imports another for them. It may build the
+parts it depends on with `parts.build(other)` (translation's templates carry the DeviceClass
+defaults, which need the CEL runtime); each is built once whoever asks first.
 
 This module imports nothing of the policies, and every policy module may import it: that is
 what keeps the registration table and the policies free of import cycles (the former

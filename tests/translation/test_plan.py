@@ -26,7 +26,7 @@ from hypothesis import strategies as st
 from app.pipeline import Endpoint, Pipeline
 from app.policies.base import Context, Mode
 from app.policies.builders import plan_for
-from app.policies.quota import pod_demand
+from app.policies.quota.demand import pod_demand
 from app.policies.translate import TRANSLATED_ANNOTATION
 from app.translation import TranslationPlan, to_patch
 from app.translation.manifest import write

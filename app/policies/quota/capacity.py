@@ -62,10 +62,11 @@ class ClassPolicies:
 def _agreed(
     view: ClusterReader, index: DeviceIndex, device_class: str, capacity: str
 ) -> Policy | None:
+    """The requestPolicy of `capacity` every shareable device of the class agrees on. `index`
+    is the CEL runtime's, subscribed to the view at load: it holds the view's slices already."""
     raw_class = view.device_class(device_class)
     if raw_class is None:
         return None
-    index.sync(view.resource_slices(), view.generation(Kind.RESOURCE_SLICE))
     try:
         match = index.matching(device_class, class_selectors(raw_class))
     except Exception:  # a class selector the engine cannot compile or run: count as written

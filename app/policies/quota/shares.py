@@ -1,8 +1,8 @@
 """Capacity quotas at admission: claims and templates, translated shares, workloads' pods.
 
-The rounding and the reading of asks are in `app.policies.quota_capacity`; this module adds them
-up against `maxCapacityPerClaim` and `maxCapacityPerNamespace` with the arithmetic in the message,
-as the device-count checks of `app.policies.quota` do.
+The rounding and the reading of asks are in `capacity.py`; this module adds them up against
+`maxCapacityPerClaim` and `maxCapacityPerNamespace` with the arithmetic in the message, as the
+device-count checks (`check.py`, `demand.py`) do.
 """
 
 from __future__ import annotations
@@ -13,12 +13,12 @@ from app.errors import ObjectShapeError
 from app.k8s.capacity import Ask
 from app.k8s.objects import PodSpecRef, list_field, object_name
 from app.k8s.quantity import Quantity, parse_quantity
-from app.policies import quota_capacity as capacity
 from app.policies.base import Context, Obj, Request
 from app.policies.cel_runtime import cel_runtime
-from app.policies.quota_findings import Findings
-from app.policies.quota_pods import pods_of, translation
-from app.policies.quota_rules import (
+from app.policies.quota import capacity
+from app.policies.quota.findings import Findings
+from app.policies.quota.pods import pods_of, translation
+from app.policies.quota.rules import (
     PER_CLAIM,
     PER_NAMESPACE,
     CapacityBreach,

@@ -1,11 +1,12 @@
-"""What one quota check found: violations (deny) and warnings (warn), and the answer."""
+"""What one quota check found: violations (deny) and warnings (warn), and the answer; how a
+count of devices is worded in it."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
 from app.policies.base import ALLOW, Result, Violation
-from app.policies.quota_rules import Breach, CapacityBreach
+from app.policies.quota.rules import Breach, CapacityBreach
 
 
 @dataclass
@@ -30,3 +31,8 @@ class Findings:
             warnings=tuple(self.warnings),
             summary=f"{what} is over the DRA device quota of namespace {namespace}:",
         )
+
+
+def devices(amount: int, device_class: str) -> str:
+    """`4 devices of gpu.nvidia.com`."""
+    return f"{amount} device{'' if amount == 1 else 's'} of {device_class or '(no class)'}"

@@ -1,26 +1,13 @@
-"""Claim quotas: per-namespace limits on DRA devices, checked before anything is scheduled.
+"""Pods and workloads against the namespace's limits: what every pod of an object will hold
+at once, before any of them exists.
 
-Native ResourceQuota charges a ResourceClaim only when it is created, which for a Deployment is
-after its pods exist: the user learns from Pending pods. This policy checks, at admission:
-
-a. ResourceClaim CREATE: devices per request and per claim, devices and claims per namespace;
-b. ResourceClaimTemplate CREATE: devices per request and per claim (a template that can never be
-   admitted is refused now, not when its first pod is Pending);
-c. Pods and workloads whose pods will make claims (template references, or in translate-mode
-   namespaces the legacy requests translation turns into claims): pods x devices per pod against
-   the namespace limit minus current usage, and against native ResourceQuota `hard` values for
-   `<class>.deviceclass.resource.k8s.io/devices`. DaemonSets are counted per node, warn only.
-   An object made by a controller this webhook already charged (a ReplicaSet of a Deployment, a
-   Job of a CronJob, a Pod of a ReplicaSet/StatefulSet/DaemonSet/Job/ReplicationController) is
-   not charged again: its owner's admission did the namespace arithmetic, and charging the
-   controller's own writes would stall rollouts (the new ReplicaSet of a rolling update needs
-   devices the old one still holds). Per-request and per-claim limits still apply to it.
-
-Limits come from the policy file's `quotas` entries whose namespace selector matches. Every
-matching entry applies; for each limit the strictest entry wins: the smallest exceeded `deny`
-limit denies, otherwise the smallest exceeded `warn` limit warns. The count is advisory under
-concurrency (two claims admitted at the same moment both see the old total); native
-ResourceQuota is the hard stop.
+A pod holds the claims of its templates plus those translation will give its legacy requests
+(in translate-mode namespaces); a workload's pods are counted from the catalogue (replicas,
+group sizes, parallelism; a DaemonSet per node with devices, warn only). The total is checked
+against the policy's per-namespace limits and the namespace's native ResourceQuota `hard`
+values for `<class>.deviceclass.resource.k8s.io/devices`, with the arithmetic in the message;
+on UPDATE only what the change adds is charged. An object made by a controller this webhook
+already charged is not charged again (`check.py` says why).
 """
 
 from __future__ import annotations
@@ -31,170 +18,25 @@ from dataclasses import dataclass
 from app.cluster.usage import ClaimUsage, TemplateCounts
 from app.cluster.view import Kind
 from app.errors import ObjectShapeError
-from app.k8s.claim_count import count_claim
 from app.k8s.objects import PodSpecRef, list_field, object_name
 from app.k8s.quantity import whole_count
-from app.policies import quota_shares
-from app.policies.base import ALLOW, Context, Mode, Obj, Request, Result
-from app.policies.quota_findings import Findings
-from app.policies.quota_pods import pods_of, translation
-from app.policies.quota_rules import (
+from app.policies.base import ALLOW, Context, Obj, Request, Result
+from app.policies.quota import shares
+from app.policies.quota.findings import Findings, devices
+from app.policies.quota.pods import pods_of, translation
+from app.policies.quota.rules import (
     PER_CLAIM,
     PER_NAMESPACE,
     PER_REQUEST,
     Breach,
-    Entry,
     NamespaceQuota,
-    QuotaRules,
     quota_rules,
 )
 from app.policies.workloads import templates
 from app.translation import TranslationPlan
 
-__all__ = ["Breach", "Entry", "NamespaceQuota", "PodDemand", "QuotaRules", "check", "pod_demand"]
-
 RESOURCE_QUOTA_SUFFIX = ".deviceclass.resource.k8s.io/devices"
 """ResourceQuota `hard` key of a DeviceClass's device count: `<class>` + this."""
-
-
-# -- the check -------------------------------------------------------------------------------
-
-
-def check(request: Request, ctx: Context) -> Result:
-    obj = request.object
-    if obj is None or request.operation not in ("CREATE", "UPDATE"):
-        return ALLOW
-    rules = ctx.parts[quota_rules]
-    quota = rules.for_namespace(request.namespace, ctx.namespace_labels, ctx.view)
-    if request.kind in ("ResourceClaim", "ResourceClaimTemplate"):
-        if not quota or request.operation != "CREATE":
-            return ALLOW
-        found = _check_claim(request, obj, quota, ctx.view.index(ClaimUsage))
-        if quota.capacity:
-            quota_shares.check_claim(request, obj, ctx, quota, found)
-        return found.result(_what(request, obj), request.namespace)
-    if request.kind == "Pod" and request.operation != "CREATE":
-        return ALLOW  # a pod's claims cannot change after creation
-    native = _native_limits(ctx, request.namespace)
-    if not quota and not native:
-        return ALLOW
-    return _check_workload(request, obj, ctx, quota, native)
-
-
-def check_translation(request: Request, ctx: Context) -> Result:
-    """Mutating, in translate namespaces: the claims translation is about to make, against the
-    namespace's per-request and per-claim limits, before any ResourceClaimTemplate is created.
-
-    A template over a per-claim limit would be refused by this webhook's own validation of
-    templates when the mutating answer creates it, and the pod would get an InternalError about
-    a failed create instead of the arithmetic. Merged with translation's answer, this denial
-    keeps the templates from being created at all (they are made only for an allowed pod).
-    """
-    obj = request.object
-    if ctx.mode is not Mode.TRANSLATE or obj is None or request.operation != "CREATE":
-        return ALLOW
-    if request.kind != "Pod" and not ctx.policy.translation.translate_workloads:
-        return ALLOW
-    quota = ctx.parts[quota_rules].for_namespace(request.namespace, ctx.namespace_labels, ctx.view)
-    if not quota:
-        return ALLOW
-    found = Findings()
-    for template in templates(request, ctx):
-        translated = translation(template.spec, request.namespace, ctx)
-        _check_translated_requests(translated, quota, found)
-        if quota.capacity:
-            quota_shares.check_pod(
-                request,
-                template.spec,
-                ctx,
-                quota=quota,
-                translated=translated,
-                found=found,
-                charged=True,
-            )
-    return found.result(
-        f"{request.kind} {object_name(obj) or request.name}".rstrip(), request.namespace
-    )
-
-
-def _what(request: Request, obj: Obj) -> str:
-    return f"{request.kind} {object_name(obj) or request.name}".rstrip()
-
-
-def _check_claim(request: Request, obj: Obj, quota: NamespaceQuota, usage: ClaimUsage) -> Findings:
-    template = request.kind == "ResourceClaimTemplate"
-    parsed = request.claim_spec()
-    path = parsed.path
-    counted = count_claim(parsed)
-    name = object_name(obj) or request.name
-    what = f"{request.kind} {name}".rstrip()
-    found = Findings()
-
-    for req in counted.requests:
-        for device_class, amount in req.devices.items():
-            if breach := quota.breach(PER_REQUEST, device_class, amount):
-                found.add(
-                    req.path,
-                    f"request {req.name} asks for {_devices(amount, device_class)}; "
-                    f"at most {breach.limit} per request",
-                    breach,
-                )
-        for device_class in req.unbounded:
-            if breach := quota.breach(PER_REQUEST, device_class, None):
-                found.add(req.path, _all_message(req.name, device_class, breach, "request"), breach)
-
-    for device_class, amount in counted.devices.items():
-        if breach := quota.breach(PER_CLAIM, device_class, amount):
-            found.add(
-                f"{path}.devices.requests",
-                f"{what} asks for {_devices(amount, device_class)}; "
-                f"at most {breach.limit} per claim",
-                breach,
-            )
-    for device_class in counted.unbounded:
-        if breach := quota.breach(PER_CLAIM, device_class, None):
-            message = _all_message(what, device_class, breach, "claim")
-            found.add(f"{path}.devices.requests", message, breach)
-
-    if not template:
-        namespace = request.namespace
-        for device_class, amount in counted.devices.items():
-            used = usage.devices_of(namespace, device_class)
-            if breach := quota.breach(PER_NAMESPACE, device_class, amount, used):
-                found.add(
-                    f"{path}.devices",
-                    f"{what} needs {_devices(amount, device_class)}; namespace {namespace} "
-                    f"allows {breach.limit}, {used} in use",
-                    breach,
-                )
-        for device_class in counted.unbounded:
-            if breach := quota.breach(PER_NAMESPACE, device_class, None):
-                found.add(
-                    f"{path}.devices",
-                    _all_message(what, device_class, breach, f"namespace {namespace}"),
-                    breach,
-                )
-        used_claims = usage.claims(namespace)
-        if breach := quota.claims_breach(used_claims, 1):
-            found.add(
-                "metadata",
-                f"{what} would be one claim too many: namespace {namespace} allows "
-                f"{breach.limit} ResourceClaims, {used_claims} in use",
-                breach,
-            )
-    return found
-
-
-def _all_message(what: str, device_class: str, breach: Breach, scope: str) -> str:
-    who = f"request {what}" if scope == "request" else what
-    where = f"per {scope}" if scope in ("request", "claim") else f"in {scope}"
-    return (
-        f"{who} asks for all devices of {device_class} (allocationMode: All), an unbounded "
-        f"count where {breach.limit} are allowed {where}; use ExactCount"
-    )
-
-
-# -- pods and workloads ----------------------------------------------------------------------
 
 
 @dataclass(frozen=True, slots=True)
@@ -226,7 +68,7 @@ class _Part:
     unit: str
 
 
-def _check_workload(
+def check_workload(
     request: Request,
     obj: Obj,
     ctx: Context,
@@ -246,9 +88,9 @@ def _check_workload(
     for template in found_templates:
         spec = template.spec
         translated = translation(spec, request.namespace, ctx)
-        _check_translated_requests(translated, quota, found)
+        check_translated_requests(translated, quota, found)
         if quota.capacity:
-            quota_shares.check_pod(
+            shares.check_pod(
                 request,
                 spec,
                 ctx,
@@ -309,7 +151,7 @@ def _check_demand(  # noqa: PLR0917 - one call site, every argument named there
             terms = " + ".join(
                 f"{p.spec.path}: {p.pods} {p.unit} x {p.demand.devices[device_class]}" for p in mine
             )
-            needs = f"{request.kind} {name} needs {terms} = {_devices(total, device_class)}"
+            needs = f"{request.kind} {name} needs {terms} = {devices(total, device_class)}"
         if device_class in before:
             needs += f" ({before[device_class]} before this change)"
         used = usage.devices_of(namespace, device_class)
@@ -439,17 +281,13 @@ def _arithmetic(
     kind: str, name: str, *, pods: int, unit: str, per_pod: int, device_class: str, total: int
 ) -> str:
     if kind == "Pod":
-        return f"Pod {name} needs {_devices(per_pod, device_class)}"
+        return f"Pod {name} needs {devices(per_pod, device_class)}"
     if kind == "DaemonSet":
         return (
-            f"DaemonSet {name} needs {_devices(per_pod, device_class)} per node x {pods} "
+            f"DaemonSet {name} needs {devices(per_pod, device_class)} per node x {pods} "
             f"{unit} = {total}"
         )
-    return f"{kind} {name} needs {pods} {unit} x {_devices(per_pod, device_class)} = {total}"
-
-
-def _devices(amount: int, device_class: str) -> str:
-    return f"{amount} device{'' if amount == 1 else 's'} of {device_class or '(no class)'}"
+    return f"{kind} {name} needs {pods} {unit} x {devices(per_pod, device_class)} = {total}"
 
 
 def pod_demand(spec: PodSpecRef, namespace: str, ctx: Context) -> PodDemand:
@@ -489,7 +327,7 @@ def _pod_demand(
     return PodDemand(devices, frozenset(unbounded), claims)
 
 
-def _check_translated_requests(
+def check_translated_requests(
     translated: TranslationPlan | None, quota: NamespaceQuota, found: Findings
 ) -> None:
     """Per-request and per-claim limits for the claims translation will make."""
@@ -506,13 +344,13 @@ def _check_translated_requests(
                     legacy.path,
                     f"container {legacy.container.name} asks for {legacy.resource}: "
                     f"{legacy.amount}, which translation turns into a claim for "
-                    f"{_devices(want.count, device_class)}; at most {breach.limit} per {word}",
+                    f"{devices(want.count, device_class)}; at most {breach.limit} per {word}",
                     breach,
                 )
                 break
 
 
-def _native_limits(ctx: Context, namespace: str) -> Mapping[str, list[_NativeLimit]]:
+def native_limits(ctx: Context, namespace: str) -> Mapping[str, list[_NativeLimit]]:
     """DeviceClass -> device limits of the namespace's ResourceQuotas."""
     if ctx.parts[quota_rules].resource_quotas == "ignore":
         return {}
