@@ -234,6 +234,7 @@ class BoundedCache(Generic[K, V]):
         "max_entries",
         "misses",
         "name",
+        "on_evict",
         "size",
     )
 
@@ -244,6 +245,7 @@ class BoundedCache(Generic[K, V]):
         *,
         max_bytes: int | None = None,
         size: Callable[[V], int] | None = None,
+        on_evict: Callable[[K, V], None] | None = None,
     ) -> None:
         self.name = name
         self.hits = self.misses = self.evictions = 0
@@ -257,6 +259,9 @@ class BoundedCache(Generic[K, V]):
         self.max_bytes = max_bytes
         self.size: Callable[[V], int] = approx_bytes if size is None else size
         """About the bytes a value holds (its key is sized by :func:`approx_bytes`)."""
+        self.on_evict = on_evict
+        """Called with each entry evicted for a bound (not for pop or clear): what holds on to
+        an evicted value elsewhere can let it go too."""
         self._data: OrderedDict[K, V] = OrderedDict()
         self._sizes: dict[K, int] = {}
         _LIVE.add(cast("BoundedCache[object, object]", self))
@@ -269,6 +274,10 @@ class BoundedCache(Generic[K, V]):
 
     def __iter__(self) -> Iterator[K]:
         return iter(self._data)
+
+    def items(self) -> list[tuple[K, V]]:
+        """The entries, least recently used first (a copy: neither counted nor refreshed)."""
+        return list(self._data.items())
 
     @overload
     def get(self, key: K) -> V | None: ...
@@ -322,8 +331,11 @@ class BoundedCache(Generic[K, V]):
             or (self.max_bytes is not None and self.bytes > self.max_bytes)
         ):
             oldest = next(iter(data))
+            evicted = data[oldest]
             self._drop(oldest)
             self.evictions += 1
+            if self.on_evict is not None and oldest != key:
+                self.on_evict(oldest, evicted)
             if oldest == key:
                 break  # other caches of its name hold the share
         return value

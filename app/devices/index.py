@@ -105,7 +105,11 @@ class DeviceIndex(SliceStore):
             CacheName.CEL_DEVICE_PATHS, VIEWS_KEPT
         )
         self._groupings: BoundedCache[PathSet, Grouping] = BoundedCache(
-            CacheName.CEL_DEVICE_GROUPS, GROUPINGS_KEPT, max_bytes=max_bytes, size=grouping_bytes
+            CacheName.CEL_DEVICE_GROUPS,
+            GROUPINGS_KEPT,
+            max_bytes=max_bytes,
+            size=grouping_bytes,
+            on_evict=self._forget_grouping,
         )
         self._memo: BoundedCache[ShapeKey, Shape] = BoundedCache(
             CacheName.CEL_DEVICE_MATCH, _MEMO_LIMIT, max_bytes=max_bytes, size=shape_bytes
@@ -118,6 +122,20 @@ class DeviceIndex(SliceStore):
     @property
     def memo_misses(self) -> int:
         return self._memo.misses
+
+    def _forget_grouping(self, _: PathSet, grouping: Grouping) -> None:
+        """A grouping evicted from its cache goes from the memo too: a shape holds its grouping
+        (and its class shape's), which its own byte count does not include, so shapes would
+        otherwise keep alive groupings the cache let go (hostile distinct path sets: one per
+        shape, ~220 bytes per slice each)."""
+        stale = [
+            key
+            for key, shape in self._memo.items()
+            if shape.grouping is grouping
+            or (shape.base is not None and shape.base.grouping is grouping)
+        ]
+        for key in stale:
+            self._memo.pop(key)
 
     def _renumbered(self) -> None:
         """Groupings are made anew from the new column numbers; each memoized shape evaluates

@@ -221,3 +221,21 @@ def test_a_replaced_slice_is_freed_without_the_cycle_collector(engine: Engine) -
         assert freed() is None
     finally:
         gc.enable()
+
+
+def test_a_grouping_evicted_from_its_cache_takes_the_shapes_holding_it_along(
+    engine: Engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # a shape holds its grouping, which its own byte count leaves out: hostile distinct path
+    # sets must not keep alive every grouping the groupings cache has let go
+    monkeypatch.setattr("app.devices.index.GROUPINGS_KEPT", 2)
+    index = DeviceIndex(engine)
+    index.sync(cluster_of_80gi_gpus(), generation=1)
+    match_class = ['device.driver == "gpu.nvidia.com"']
+    for i in range(6):
+        selector = f'device.attributes["gpu.nvidia.com"].attr{i} == "x"'  # a path of its own
+        assert index.matching("gpu.nvidia.com", match_class, [selector]).count == 0
+    held = {id(shape.grouping) for _, shape in index._memo.items()}
+    alive = {id(g) for _, g in index._groupings.items()}
+    assert held <= alive
+    assert len(index._memo) <= 3  # the class's own shape and the shapes of the 2 groupings kept
