@@ -33,6 +33,7 @@ from app.policies.admin_access import NAMESPACE_KINDS, admin_access_rules, check
 from app.policies.base import Context, Mode, Request, Result, failure_answer
 from app.policies.builders import translation_rules
 from app.policies.cel_runtime import cel_runtime
+from app.policies.device_classes import check_classes, check_translated, class_allow_lists
 from app.policies.exceptions import Clock, policy_exceptions, system_clock
 from app.policies.parts import Builder, Parts
 from app.policies.quota import check as quota
@@ -230,6 +231,28 @@ REGISTRATIONS: tuple[Registration, ...] = (
         check_claims,
         reads=frozenset({Kind.NAMESPACE}),
         builds=(admin_access_rules,),
+    ),
+    Registration(
+        "device-classes",
+        Endpoint.VALIDATE,
+        CLAIM_KINDS | POD_BEARING,
+        frozenset({"CREATE", "UPDATE"}),
+        check_classes,
+        reads=_TRANSLATE_READS,
+        builds=(class_allow_lists, *_TRANSLATE_BUILDS),
+        indexes=_TRANSLATE_INDEXES,
+        workloads=True,
+    ),
+    Registration(
+        "device-classes-translate",
+        Endpoint.MUTATE,
+        POD_BEARING,
+        frozenset({"CREATE", "UPDATE"}),
+        check_translated,
+        reads=_TRANSLATE_READS,
+        builds=(class_allow_lists, *_TRANSLATE_BUILDS),
+        indexes=_TRANSLATE_INDEXES,
+        workloads=True,
     ),
 )
 _ANY_KIND = frozenset({"dra-only", "translate-validate"})

@@ -53,6 +53,10 @@ adminAccess:
   enabled: true
   groups: [platform-admins]
   namespaceSelector: {matchLabels: {tier: ops}}
+deviceClasses:
+  - name: everyone
+    namespaceSelector: {matchExpressions: [{key: gpu-mode, operator: Exists}]}
+    allowed: [mig.nvidia.com]
 """
 """A policy under which every check has something to do with the captured reviews."""
 
@@ -84,26 +88,31 @@ def all_reviews() -> list[tuple[Endpoint, dict[str, Any]]]:
             Endpoint.VALIDATE,
             "pod-create-legacy-gpu",
             "gpu-e2e",
-            ("dra-only", "pod-satisfiability", "claim-quota"),
+            ("dra-only", "pod-satisfiability", "claim-quota", "device-classes"),
         ),
-        (Endpoint.MUTATE, "pod-create-legacy-gpu", "ml-research", ("translate", "translate-quota")),
+        (
+            Endpoint.MUTATE,
+            "pod-create-legacy-gpu",
+            "ml-research",
+            ("translate", "translate-quota", "device-classes-translate"),
+        ),
         (
             Endpoint.VALIDATE,
             "deployment-create-legacy-gpu",
             "ml-research",
-            ("dra-only", "translate-validate", "claim-quota"),
+            ("dra-only", "translate-validate", "claim-quota", "device-classes"),
         ),
         (
             Endpoint.MUTATE,
             "deployment-create-legacy-gpu",
             "ml-research",
-            ("translate-workloads", "translate-quota"),
+            ("translate-workloads", "translate-quota", "device-classes-translate"),
         ),
         (
             Endpoint.VALIDATE,
             "resourceclaim-create",
             "ml-research",
-            ("cel-selectors", "claim-quota", "admin-access-claims"),
+            ("cel-selectors", "claim-quota", "admin-access-claims", "device-classes"),
         ),
         (Endpoint.MUTATE, "resourceclaim-create", "ml-research", ("claim-defaults",)),
         (Endpoint.MUTATE, "resourceclaim-update", "ml-research", ()),

@@ -255,3 +255,43 @@ def test_the_rendered_policy_is_the_one_the_webhook_reads() -> None:
     (config,) = [d for d in _render(GUARDED) if d["kind"] == "ConfigMap"]
     policy = parse_policy(config["data"]["policy.yaml"], "rendered ConfigMap")
     assert policy.admin_access.enabled and policy.admin_access.groups == ("platform-admins",)
+
+
+# -- DeviceClass allow-lists -----------------------------------------------------------------
+
+ALLOW_LISTS = [
+    {
+        "name": "team-a",
+        "namespaceSelector": {"matchLabels": {"team": "a"}},
+        "allowed": ["gpu.nvidia.com"],
+    }
+]
+
+
+def test_allow_lists_widen_the_validating_entries_like_quotas_do() -> None:
+    docs = _render(_policy_values(deviceClasses=ALLOW_LISTS))
+    for prefix in ("claims.", "workloads.", "cronjobs."):
+        keys = {e["key"] for e in _entry(docs, prefix)["namespaceSelector"]["matchExpressions"]}
+        assert keys == {"kubernetes.io/metadata.name"}, prefix  # every non-exempt namespace
+
+
+def test_pods_in_dra_only_and_audit_namespaces_an_entry_selects_reach_the_webhook() -> None:
+    values = _policy_values(deviceClasses=ALLOW_LISTS)
+    result = _helm(
+        "--set-json",
+        f"policy={orjson.dumps(yaml.safe_load(values)).decode()}",
+        "--set",
+        "webhook.namespaceScope=labelled",
+    )
+    assert result.returncode == 0, result.stderr
+    docs = tuple(d for d in yaml.safe_load_all(result.stdout) if d)
+    entry = _entry(docs, "pods-quota-0.")
+    assert entry["namespaceSelector"]["matchLabels"] == {"team": "a"}
+    (mode,) = [e for e in entry["namespaceSelector"]["matchExpressions"] if e["key"] == "gpu-mode"]
+    assert mode == {"key": "gpu-mode", "operator": "In", "values": ["dra-only", "audit"]}
+
+
+def test_a_bad_allow_list_entry_is_refused_by_the_schema() -> None:
+    result = _helm("--set-json", 'policy.deviceClasses=[{"name": "A", "allowed": []}]')
+    assert result.returncode != 0
+    assert "/policy/deviceClasses/0/name" in result.stderr

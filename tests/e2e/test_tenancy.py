@@ -252,3 +252,115 @@ def test_a_claim_asking_for_admin_access_is_denied_where_the_policy_does_not_sel
     allowed = namespace(**{LABEL: "true", "dra-admin-access": "allowed"})
     kube.create(_admin_claim("debug", allowed))
     assert kube.get("ResourceClaim", "debug", allowed)["spec"]["devices"]["requests"][0]
+
+
+# -- DeviceClass allow-lists (values.yaml: dra-tenant=team-a may use gpu.nvidia.com only) -----
+
+TEAM_A = {"dra-tenant": "team-a"}
+GPU, MIG = "gpu.nvidia.com", "mig.nvidia.com"
+
+
+def _first_available(*classes: str) -> Obj:
+    alternatives = [{"name": f"alt{i}", "deviceClassName": c} for i, c in enumerate(classes)]
+    return {"devices": {"requests": [{"name": "gpu", "firstAvailable": alternatives}]}}
+
+
+def test_a_claim_for_a_class_outside_the_allow_list_is_denied_with_the_field_path(
+    kube: Kube, namespace: Callable[..., str]
+) -> None:
+    ns = namespace("dra-only", **TEAM_A)
+    with pytest.raises(ApiError) as denied:
+        kube.create(o.claim("mig", ns, o.claim_spec(o.exactly(MIG, 1))))
+    message = denied.value.message
+    assert denied.value.status == 403, message
+    assert (
+        f"namespace {ns} may use only the DeviceClasses its dra-webhook deviceClasses entries "
+        "allow (e2e-team-a); ResourceClaim mig asks for others:"
+    ) in message
+    assert (
+        "spec.devices.requests[0].exactly.deviceClassName: asks for DeviceClass mig.nvidia.com, "
+        f"which namespace {ns} may not use (allowed: gpu.nvidia.com (deviceClasses entry "
+        "e2e-team-a))"
+    ) in message
+    assert kube.find("ResourceClaim", "mig", ns) is None
+
+
+def test_a_first_available_whose_second_alternative_is_not_allowed_is_denied(
+    kube: Kube, namespace: Callable[..., str]
+) -> None:
+    ns = namespace("dra-only", **TEAM_A)
+    with pytest.raises(ApiError) as denied:
+        kube.create(o.claim("either", ns, _first_available(GPU, MIG)))
+    assert (
+        "spec.devices.requests[0].firstAvailable[1].deviceClassName: alternative alt1 asks for "
+        "DeviceClass mig.nvidia.com"
+    ) in denied.value.message
+
+
+def test_an_allowed_claim_is_admitted_and_allocated(
+    kube: Kube, namespace: Callable[..., str]
+) -> None:
+    ns = namespace("dra-only", **TEAM_A)
+    kube.create(o.claim("whole", ns, _first_available(GPU, GPU)))
+    spec = o.pod_spec(
+        o.container("cuda", claims=("gpu",)), claims=[{"name": "gpu", "resourceClaimName": "whole"}]
+    )
+    kube.create(o.pod("trainer", ns, spec))
+    (claim,) = o.allocated_claims(kube, ns, "trainer").values()
+    ((request, _, device),) = o.allocated_devices(claim)
+    assert request.startswith("gpu/alt") and "mig" not in device
+
+
+def test_a_pod_of_a_template_made_before_the_namespace_joined_the_tenant_is_denied(
+    kube: Kube, webhook: Webhook, namespace: Callable[..., str]
+) -> None:
+    ns = namespace("dra-only")
+    kube.create(o.claim_template("mig", ns, o.claim_spec(o.exactly(MIG, 1))))
+    kube.patch("Namespace", ns, None, {"metadata": {"labels": TEAM_A}})
+    spec = o.pod_spec(
+        o.container("cuda", claims=("gpu",)),
+        claims=[{"name": "gpu", "resourceClaimTemplateName": "mig"}],
+    )
+
+    def denied() -> ApiError | None:
+        try:
+            kube.create(o.deployment("trainer", ns, spec), dry_run=True)
+        except ApiError as error:
+            return error
+        return None  # the webhook's view has not seen the new label yet
+
+    error = kube.wait(denied, "the deployment to be judged under the tenant's allow-list")
+    assert (
+        "spec.template.spec.resourceClaims[0].resourceClaimTemplateName: ResourceClaimTemplate "
+        "mig (spec.spec.devices.requests[0].exactly.deviceClassName) asks for DeviceClass "
+        "mig.nvidia.com"
+    ) in error.message
+    with pytest.raises(ApiError) as pod_denied:
+        kube.create(o.pod("trainer", ns, spec))
+    assert "spec.resourceClaims[0].resourceClaimTemplateName" in pod_denied.value.message
+
+
+def test_translation_never_writes_a_claim_the_namespace_may_not_use(
+    kube: Kube, namespace: Callable[..., str]
+) -> None:
+    ns = namespace("translate", **TEAM_A)
+    mig = o.pod_spec(o.container("cuda", limits={"nvidia.com/mig-1g.10gb": "1"}))
+    with pytest.raises(ApiError) as denied:
+        kube.create(o.pod("small", ns, mig))
+    message = denied.value.message
+    assert denied.value.status == 403, message
+    assert (
+        "spec.containers[0].resources.limits[nvidia.com/mig-1g.10gb]: container cuda asks for "
+        "nvidia.com/mig-1g.10gb: 1, which translation turns into a claim on DeviceClass "
+        "mig.nvidia.com"
+    ) in message
+    assert (
+        "change the dra-webhook policy's mappings[1] (nvidia.com/mig-(.+) -> mig.nvidia.com)"
+        in (message)
+    )
+    assert kube.list("ResourceClaimTemplate", ns) == []  # nothing was written
+    whole = o.pod_spec(o.container("cuda", limits={"nvidia.com/gpu": "1"}))
+    translated = kube.create(o.pod("whole", ns, whole)).obj
+    assert translated["spec"]["resourceClaims"]
+    (claim,) = o.allocated_claims(kube, ns, "whole").values()
+    assert claim["spec"]["devices"]["requests"][0]["exactly"]["deviceClassName"] == GPU

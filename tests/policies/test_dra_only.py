@@ -97,7 +97,8 @@ def test_the_fix_names_the_claims_translation_would_make_for_the_same_pod() -> N
 def test_plain_pods_and_pods_with_claims_are_allowed_untouched() -> None:
     plain = pod(containers=[container("web", limits={"cpu": "1", "memory": "1Gi"})])
     assert decide(plain) == Decision(
-        allowed=True, policies=("dra-only", "pod-satisfiability", "claim-quota")
+        allowed=True,
+        policies=("dra-only", "pod-satisfiability", "claim-quota", "device-classes"),
     )
     claims = pod(
         containers=[{"name": "c", "resources": {"claims": [{"name": "gpu"}]}}],
