@@ -62,6 +62,9 @@ PLURALS = {
     "DeviceClass": "deviceclasses",
     "ResourceSlice": "resourceslices",
 }
+ADMIN_ACCESS = {"resource.kubernetes.io/admin-access": "true", "dra-admin-access": "allowed"}
+"""Labels a namespace needs for adminAccess requests: the API server's, and the webhook's guard
+when a journey before this one has registered it (tests/e2e/values.yaml)."""
 SERVER_FIELDS = ("uid", "resourceVersion", "creationTimestamp", "managedFields", "generation")
 Obj = dict[str, Any]
 
@@ -148,7 +151,7 @@ def test_old_version_objects_and_their_migrate_output_read_back_identical_as_v1(
     namespace: Callable[..., str],
     cleanup: list[str],
 ) -> None:
-    ns = namespace(**{"resource.kubernetes.io/admin-access": "true"})  # adminAccess requests
+    ns = namespace(**ADMIN_ACCESS)
     compared: list[str] = []
     for label, old, new in _pairs(migrated):
         placed = [_placed(old, ns, "old"), _placed(new, ns, "new")]
@@ -225,9 +228,7 @@ def _v1beta1_claim(draw: st.DrawFn) -> Obj:
 
 @pytest.fixture(scope="module")
 def fuzz_namespace(kube: Kube) -> Iterator[str]:
-    name = kube.namespace(
-        "migrate-versions-fuzz", **{"resource.kubernetes.io/admin-access": "true"}
-    )
+    name = kube.namespace("migrate-versions-fuzz", **ADMIN_ACCESS)
     yield name
     release_devices(kube, name)
 
