@@ -7,9 +7,10 @@ webhook's own namespace and kube-system can never be blocked by it.
 
 Each registration also declares what its check reads besides the request: the parts it builds
 from the policy at load (`builds`, see `app/policies/parts.py`) and the derived indexes of the
-view (`indexes`). The pipeline builds the one and subscribes the other when it is made, so a
-policy that does not compile stops startup, and no check builds or subscribes anything on the
-request path.
+view (`indexes`). The pipeline builds the one and subscribes the other when it is made, with
+the parts that follow the view (`app.policies.parts.FollowsView`: the CEL runtime), so a policy
+that does not compile stops startup, and no check builds or subscribes anything on the request
+path.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import logging
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from enum import StrEnum
+from functools import partial
 from typing import Any
 
 from app import workloads
@@ -305,13 +307,14 @@ class Pipeline:
             for builder in reg.builds:
                 self.parts.build(builder)  # raises PolicyError naming what does not compile
         self.parts.seal()
-        if cel_runtime in self.parts:
-            # the CEL device index and the devices per node follow the slices as they change,
-            # never on a request; both are complete when the view has synced (before ready)
-            runtime = self.parts[cel_runtime]
-            view.subscribe(runtime.index.on_change)
-            view.subscribe(runtime.model.on_change)
-            view.when_synced(lambda: runtime.model.warm(view.device_classes()))
+        # what the parts and the checks read of the cluster follows it as it changes, never on a
+        # request, and is complete when the view has synced (before ready): the parts that
+        # follow the view (the CEL runtime's device index and allocation model), then the
+        # derived indexes the registrations declare
+        for part in self.parts.following_view():
+            for listener in part.listeners():
+                view.subscribe(listener)
+            view.when_synced(partial(part.synced, view))
         for reg in registrations:
             for index in reg.indexes:
                 view.derived(index)  # replayed the view now, at startup, then kept current

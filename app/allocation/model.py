@@ -29,7 +29,7 @@ current on slice events (:meth:`Model.on_change`), never on a request.
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from contextlib import suppress
 from dataclasses import dataclass
 from typing import Any, Final
@@ -43,6 +43,7 @@ from app.allocation.state import Allocations
 from app.bounded import BoundedCache, CacheName
 from app.cel.cost import Budget
 from app.cel.errors import CelCompileError
+from app.cel.gaps import engine_gap
 from app.cluster.view import Kind
 from app.devices.index import DeviceIndex, Match, class_selectors
 from app.k8s.claims import Alternative, ClaimSpec
@@ -55,12 +56,6 @@ OK: Final = "ok"
 UNCHECKED: Final = "unchecked"
 MEMO_SIZE: Final = 4096
 TOUCHES_KEPT: Final = 4096
-
-Gap = Callable[[CelCompileError], "str | None"]
-
-
-def _no_gap(_: CelCompileError) -> str | None:
-    return None
 
 
 @dataclass(frozen=True, slots=True)
@@ -176,11 +171,10 @@ class Model:
         *,
         classes_generation: int = 0,
         budget: Budget | None = None,
-        engine_gap: Gap = _no_gap,
     ) -> Verdict:
-        """The verdict on ``claims`` taken together. ``engine_gap`` tells a selector this
-        engine cannot compile (a function it lacks: the claim is then not checked) from one
-        that does not compile at all."""
+        """The verdict on ``claims`` taken together. A selector this engine cannot compile
+        for want of a function Kubernetes has (:func:`app.cel.gaps.engine_gap`) leaves the
+        claim unchecked; one that does not compile at all is a problem."""
         key = (_shape(claims), allocations.generation, classes_generation)
         found = self._memo.peek(key)
         generation = self.index.generation
@@ -191,7 +185,7 @@ class Model:
             self._memo.get(key)  # counted as a hit (and made the most recent) only when kept
             return found.verdict
         self._memo.misses += 1
-        kept = self._check(claims, classes, allocations, budget, engine_gap)
+        kept = self._check(claims, classes, allocations, budget)
         kept.generation = generation
         if budget is not None and not budget.memoize:
             return kept.verdict  # a review over the memo bound (app.cel.cost)
@@ -217,7 +211,6 @@ class Model:
         classes: Mapping[str, Any],
         allocations: Allocations,
         budget: Budget | None,
-        engine_gap: Gap,
     ) -> _Kept:
         notes: list[Problem] = []
         problems: list[Problem] = []
@@ -225,7 +218,6 @@ class Model:
             claims,
             classes,
             budget=budget,
-            engine_gap=engine_gap,
             notes=notes,
             problems=problems,
         )
@@ -263,7 +255,6 @@ class Model:
         classes: Mapping[str, Any],
         *,
         budget: Budget | None,
-        engine_gap: Gap,
         notes: list[Problem],
         problems: list[Problem],
     ) -> Resolved | None:

@@ -1,8 +1,13 @@
-"""The CEL engine, compile cache and device index the CEL policies share, built once.
+"""The CEL engine, compile cache, device index and allocation model the CEL policies share.
 
 Built once per pipeline at load (`cel_runtime`, the builder the CEL checks' registrations
 declare); the cache and the device index count their hits, misses and evictions for /metrics, and
 hold their bytes within their shares of the process budget (app.bounded).
+
+The device index and the allocation model follow the cluster view's ResourceSlices: the runtime
+is a part that follows the view (`parts.FollowsView`), so the pipeline subscribes its listeners
+at load and warms it when the view has synced, as it does any such part. Nothing here is
+brought up to date on a request.
 """
 
 from __future__ import annotations
@@ -13,6 +18,7 @@ from app.allocation import Model
 from app.cel.cache import CompileCache
 from app.cel.engine import SELECTOR, Engine
 from app.cel.factory import get_engine
+from app.cluster.view import ClusterReader, Listener
 from app.config import Policy
 from app.devices.index import DeviceIndex
 from app.policies.parts import Parts
@@ -34,6 +40,15 @@ class CelRuntime:
         cache = CompileCache(policy.cel.cache_size)
         index = DeviceIndex(engine, cache)
         return cls(engine=engine, cache=cache, index=index, model=Model(index))
+
+    def listeners(self) -> tuple[Listener, ...]:
+        """The device index's, then the model's: the model reads the index's slices."""
+        return (self.index.on_change, self.model.on_change)
+
+    def synced(self, view: ClusterReader) -> None:
+        """Build what a first claim would (devices per node, each class's matches), before
+        the view reports synced and /readyz turns true."""
+        self.model.warm(view.device_classes())
 
 
 def cel_runtime(parts: Parts) -> CelRuntime:

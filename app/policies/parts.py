@@ -13,6 +13,12 @@ read it (translation's rules), so that no check imports another for them. It may
 parts it depends on with `parts.build(other)` (translation's templates carry the DeviceClass
 defaults, which need the CEL runtime); each is built once whoever asks first.
 
+A part that the cluster's changes must keep current (the CEL runtime: its device index and
+allocation model follow the ResourceSlices) says so by being a `FollowsView`: the pipeline
+subscribes the listeners of every such part it built, at load, and calls its `synced` once the
+view has synced, before /readyz. That is the one way a part follows the view; the derived
+indexes a check reads are the view's own (a registration's `indexes`).
+
 This module imports nothing of the policies, and every policy module may import it: that is
 what keeps the registration table and the policies free of import cycles (the former
 `Compiled` bag imported the policy modules and was imported by them).
@@ -22,14 +28,29 @@ from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar, runtime_checkable
 
+from app.cluster.view import ClusterReader, Listener
 from app.config import Policy
 
 T = TypeVar("T")
 
 Builder = Callable[["Parts"], T]
 """Builds one part from the policy (and other parts) at load."""
+
+
+@runtime_checkable
+class FollowsView(Protocol):
+    """A part kept current by the cluster view's change events, subscribed by the pipeline."""
+
+    def listeners(self) -> tuple[Listener, ...]:
+        """Subscribed to the view in this order when the pipeline is made (each is replayed
+        the view's objects first, then told of every change)."""
+        ...
+
+    def synced(self, view: ClusterReader) -> None:
+        """Called once when the view has synced, before it reports so (the readiness gate)."""
+        ...
 
 
 class Parts(dict[Builder[Any], Any]):
@@ -95,6 +116,10 @@ class Parts(dict[Builder[Any], Any]):
     def built(self) -> tuple[Builder[Any], ...]:
         """The builders called so far, in the order they finished."""
         return tuple(self)
+
+    def following_view(self) -> tuple[FollowsView, ...]:
+        """The parts built that follow the cluster view, in the order they were built."""
+        return tuple(part for part in self.values() if isinstance(part, FollowsView))
 
 
 def _name(builder: Builder[Any]) -> str:

@@ -6,7 +6,7 @@ Two checks, both on the validating endpoint:
    same under ``firstAvailable[k]``, ``spec.spec...`` in a template, ``spec.selectors[j]`` in a
    DeviceClass); one that does not is denied with its expression, line, column and message.
    Except where the error is a gap of this webhook's CEL engine, not of the expression
-   (:func:`engine_gap`: a function Kubernetes' DRA environment declares and the engine lacks,
+   (:mod:`app.cel.gaps`: a function Kubernetes' DRA environment declares and the engine lacks,
    such as ``cidr()`` or ``isIP()``, or nesting deeper than cel-cpp's parser allows): such a
    selector is allowed with a warning that it was not checked, and the API server, which
    compiles every selector itself, has the last word on it.
@@ -29,15 +29,14 @@ shape and the view's generations, so a repeated claim shape costs a lookup.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from app.allocation import NEVER, NOT_NOW, Allocations, ClaimInput
-from app.cel import syntax
 from app.cel.cost import COMPILE_CHARGE, Budget, BudgetExceededError
 from app.cel.engine import SELECTOR
 from app.cel.errors import CelCompileError, does_not_compile
+from app.cel.gaps import engine_gap
 from app.cluster.view import Kind
 from app.errors import ObjectShapeError
 from app.k8s import claims
@@ -105,7 +104,6 @@ def _check(request: Request, ctx: Context, budget: Budget) -> Result:
         ctx.view.index(Allocations),
         classes_generation=ctx.view.generation(Kind.DEVICE_CLASS),
         budget=budget,
-        engine_gap=engine_gap,
     )
     notes = tuple(str(Violation(n.path, n.message)) for n in verdict.notes)
     warnings = (*not_checked, *notes)
@@ -172,7 +170,6 @@ def pod_verdict(ctx: Context, claims_in: Sequence[ClaimInput], subject: str) -> 
             ctx.view.index(Allocations),
             classes_generation=ctx.view.generation(Kind.DEVICE_CLASS),
             budget=budget,
-            engine_gap=engine_gap,
         )
     except BudgetExceededError as exc:
         return Result(warnings=(f"{subject}: {exc}; claims not checked together",))
@@ -223,8 +220,8 @@ def compile_check(
     runtime: CelRuntime, selectors: Sequence[tuple[str, str]], budget: Budget | None = None
 ) -> tuple[tuple[Violation, ...], tuple[str, ...]]:
     """A violation per selector that does not compile, with position and message; a warning
-    per selector this webhook's engine cannot check (:func:`engine_gap`). Each selector not yet
-    compiled costs `budget` a compile."""
+    per selector this webhook's engine cannot check (:func:`app.cel.gaps.engine_gap`). Each
+    selector not yet compiled costs `budget` a compile."""
     violations = []
     not_checked = []
     for path, expression in selectors:
@@ -240,126 +237,6 @@ def compile_check(
                 continue
             violations.append(Violation(path, f"CEL {does_not_compile(error, expression)}"))
     return tuple(violations), tuple(not_checked)
-
-
-# -- what Kubernetes' DRA CEL has and this webhook's engine does not ------------------------------
-
-_GAP_FUNCTIONS = frozenset({"ip", "isIP", "cidr", "isCIDR", "url", "isURL"})
-"""Global functions of Kubernetes' IP, CIDR and URL libraries."""
-
-_GAP_NAMESPACES = frozenset(
-    {"format", "ip", "math", "base64", "lists", "jsonpatch", "strings", "sets"}
-)
-"""Namespaced functions (``format.dns1123Label()``, ``ip.isCanonical()``, ``math.greatest()``):
-Kubernetes' format and JSONPatch libraries and the cel-go extensions its environment registers.
-cel-expr-python has ``strings.*`` and ``sets.*``; cel-python does not."""
-
-_GAP_MEMBERS = frozenset(
-    {
-        # IP and CIDR values
-        "family",
-        "isUnspecified",
-        "isLoopback",
-        "isLinkLocalMulticast",
-        "isLinkLocalUnicast",
-        "isGlobalUnicast",
-        "containsIP",
-        "containsCIDR",
-        "masked",
-        "prefixLength",
-        # URL values
-        "getScheme",
-        "getHost",
-        "getHostname",
-        "getPort",
-        "getEscapedPath",
-        "getQuery",
-        # format values, optional values (cel-python has no optionals)
-        "validate",
-        "hasValue",
-        "orValue",
-        "value",
-        "optMap",
-        "optFlatMap",
-        # cel-go's lists and strings extensions
-        "distinct",
-        "flatten",
-        "slice",
-        "sort",
-        "sortBy",
-        "first",
-        "last",
-        "format",
-    }
-)
-"""Member functions of those libraries' values and extensions."""
-
-_UNDECLARED_RE = re.compile(r"undeclared reference to '([A-Za-z_][A-Za-z0-9_]*)'")
-
-
-def engine_gap(error: CelCompileError) -> str | None:
-    """What Kubernetes' DRA CEL declares that made this engine refuse the expression, or None
-    when the error is the expression's own (syntax, unknown device field, an unknown function,
-    a type mismatch on a function both have).
-
-    The backends report the first error only: an expression with a gap *and* a real error
-    further on is taken as a gap here, and left to the API server.
-    """
-    message = error.message
-    if "recursion limit exceeded" in message.lower():
-        return "nesting this deep"
-    match = _UNDECLARED_RE.search(message)
-    if match is None:
-        return _optional_syntax(error)
-    name = match.group(1)
-    for form in sorted(_call_forms(error.expression, name)):
-        if form == "." and name in _GAP_MEMBERS:
-            return f".{name}()"
-        if form == "" and name in _GAP_FUNCTIONS:
-            return f"{name}()"
-        if form in _GAP_NAMESPACES:
-            return f"{form}.{name}()"
-        if form == "namespace" and name in _GAP_NAMESPACES:
-            return f"{name}.*"
-    return None
-
-
-def _call_forms(expression: str, name: str) -> set[str]:
-    """How ``name`` is used in the expression: "" (global call), "." (member call), the
-    identifier before it (``format.named(`` -> "format"), or "namespace" (``math.greatest``)."""
-    tokens = syntax.tokenize(expression)
-    forms = set()
-    for i, token in enumerate(tokens):
-        if token.kind != "ident" or token.text != name:
-            continue
-        after = tokens[i + 1].text if i + 1 < len(tokens) else ""
-        before = tokens[i - 1].text if i >= 1 else ""
-        if after == "." and before != ".":
-            forms.add("namespace")
-        if after != "(":
-            continue
-        if before != ".":
-            forms.add("")
-            continue
-        forms.add(".")
-        qualifier = tokens[i - 2] if i >= 2 else None
-        if (
-            qualifier is not None
-            and qualifier.kind == "ident"
-            and (i < 3 or tokens[i - 3].text != ".")
-        ):
-            forms.add(qualifier.text)
-    return forms
-
-
-def _optional_syntax(error: CelCompileError) -> str | None:
-    """cel-python cannot parse optional selection (``.?field``, ``[?key]``)."""
-    offset = error.offset
-    text = error.expression
-    if offset is None or not error.message.startswith("Syntax error"):
-        return None
-    at = text[max(offset - 1, 0) : offset + 1]
-    return "optional selection (.? and [?)" if at in (".?", "[?") else None
 
 
 def _not_checked(gap: str) -> str:

@@ -2,10 +2,17 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
+from app.cluster.view import ClusterReader, ClusterView, Kind, Listener
+from app.pipeline import Endpoint, Pipeline, Registration
+from app.policies.base import ALLOW
 from app.policies.parts import Parts
-from tests.helpers import policy_from
+from tests.helpers import namespace, policy_from
+
+Obj = dict[str, Any]
 
 POLICY = policy_from("{}")
 
@@ -74,3 +81,53 @@ def test_a_builder_reads_the_policy_it_was_given() -> None:
         return parts.policy.namespace_modes.label
 
     assert Parts(policy_from("namespaceModes: {label: mode}")).build(label) == "mode"
+
+
+class _Follower:
+    """A part that follows the view: records what it is told."""
+
+    def __init__(self) -> None:
+        self.events: list[tuple[str, str]] = []
+
+    def listeners(self) -> tuple[Listener, ...]:
+        return (self._first, self._second)
+
+    def _first(self, kind: Kind, old: Obj | None, new: Obj | None) -> None:
+        self.events.append(("first", (new or old or {}).get("metadata", {}).get("name", "")))
+
+    def _second(self, kind: Kind, old: Obj | None, new: Obj | None) -> None:
+        self.events.append(("second", (new or old or {}).get("metadata", {}).get("name", "")))
+
+    def synced(self, view: ClusterReader) -> None:
+        ready = view.synced_kinds() == frozenset(Kind)
+        self.events.append(("synced", "after ready" if ready else "before ready"))
+
+
+def test_a_part_that_follows_the_view_is_subscribed_at_load_and_told_when_it_has_synced() -> None:
+    def follower(parts: Parts) -> _Follower:
+        return _Follower()
+
+    reg = Registration(
+        "follows",
+        Endpoint.VALIDATE,
+        frozenset({("", "Pod")}),
+        frozenset({"CREATE"}),
+        lambda request, ctx: ALLOW,
+        builds=(follower,),
+    )
+    view = ClusterView()
+    view.apply(Kind.NAMESPACE, namespace("before", "audit"))
+    pipeline = Pipeline(POLICY, view, own_namespace="dra-webhook", registrations=(reg,))
+    part = pipeline.parts[follower]
+    assert pipeline.parts.following_view() == (part,)
+    # replayed the view to each listener in order, then told of changes; synced once, at sync
+    assert part.events == [("first", "before"), ("second", "before")]
+    for kind in Kind:
+        view.replace(kind, [namespace("after", "audit")] if kind is Kind.NAMESPACE else [])
+    assert part.events[2:] == [
+        ("first", "before"),
+        ("second", "before"),
+        ("first", "after"),
+        ("second", "after"),
+        ("synced", "before ready"),
+    ]
