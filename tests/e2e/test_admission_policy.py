@@ -97,6 +97,9 @@ def agree_namespace(kube: Kube, helm: str) -> str:
         "--show-only=templates/admissionpolicy.yaml",
         f"--set=policy.namespaceModes.label={LABEL}",
         "--set=fullnameOverride=agree-dra-webhook",
+        # the dra-only policy alone: the admin-access guard's binds every namespace (the
+        # tenancy journey's own, rendered with the webhook, is the one the suite runs)
+        "--set=policy.adminAccess.enabled=false",
     ):
         kube.apply(doc)
     name = kube.namespace("agree-vap", **{LABEL: "dra-only"})

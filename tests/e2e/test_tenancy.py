@@ -184,6 +184,8 @@ def test_the_webhook_alone_denies_the_same_change_and_a_dry_run_too(
     kube.patch("Namespace", ns, None, {"metadata": {"labels": {LABEL: "false"}}})  # e2e-admin
     before = webhook.metric("dra_webhook_denials_total", reason="admin-access")
 
+    seen: list[str] = []
+
     def by_the_webhook(dry_run: bool) -> ApiError | None:
         try:
             url = f"/api/v1/namespaces/{ns}"
@@ -193,17 +195,22 @@ def test_the_webhook_alone_denies_the_same_change_and_a_dry_run_too(
                 params={"dryRun": "All"} if dry_run else {},
                 headers={"content-type": "application/merge-patch+json"},
             )
-        except httpx.HTTPError:
+        except httpx.HTTPError as error:
+            seen.append(repr(error))
             return None
         if answer.status_code < 300:
             raise AssertionError(f"the change went through: {answer.text}")
         message = answer.json().get("message", "")
         if "admission webhook" not in message:
+            seen.append(message)
             return None  # the policy's binding is still in the API server's informer
         return ApiError(answer.status_code, message, answer.json())
 
     with _policy_unbound(kube, webhook):
-        dry = kube.wait(lambda: by_the_webhook(True), "the webhook's own denial")
+        try:
+            dry = kube.wait(lambda: by_the_webhook(True), "the webhook's own denial", 60)
+        except AssertionError as error:
+            raise AssertionError(f"{error}; the last answer: {seen[-1:]}") from None
         wet = by_the_webhook(False)
     assert wet is not None and wet.status == 403
     assert 'admission webhook "namespaces.dra-webhook.svc" denied the request' in wet.message
