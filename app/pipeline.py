@@ -30,7 +30,7 @@ from app.cluster.view import ClusterView, DerivedIndex, Kind
 from app.config import Policy
 from app.config.policy import StaleView as StaleViewPolicy
 from app.errors import ObjectShapeError, PolicyError
-from app.policies import defaults, dra_only, rules, selectors, translate
+from app.policies import defaults, dra_only, rules, satisfiability, selectors, translate
 from app.policies.admin_access import NAMESPACE_KINDS, admin_access_rules, check_claims, check_label
 from app.policies.base import Context, Mode, Request, Result, failure_answer
 from app.policies.builders import translation_rules
@@ -183,7 +183,7 @@ REGISTRATIONS: tuple[Registration, ...] = (
         Endpoint.VALIDATE,
         frozenset({("", "Pod")}),
         frozenset({"CREATE"}),
-        selectors.check_pod,
+        satisfiability.check_pod,
         reads=frozenset(
             {
                 Kind.DEVICE_CLASS,

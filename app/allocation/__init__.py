@@ -8,7 +8,7 @@
 - :mod:`~app.allocation.model`: the entry point, memoized by claim shape and generations.
 
 It reads the device index (:mod:`app.devices.index`) and the cluster view's plain data, and knows
-nothing of admission: ``policies/selectors.py`` turns its verdict into warnings or denials.
+nothing of admission: ``policies/satisfiability.py`` turns its verdict into warnings or denials.
 """
 
 from app.allocation.explain import Problem

@@ -28,7 +28,7 @@ from app.k8s import patch as jsonpatch
 from app.k8s.claims import parse_claim_spec
 from app.k8s.objects import PodSpecRef
 from app.k8s.patch import PatchOp
-from app.policies import selectors
+from app.policies import satisfiability
 from app.policies.base import ALLOW, Context, Mode, Request, Result, Violation
 from app.policies.builders import legacy_matcher, plan_for
 from app.policies.exceptions import cover, policy_exceptions
@@ -137,7 +137,7 @@ def _translate_spec(request: Request, ctx: Context, spec: PodSpecRef) -> Result:
         return _denial(request, _mode_label(ctx), [planned.over_cap], planned.notes)
     # Nobody else is told whether the claims made here can be allocated: the templates are
     # created by this webhook, so their own admission answers to it, not to the pod's author.
-    verdict = selectors.pod_verdict(ctx, _claims_made(planned), _subject(request))
+    verdict = satisfiability.pod_verdict(ctx, _claims_made(planned), _subject(request))
     if verdict.denied:
         return verdict
     return Result(

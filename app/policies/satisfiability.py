@@ -1,0 +1,172 @@
+"""Satisfiability: the allocation model's verdict (:mod:`app.allocation`) as an admission result.
+
+A claim that no node could take even with every device free ("never": too few matching devices
+in the cluster or on any one node, constraints, taints, shared counters, capacity, or a CEL
+runtime error the scheduler aborts on) is warned about or denied (``cel.selectors`` in the
+policy, per namespace mode), with the nearest miss ("asks for 4 devices on one node; the most on
+any node is 2 (node-a, node-b)"); one that some node could take once other claims release their
+devices ("not now") is always only warned about. A ``firstAvailable`` request is fine when any
+of its alternatives is. A request whose selectors (or whose DeviceClass's selectors) hit a gap
+of this webhook's CEL engine (:mod:`app.cel.gaps`) is not checked: it is taken as
+satisfiable, with a warning.
+
+Three callers: the selector check, for one claim or template once its selectors compile
+(:func:`claim_verdict`); the ``pod-satisfiability`` check, for a pod's claims together
+(:func:`check_pod`); and translation, for the claims it is about to make (:func:`pod_verdict`).
+
+The scheduler would otherwise leave the pod Pending with no message. Devices come from the cluster
+view through :class:`~app.devices.index.DeviceIndex`; the verdict is memoized by the claim's
+shape and the view's generations, so a repeated claim shape costs a lookup.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from app.allocation import NEVER, NOT_NOW, Allocations, ClaimInput
+from app.cel.cost import Budget, BudgetExceededError
+from app.cluster.view import Kind
+from app.errors import ObjectShapeError
+from app.k8s import claims
+from app.k8s.claims import SELECTING
+from app.policies.base import ALLOW, Context, Request, Result, Violation
+from app.policies.cel_runtime import cel_runtime
+
+
+def claim_verdict(
+    request: Request, ctx: Context, budget: Budget, not_checked: tuple[str, ...] = ()
+) -> Result:
+    """One claim or template alone, once its selectors compile (`selectors.check`, within its
+    budget: a BudgetExceededError goes back to it). "Never" is denied or warned per
+    `cel.selectors.unsatisfiable`, "not now" warned; `not_checked` are the compile check's
+    warnings, kept in the answer."""
+    action = _action(ctx)
+    if action == "off" or Kind.RESOURCE_SLICE not in ctx.view.synced_kinds():
+        return Result(warnings=not_checked) if not_checked else ALLOW
+    label = f"{request.kind} {request.namespace}/{request.name}".replace(" /", " ")
+    verdict = ctx.parts[cel_runtime].model.check(
+        [ClaimInput(label, request.claim_spec())],
+        ctx.view.device_classes(),
+        ctx.view.index(Allocations),
+        classes_generation=ctx.view.generation(Kind.DEVICE_CLASS),
+        budget=budget,
+    )
+    notes = tuple(str(Violation(n.path, n.message)) for n in verdict.notes)
+    warnings = (*not_checked, *notes)
+    if verdict.outcome == NOT_NOW:
+        later = tuple(str(Violation(p.path, p.message)) for p in verdict.problems)
+        return Result(warnings=(*warnings, *later))
+    if verdict.outcome != NEVER:
+        return Result(warnings=warnings) if warnings else ALLOW
+    problems = [(p.path, p.message) for p in verdict.problems]
+    if action == "deny":
+        return Result(
+            violations=tuple(Violation(path, problem) for path, problem in problems),
+            warnings=warnings,
+            summary=f"no device in the cluster can satisfy {request.kind} {request.name}".strip(),
+            details="Its pods would stay Pending: change the selectors or the count, or add "
+            "devices first.",
+        )
+    return Result(warnings=(*warnings, *(f"{path}: {problem}" for path, problem in problems)))
+
+
+def check_pod(request: Request, ctx: Context) -> Result:
+    """A pod's claims taken together: the scheduler allocates all of them on one node.
+
+    Each claim was checked alone when it (or its template) was created; a pod with two or more
+    claims is checked here jointly (a pod with two 2-GPU claims on 2-GPU nodes is never
+    schedulable though each claim is fine); one with a single claim is not checked again. A named
+    claim that is already allocated is left out: its devices are taken and its node is fixed,
+    which the view (no Node objects, no allocation node selectors) cannot match against the
+    others. Within the review's CEL budget, as the selector check.
+    """
+    obj = request.object
+    spec = obj.get("spec") if obj is not None else None
+    entries = spec.get("resourceClaims") if isinstance(spec, Mapping) else None
+    action = _action(ctx)
+    if not isinstance(entries, list) or len(entries) < 2 or action == "off":
+        return ALLOW  # (most pods: nothing to read)
+    if Kind.RESOURCE_SLICE not in ctx.view.synced_kinds():
+        return ALLOW
+    claims_in = []
+    for i, entry in enumerate(entries):
+        found = _pod_claim(entry, request.namespace, ctx)
+        if found is not None:
+            label, parsed = found
+            claims_in.append(ClaimInput(label, parsed, f"spec.resourceClaims[{i}] ({label}) "))
+    if len(claims_in) < 2:
+        return ALLOW
+    return pod_verdict(ctx, claims_in, f"Pod {request.name}".strip())
+
+
+def pod_verdict(ctx: Context, claims_in: Sequence[ClaimInput], subject: str) -> Result:
+    """The allocation model's verdict on claims a pod uses together, as an admission result:
+    "never" denied or warned per `cel.selectors.unsatisfiable`, "not now" warned. Also what
+    translation asks about the claims it is about to make (`policies.translate`)."""
+    action = _action(ctx)
+    if action == "off" or Kind.RESOURCE_SLICE not in ctx.view.synced_kinds():
+        return ALLOW
+    budget = Budget(ctx.policy.cel.review_budget)
+    alternatives = (a for c in claims_in for r in c.spec.requests for a in r.alternatives)
+    budget.memoize_unless_over(e for a in alternatives for _, e in a.selectors)
+    try:
+        verdict = ctx.parts[cel_runtime].model.check(
+            claims_in,
+            ctx.view.device_classes(),
+            ctx.view.index(Allocations),
+            classes_generation=ctx.view.generation(Kind.DEVICE_CLASS),
+            budget=budget,
+        )
+    except BudgetExceededError as exc:
+        return Result(warnings=(f"{subject}: {exc}; claims not checked together",))
+    problems = tuple(Violation(p.path, p.message) for p in verdict.problems)
+    if verdict.outcome == NEVER and action == "deny":
+        return Result(
+            violations=problems,
+            summary=f"no node in the cluster can satisfy the claims of {subject}",
+            details="The scheduler allocates all of a pod's claims on one node; it would stay "
+            "Pending.",
+        )
+    if verdict.outcome in (NEVER, NOT_NOW):
+        return Result(warnings=tuple(str(p) for p in problems))
+    return ALLOW
+
+
+def _pod_claim(entry: Any, namespace: str, ctx: Context) -> tuple[str, claims.ClaimSpec] | None:
+    """The claim spec behind a pod's ``resourceClaims`` entry (named claim or template), from
+    the view; None when it is unknown, already allocated, or malformed (its own admission
+    reports that)."""
+    if not isinstance(entry, Mapping):
+        return None
+    name, template = entry.get("resourceClaimName"), entry.get("resourceClaimTemplateName")
+    if isinstance(name, str) and name:
+        claim = ctx.view.get(Kind.RESOURCE_CLAIM, name, namespace)
+        if claim is None or (claim.get("status") or {}).get("allocation"):
+            return None
+        parsed = claims.parse_claim_spec(claim.get("spec"))
+        label = f"claim {name}"
+    elif isinstance(template, str) and template:
+        found = ctx.view.get(Kind.RESOURCE_CLAIM_TEMPLATE, template, namespace)
+        if found is None:
+            return None
+        try:
+            inner, path = claims.template_claim_spec(found)
+        except ObjectShapeError:
+            return None
+        parsed = claims.parse_claim_spec(inner, path)
+        label = f"template {template}"
+    else:
+        return None
+    if parsed.first_error(SELECTING) is not None or not parsed.requests:
+        return None
+    return label, parsed
+
+
+def _action(ctx: Context) -> str:
+    checks = ctx.policy.cel.selectors
+    if ctx.mode is not None:
+        for mode, action in checks.unsatisfiable_by_mode.items():
+            if mode == ctx.mode.value:
+                return action
+    return checks.unsatisfiable
