@@ -32,7 +32,7 @@ from app.config.policy import StaleView as StaleViewPolicy
 from app.errors import ObjectShapeError, PolicyError
 from app.policies import defaults, dra_only, rules, satisfiability, selectors, translate
 from app.policies.admin_access import NAMESPACE_KINDS, admin_access_rules, check_claims, check_label
-from app.policies.base import Context, Mode, Request, Result, failure_answer
+from app.policies.base import Context, Mode, Request, Result, failure_answer, subject
 from app.policies.builders import translation_rules
 from app.policies.cel_runtime import cel_runtime
 from app.policies.device_classes import check_classes, check_translated, class_allow_lists
@@ -368,7 +368,7 @@ class Pipeline:
                 allowed=False,
                 code=422,
                 reason="Invalid",
-                message=f"{request.kind} {request.name or ''} is invalid: {exc}".replace("  ", " "),
+                message=f"{subject(request)} is invalid: {exc}",
                 denied_by=("invalid-object",),
             )
         except Exception:

@@ -15,6 +15,7 @@ from typing import Any
 from app.cluster.view import ClusterReader
 from app.config import Policy
 from app.k8s.claims import ClaimSpec, parse_claim_spec, template_claim_spec
+from app.k8s.objects import object_name
 from app.k8s.patch import PatchOp
 from app.policies.parts import Parts
 
@@ -147,3 +148,19 @@ def failure_answer(
         return Result(warnings=(f"{text}; {skipped}, allowed (fail open)",))
     closed = f"{text}; denied (fail closed){', retry later' if retry else ''}"
     return Result(violations=(Violation("", closed),), reason=reason, code=code)
+
+
+def subject(request: Request) -> str:
+    """How an answer names the object under review: its kind and name (`Deployment trainer`;
+    the name is the object's, its generateName prefix before it has one, else the request's),
+    or the kind alone when there is none."""
+    name = object_name(request.object) if isinstance(request.object, dict) else ""
+    name = name or request.name
+    return f"{request.kind} {name}" if name else request.kind
+
+
+def old_object(request: Request) -> Obj | None:
+    """The object an UPDATE replaces, else None. Checks judge only what an update changed or
+    added against it: an offence it already had is warned about, not denied, and what it
+    already held is not charged again (`workloads.old_templates` reads its pod templates)."""
+    return request.old_object if request.operation == "UPDATE" else None

@@ -34,9 +34,8 @@ from app.errors import PolicyError
 from app.k8s import patch
 from app.k8s.claims import Alternative, Branch, ClaimSpec, parse_claim_spec
 from app.k8s.labels import Selector
-from app.k8s.objects import object_name
 from app.k8s.patch import PatchOp
-from app.policies.base import ALLOW, Context, Obj, Request, Result
+from app.policies.base import ALLOW, Context, Obj, Request, Result, subject
 from app.policies.cel_runtime import cel_runtime
 from app.policies.parts import Parts
 
@@ -119,8 +118,7 @@ def check(request: Request, ctx: Context) -> Result:
     planned = plan(request.kind, request.object, defaults, ctx.namespace_labels)
     if not planned.patch:
         return ALLOW
-    name = object_name(request.object) or request.name
-    what = f"{request.kind} {name}".rstrip()
+    what = subject(request)
     return Result(
         patch=tuple(planned.patch),
         warnings=tuple(f"{what}: dra-webhook added {item}" for item in planned.added),

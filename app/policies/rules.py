@@ -20,7 +20,7 @@ from app.cel.errors import CelCompileError, CelEvalError, does_not_compile
 from app.config.policy import Rule
 from app.errors import PolicyError
 from app.k8s.labels import Selector
-from app.policies.base import ALLOW, Context, Request, Result, Violation
+from app.policies.base import ALLOW, Context, Request, Result, Violation, subject
 from app.policies.cel_runtime import cel_runtime
 from app.policies.parts import Parts
 
@@ -116,7 +116,7 @@ def check(request: Request, ctx: Context) -> Result:
         return Result(
             violations=tuple(violations),
             warnings=tuple(warnings),
-            summary=f"{request.kind} {request.name} fails admin rules".replace("  ", " "),
+            summary=f"{subject(request)} fails admin rules",
         )
     return Result(warnings=tuple(warnings)) if warnings else ALLOW
 

@@ -30,7 +30,7 @@ from app.cluster.view import Kind
 from app.errors import ObjectShapeError
 from app.k8s import claims
 from app.k8s.claims import SELECTING
-from app.policies.base import ALLOW, Context, Request, Result, Violation
+from app.policies.base import ALLOW, Context, Request, Result, Violation, failure_answer, subject
 from app.policies.cel_runtime import cel_runtime
 
 
@@ -44,9 +44,8 @@ def claim_verdict(
     action = _action(ctx)
     if action == "off" or Kind.RESOURCE_SLICE not in ctx.view.synced_kinds():
         return Result(warnings=not_checked) if not_checked else ALLOW
-    label = f"{request.kind} {request.namespace}/{request.name}".replace(" /", " ")
     verdict = ctx.parts[cel_runtime].model.check(
-        [ClaimInput(label, request.claim_spec())],
+        [ClaimInput(subject(request), request.claim_spec())],
         ctx.view.device_classes(),
         ctx.view.index(Allocations),
         classes_generation=ctx.view.generation(Kind.DEVICE_CLASS),
@@ -64,7 +63,7 @@ def claim_verdict(
         return Result(
             violations=tuple(Violation(path, problem) for path, problem in problems),
             warnings=warnings,
-            summary=f"no device in the cluster can satisfy {request.kind} {request.name}".strip(),
+            summary=f"no device in the cluster can satisfy {subject(request)}",
             details="Its pods would stay Pending: change the selectors or the count, or add "
             "devices first.",
         )
@@ -97,10 +96,10 @@ def check_pod(request: Request, ctx: Context) -> Result:
             claims_in.append(ClaimInput(label, parsed, f"spec.resourceClaims[{i}] ({label}) "))
     if len(claims_in) < 2:
         return ALLOW
-    return pod_verdict(ctx, claims_in, f"Pod {request.name}".strip())
+    return pod_verdict(ctx, claims_in, subject(request))
 
 
-def pod_verdict(ctx: Context, claims_in: Sequence[ClaimInput], subject: str) -> Result:
+def pod_verdict(ctx: Context, claims_in: Sequence[ClaimInput], what: str) -> Result:
     """The allocation model's verdict on claims a pod uses together, as an admission result:
     "never" denied or warned per `cel.selectors.unsatisfiable`, "not now" warned. Also what
     translation asks about the claims it is about to make (`policies.translate`)."""
@@ -119,12 +118,14 @@ def pod_verdict(ctx: Context, claims_in: Sequence[ClaimInput], subject: str) -> 
             budget=budget,
         )
     except BudgetExceededError as exc:
-        return Result(warnings=(f"{subject}: {exc}; claims not checked together",))
+        # open whatever failure.celBudget says: each claim was judged alone, under it, when it
+        # was admitted; the budget only cut the joint check short
+        return failure_answer("open", f"{what}: {exc}", skipped="claims not checked together")
     problems = tuple(Violation(p.path, p.message) for p in verdict.problems)
     if verdict.outcome == NEVER and action == "deny":
         return Result(
             violations=problems,
-            summary=f"no node in the cluster can satisfy the claims of {subject}",
+            summary=f"no node in the cluster can satisfy the claims of {what}",
             details="The scheduler allocates all of a pod's claims on one node; it would stay "
             "Pending.",
         )

@@ -27,7 +27,7 @@ from app.errors import ObjectShapeError
 from app.k8s import claims
 from app.k8s.claims import SELECTING, DeviceRequest
 from app.policies import satisfiability
-from app.policies.base import ALLOW, Context, Request, Result, Violation, failure_answer
+from app.policies.base import ALLOW, Context, Request, Result, Violation, failure_answer, subject
 from app.policies.cel_runtime import CelRuntime, cel_runtime
 
 
@@ -42,10 +42,9 @@ def check(request: Request, ctx: Context) -> Result:
     try:
         return _check(request, ctx, budget)
     except BudgetExceededError as exc:
-        text = f"{request.kind} {request.name}: {exc}".replace("  ", " ")
         return failure_answer(
             ctx.policy.failure.cel_budget,
-            text,
+            f"{subject(request)}: {exc}",
             skipped="selectors not fully checked",
             code=403,
             reason="Forbidden",
@@ -116,7 +115,7 @@ def _not_checked(gap: str) -> str:
 
 
 def _summary(request: Request, what: str) -> str:
-    return f"{request.kind} {request.name}: CEL selectors {what}".replace("  ", " ")
+    return f"{subject(request)}: CEL selectors {what}"
 
 
 # -- reading the objects ----------------------------------------------------------------------

@@ -29,7 +29,7 @@ from app.k8s.claims import parse_claim_spec
 from app.k8s.objects import PodSpecRef
 from app.k8s.patch import PatchOp
 from app.policies import satisfiability
-from app.policies.base import ALLOW, Context, Mode, Request, Result, Violation
+from app.policies.base import ALLOW, Context, Mode, Request, Result, Violation, subject
 from app.policies.builders import legacy_matcher, plan_for
 from app.policies.exceptions import cover, policy_exceptions
 from app.policies.workloads import combine, finding_result, findings, per_template
@@ -82,7 +82,7 @@ def validate(request: Request, ctx: Context) -> Result:
         label=label,
         what=(
             f"namespace {request.namespace} translates device-plugin requests into DRA claims "
-            f"({label}), but {_subject(request)} asks for GPUs where dra-webhook cannot "
+            f"({label}), but {subject(request)} asks for GPUs where dra-webhook cannot "
             "rewrite them:"
         ),
     )
@@ -137,7 +137,7 @@ def _translate_spec(request: Request, ctx: Context, spec: PodSpecRef) -> Result:
         return _denial(request, _mode_label(ctx), [planned.over_cap], planned.notes)
     # Nobody else is told whether the claims made here can be allocated: the templates are
     # created by this webhook, so their own admission answers to it, not to the pod's author.
-    verdict = satisfiability.pod_verdict(ctx, _claims_made(planned), _subject(request))
+    verdict = satisfiability.pod_verdict(ctx, _claims_made(planned), subject(request))
     if verdict.denied:
         return verdict
     return Result(
@@ -209,10 +209,6 @@ def _claims_made(planned: TranslationPlan) -> list[ClaimInput]:
     return made
 
 
-def _subject(request: Request) -> str:
-    return f"{request.kind} {request.name}".strip() if request.name else request.kind
-
-
 def _exception(request: Request, ctx: Context, spec: PodSpecRef) -> tuple[Result | None, list[str]]:
     """(the answer for an object an active exception wholly covers, or None; notes for the
     translation otherwise: exceptions that ended, or that cover only some containers)."""
@@ -255,12 +251,11 @@ def _mode_label(ctx: Context) -> str:
 def _denial(
     request: Request, label: str, problems: list[Problem], warnings: Iterable[str]
 ) -> Result:
-    what = f"{request.kind} {request.name}".strip() if request.name else request.kind
     return Result(
         violations=tuple(_violation(p) for p in problems),
         warnings=tuple(warnings),
         summary=(
             f"namespace {request.namespace} translates device-plugin requests into DRA claims "
-            f"({label}), but {what} cannot be translated:"
+            f"({label}), but {subject(request)} cannot be translated:"
         ),
     )

@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterable
 
 from app.errors import ObjectShapeError
 from app.k8s.objects import PodSpecRef
-from app.policies.base import ALLOW, Context, Mode, Request, Result, Violation
+from app.policies.base import ALLOW, Context, Mode, Request, Result, Violation, old_object
 from app.policies.parts import Parts
 from app.workloads import Catalogue, Finding, Template, builtin, scan
 from app.workloads.catalogue import parse_entries
@@ -43,14 +43,21 @@ def templates(
     return known
 
 
+def old_templates(request: Request, ctx: Context) -> tuple[Template, ...]:
+    """The pod templates of the object an UPDATE replaces (`base.old_object`): none on CREATE,
+    nor when the old object is malformed (then everything is judged as new)."""
+    old = old_object(request)
+    if old is None:
+        return ()
+    try:
+        return templates(request, ctx, old)
+    except ObjectShapeError:
+        return ()
+
+
 def old_specs(request: Request, ctx: Context) -> dict[str, PodSpecRef]:
     """On UPDATE, the old object's pod specs by path (a role that is new has none)."""
-    if request.operation != "UPDATE" or request.old_object is None:
-        return {}
-    try:
-        return {t.spec.path: t.spec for t in templates(request, ctx, request.old_object)}
-    except ObjectShapeError:
-        return {}
+    return {t.spec.path: t.spec for t in old_templates(request, ctx)}
 
 
 def per_template(
@@ -64,13 +71,9 @@ def per_template(
         return ALLOW
     if len(found) == 1:
         spec = found[0].spec
-        return check(spec, old_specs(request, ctx).get(spec.path) if _updating(request) else None)
+        return check(spec, old_specs(request, ctx).get(spec.path))
     old = old_specs(request, ctx)
     return combine(check(t.spec, old.get(t.spec.path)) for t in found)
-
-
-def _updating(request: Request) -> bool:
-    return request.operation == "UPDATE" and request.old_object is not None
 
 
 def combine(results: Iterable[Result]) -> Result:
@@ -117,14 +120,14 @@ def findings(
 
 
 def old_finding_paths(request: Request, ctx: Context, is_legacy: Callable[[str], bool]) -> set[str]:
-    if not _updating(request):
+    old_obj = old_object(request)
+    if old_obj is None:
         return set()
-    assert request.old_object is not None
     try:
         old = scan(
             request.group,
             request.kind,
-            request.old_object,
+            old_obj,
             ctx.parts[workload_catalogue],
             is_legacy,
             annotations=ctx.policy.legacy_resources.annotations,

@@ -1,11 +1,14 @@
-"""The values policies take: a request's claim spec is read once per review."""
+"""The values policies take (a request's claim spec is read once per review) and the helpers
+every answer uses: how it names the object, what an UPDATE is judged against."""
 
 from __future__ import annotations
+
+import dataclasses
 
 import pytest
 
 from app.errors import ObjectShapeError
-from app.policies.base import Request
+from app.policies.base import Request, old_object, subject
 from tests.claim_objects import claim, exact, template
 
 
@@ -46,3 +49,33 @@ def test_a_template_whose_spec_is_not_an_object_names_it() -> None:
     with pytest.raises(ObjectShapeError) as raised:
         review({"kind": "ResourceClaimTemplate", "spec": []}, "ResourceClaimTemplate").claim_spec()
     assert raised.value.path == "spec"
+
+
+@pytest.mark.parametrize(
+    ("obj", "name", "expected"),
+    [
+        pytest.param(claim("c", exact()), "c", "ResourceClaim c", id="named"),
+        pytest.param(
+            {"metadata": {"generateName": "trainer-gpu-"}},
+            "",
+            "ResourceClaim trainer-gpu-",
+            id="generate-name",
+        ),
+        pytest.param({"metadata": {}}, "from-request", "ResourceClaim from-request", id="request"),
+        pytest.param(None, "", "ResourceClaim", id="no-name"),
+    ],
+)
+def test_an_answer_names_the_object_by_kind_and_name(
+    obj: dict[str, object] | None, name: str, expected: str
+) -> None:
+    request = dataclasses.replace(review({}, "ResourceClaim"), object=obj, name=name)
+    assert subject(request) == expected
+
+
+def test_only_an_update_is_judged_against_the_object_it_replaces() -> None:
+    old = claim("c", exact())
+    create = dataclasses.replace(review(claim("c", exact()), "ResourceClaim"), old_object=old)
+    assert old_object(create) is None
+    update = dataclasses.replace(create, operation="UPDATE")
+    assert old_object(update) is old
+    assert old_object(dataclasses.replace(update, old_object=None)) is None

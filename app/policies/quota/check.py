@@ -27,8 +27,7 @@ from __future__ import annotations
 
 from app.cluster.usage import ClaimUsage
 from app.k8s.claim_count import count_claim
-from app.k8s.objects import object_name
-from app.policies.base import ALLOW, Context, Mode, Obj, Request, Result
+from app.policies.base import ALLOW, Context, Mode, Obj, Request, Result, subject
 from app.policies.quota import shares
 from app.policies.quota.demand import check_translated_requests, check_workload, native_limits
 from app.policies.quota.findings import Findings, devices
@@ -56,7 +55,7 @@ def check(request: Request, ctx: Context) -> Result:
         found = _check_claim(request, obj, quota, ctx.view.index(ClaimUsage))
         if quota.capacity:
             shares.check_claim(request, obj, ctx, quota, found)
-        return found.result(_what(request, obj), request.namespace)
+        return found.result(subject(request), request.namespace)
     if request.kind == "Pod" and request.operation != "CREATE":
         return ALLOW  # a pod's claims cannot change after creation
     native = native_limits(ctx, request.namespace)
@@ -96,13 +95,7 @@ def check_translation(request: Request, ctx: Context) -> Result:
                 found=found,
                 charged=True,
             )
-    return found.result(
-        f"{request.kind} {object_name(obj) or request.name}".rstrip(), request.namespace
-    )
-
-
-def _what(request: Request, obj: Obj) -> str:
-    return f"{request.kind} {object_name(obj) or request.name}".rstrip()
+    return found.result(subject(request), request.namespace)
 
 
 def _check_claim(request: Request, obj: Obj, quota: NamespaceQuota, usage: ClaimUsage) -> Findings:
@@ -110,8 +103,7 @@ def _check_claim(request: Request, obj: Obj, quota: NamespaceQuota, usage: Claim
     parsed = request.claim_spec()
     path = parsed.path
     counted = count_claim(parsed)
-    name = object_name(obj) or request.name
-    what = f"{request.kind} {name}".rstrip()
+    what = subject(request)
     found = Findings()
 
     for req in counted.requests:

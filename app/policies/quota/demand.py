@@ -18,9 +18,9 @@ from dataclasses import dataclass
 from app.cluster.usage import ClaimUsage, TemplateCounts
 from app.cluster.view import Kind
 from app.errors import ObjectShapeError
-from app.k8s.objects import PodSpecRef, list_field, object_name
+from app.k8s.objects import PodSpecRef, list_field
 from app.k8s.quantity import whole_count
-from app.policies.base import ALLOW, Context, Obj, Request, Result
+from app.policies.base import ALLOW, Context, Obj, Request, Result, subject
 from app.policies.quota import shares
 from app.policies.quota.findings import Findings, devices
 from app.policies.quota.pods import pods_of, translation
@@ -32,7 +32,7 @@ from app.policies.quota.rules import (
     NamespaceQuota,
     quota_rules,
 )
-from app.policies.workloads import templates
+from app.policies.workloads import old_templates, templates
 from app.translation import TranslationPlan
 
 RESOURCE_QUOTA_SUFFIX = ".deviceclass.resource.k8s.io/devices"
@@ -80,8 +80,7 @@ def check_workload(
     found_templates = templates(request, ctx)
     if not found_templates:
         return ALLOW
-    name = object_name(obj) or request.name
-    subject = f"{request.kind} {name}".rstrip()
+    what = subject(request)
     found = Findings()
     charged = _charged_at_owner(request.kind, obj)
     parts: list[_Part] = []
@@ -109,8 +108,8 @@ def check_workload(
         if demand:
             parts.append(_Part(spec, demand, *counted))
     if parts:
-        _check_demand(request, ctx, quota, native, parts, found, name)
-    return found.result(subject, request.namespace)
+        _check_demand(request, ctx, quota, native, parts, found, what)
+    return found.result(what, request.namespace)
 
 
 def _check_demand(  # noqa: PLR0917 - one call site, every argument named there
@@ -120,7 +119,7 @@ def _check_demand(  # noqa: PLR0917 - one call site, every argument named there
     native: Mapping[str, list[_NativeLimit]],
     parts: list[_Part],
     found: Findings,
-    name: str,
+    what: str,
 ) -> None:
     """The namespace's limits against what every pod of the workload will hold at once: the
     sum over its templates of pods x per pod (a PyTorchJob's 1 Master + 8 Workers x 4)."""
@@ -140,7 +139,7 @@ def _check_demand(  # noqa: PLR0917 - one call site, every argument named there
             only = parts[0]
             needs = _arithmetic(
                 request.kind,
-                name,
+                what,
                 pods=only.pods,
                 unit=only.unit,
                 per_pod=only.demand.devices[device_class],
@@ -151,7 +150,7 @@ def _check_demand(  # noqa: PLR0917 - one call site, every argument named there
             terms = " + ".join(
                 f"{p.spec.path}: {p.pods} {p.unit} x {p.demand.devices[device_class]}" for p in mine
             )
-            needs = f"{request.kind} {name} needs {terms} = {devices(total, device_class)}"
+            needs = f"{what} needs {terms} = {devices(total, device_class)}"
         if device_class in before:
             needs += f" ({before[device_class]} before this change)"
         used = usage.devices_of(namespace, device_class)
@@ -177,7 +176,7 @@ def _check_demand(  # noqa: PLR0917 - one call site, every argument named there
                 breach = Breach(breach.limit, breach.entry, deny=False)
             found.add(
                 path,
-                f"{request.kind} {name} claims all devices of {device_class} "
+                f"{what} claims all devices of {device_class} "
                 f"(allocationMode: All) in each pod; namespace {namespace} allows {breach.limit}",
                 breach,
             )
@@ -198,7 +197,7 @@ def _check_demand(  # noqa: PLR0917 - one call site, every argument named there
                 makes += " ResourceClaims"
             found.add(
                 path,
-                f"{request.kind} {name} makes {makes} = {claims}; namespace {namespace} allows "
+                f"{what} makes {makes} = {claims}; namespace {namespace} allows "
                 f"{breach.limit}, {used_claims} in use",
                 breach,
             )
@@ -256,12 +255,10 @@ def _charged_at_owner(kind: str, obj: Obj) -> bool:
 
 def _before(request: Request, ctx: Context) -> tuple[dict[str, int], int]:
     """On UPDATE, the devices by class and the claims the old object already accounted for."""
-    if request.operation != "UPDATE" or request.old_object is None:
-        return {}, 0
     devices: dict[str, int] = {}
     claims = 0
     try:
-        for template in templates(request, ctx, request.old_object):
+        for template in old_templates(request, ctx):
             counted = pods_of(request.kind, template, ctx.view)
             if counted is None:
                 continue
@@ -278,16 +275,13 @@ def _before(request: Request, ctx: Context) -> tuple[dict[str, int], int]:
 
 
 def _arithmetic(
-    kind: str, name: str, *, pods: int, unit: str, per_pod: int, device_class: str, total: int
+    kind: str, what: str, *, pods: int, unit: str, per_pod: int, device_class: str, total: int
 ) -> str:
     if kind == "Pod":
-        return f"Pod {name} needs {devices(per_pod, device_class)}"
+        return f"{what} needs {devices(per_pod, device_class)}"
     if kind == "DaemonSet":
-        return (
-            f"DaemonSet {name} needs {devices(per_pod, device_class)} per node x {pods} "
-            f"{unit} = {total}"
-        )
-    return f"{kind} {name} needs {pods} {unit} x {devices(per_pod, device_class)} = {total}"
+        return f"{what} needs {devices(per_pod, device_class)} per node x {pods} {unit} = {total}"
+    return f"{what} needs {pods} {unit} x {devices(per_pod, device_class)} = {total}"
 
 
 def pod_demand(spec: PodSpecRef, namespace: str, ctx: Context) -> PodDemand:

@@ -11,9 +11,9 @@ from collections.abc import Mapping
 
 from app.errors import ObjectShapeError
 from app.k8s.capacity import Ask
-from app.k8s.objects import PodSpecRef, list_field, object_name
+from app.k8s.objects import PodSpecRef, list_field
 from app.k8s.quantity import Quantity, parse_quantity
-from app.policies.base import Context, Obj, Request
+from app.policies.base import Context, Obj, Request, subject
 from app.policies.cel_runtime import cel_runtime
 from app.policies.quota import capacity
 from app.policies.quota.findings import Findings
@@ -24,12 +24,8 @@ from app.policies.quota.rules import (
     CapacityBreach,
     NamespaceQuota,
 )
-from app.policies.workloads import templates
+from app.policies.workloads import old_templates
 from app.translation import TranslationPlan, Want
-
-
-def what(request: Request, obj: Obj) -> str:
-    return f"{request.kind} {object_name(obj) or request.name}".rstrip()
 
 
 def check_claim(
@@ -41,7 +37,7 @@ def check_claim(
         return
     counter = capacity.Counter(ctx.view, ctx.parts[cel_runtime].index)
     counted = counter.count(asks)
-    label = what(request, obj)
+    label = subject(request)
     path = f"{asks[0].path.split('.devices.', 1)[0]}.devices.requests"
     namespace = request.namespace
     used: capacity.Counted | None = None
@@ -134,8 +130,6 @@ def check_pod(
 
     A workload with several pod templates is checked one template at a time against the
     namespace's capacity (each template's pods with what the namespace already uses)."""
-    obj = request.object
-    assert obj is not None
     namespace = request.namespace
     counter = capacity.Counter(ctx.view, ctx.parts[cel_runtime].index)
     wants = translated.wants if translated is not None else []
@@ -164,20 +158,18 @@ def check_pod(
         return
     pods_count, unit = pods
     before: Mapping[tuple[str, str], Quantity] = {}
-    if request.operation == "UPDATE" and request.old_object is not None:
-        try:
-            for template in templates(request, ctx, request.old_object):
-                old_pods = pods_of(request.kind, template, ctx.view)
-                if template.spec.path != spec.path or old_pods is None:
-                    continue
-                old_plan = translation(template.spec, namespace, ctx)
-                old = _pod_asks(template.spec, namespace, ctx, old_plan)
-                before = counter.count(old, old_pods[0]).totals
-        except ObjectShapeError:
-            before = {}
+    try:
+        for template in old_templates(request, ctx):
+            old_pods = pods_of(request.kind, template, ctx.view)
+            if template.spec.path != spec.path or old_pods is None:
+                continue
+            old_plan = translation(template.spec, namespace, ctx)
+            old = _pod_asks(template.spec, namespace, ctx, old_plan)
+            before = counter.count(old, old_pods[0]).totals
+    except ObjectShapeError:
+        before = {}
     counted = counter.count(asks, pods_count)
     used: capacity.Counted | None = None
-    name = object_name(obj) or request.name
     for key, total in sorted(counted.totals.items()):
         more = total - before[key] if key in before else total
         if more.sign() <= 0:
@@ -189,7 +181,7 @@ def check_pod(
             if request.kind == "DaemonSet":
                 breach = CapacityBreach(breach.limit, breach.entry, deny=False)
             mine = [a for a in asks if (a.device_class, a.capacity) == key]
-            needs = f"{request.kind} {name} needs {_terms(counter, mine, pods_count)}"
+            needs = f"{subject(request)} needs {_terms(counter, mine, pods_count)}"
             if pods_count != 1:
                 needs += f" ({pods_count} {unit})"
             if key in before:
