@@ -3,8 +3,9 @@
 - :mod:`~app.allocation.inventory`: devices per node in the scheduler's order (``GatherPools``);
 - :mod:`~app.allocation.state`: what allocated claims hold, consumable capacity arithmetic;
 - :mod:`~app.allocation.search`: the search on one node (``allocateOne``, ``allocateDevice``);
-- :mod:`~app.allocation.explain`: the nearest miss (:mod:`~app.allocation.shortfall`: the
-  selectors' one, and what the devices offer instead);
+- :mod:`~app.allocation.explain`: the nearest miss, worded per verdict by
+  :mod:`~app.allocation.never` (on no node, even with every device free) and
+  :mod:`~app.allocation.not_now` (what other claims hold);
 - :mod:`~app.allocation.model`: the entry point, memoized by claim shape and generations.
 
 It reads the device index (:mod:`app.devices.index`) and the cluster view's plain data, and knows

@@ -8,7 +8,8 @@ of a pod, which the scheduler allocates together on one node), and answers:
 - **not now**: some node could, but what it needs is allocated to other claims;
 - **ok**.
 
-Each answer but ok comes with the nearest miss (:mod:`app.allocation.explain`). The check is
+Each answer but ok comes with the nearest miss (:mod:`app.allocation.explain`, worded per
+verdict by :mod:`~app.allocation.never` and :mod:`~app.allocation.not_now`). The check is
 memoized by the claims' shape and the generations of the claims and classes it read: a repeated
 shape costs a lookup. A verdict also records what it read of the slices, so a slice change
 that touched none of it keeps the verdict (an ok verdict read the node that takes the claims;
@@ -35,10 +36,11 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from app.allocation import explain
-from app.allocation.explain import Problem, Resolved
+from app.allocation.explain import Offers, Problem, Resolved
 from app.allocation.inventory import Inventory
+from app.allocation.never import never
+from app.allocation.not_now import not_now
 from app.allocation.search import ClaimPlan, Exhausted, RequestPlan, Want, scan
-from app.allocation.shortfall import Offers
 from app.allocation.state import Allocations
 from app.bounded import BoundedCache, CacheName
 from app.cel.cost import Budget
@@ -232,7 +234,7 @@ class Model:
                 problem = explain.cel_abort(abort, resolved, self.index, budget)
                 return _Kept(Verdict(NEVER, (problem,), tuple(notes)))
             if not possible:
-                misses = explain.never(resolved, inventory, self.index, budget)
+                misses = never(resolved, inventory, self.index, budget)
                 return _Kept(Verdict(NEVER, tuple(misses), tuple(notes)))
             now, abort = scan(resolved.plans, inventory.nodes, allocations)
             if now and abort is None:
@@ -243,7 +245,7 @@ class Model:
                 }
                 nodes = None if erring else frozenset((possible[0], now[0]))
                 return _Kept(Verdict(OK, (), tuple(notes)), nodes, tuple(keys))
-            misses = explain.not_now(resolved, inventory, allocations, abort, self.index)
+            misses = not_now(resolved, inventory, allocations, abort, self.index)
         except Exhausted:
             note = Problem(claims[0].prefix + claims[0].spec.path, explain.EXHAUSTED)
             return _Kept(Verdict(UNCHECKED, (), (*notes, note)))

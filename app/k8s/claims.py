@@ -1,27 +1,27 @@
 """The claim model: one reading of a ResourceClaim spec, and what it asks for.
 
 :func:`parse_claim_spec` reads a ResourceClaim ``spec`` (a ResourceClaimTemplate's
-``spec.spec``) into frozen values: :class:`ClaimSpec` -> :class:`DeviceRequest` ->
-:class:`Alternative` (the ``exactly`` request, or each ``firstAvailable`` subrequest), plus the
-spec's constraints and config. Every value carries its field path. It never raises: a field of the
-wrong type becomes a :class:`FieldError` (path + message) on the value that holds it, and the
-reading goes on with a neutral value in its place.
+``spec.spec``) into the values of :mod:`app.k8s.claim_spec` (re-exported here, where every
+reader imports them from). It never raises: a field of the wrong type becomes a
+:class:`FieldError` (path + message) on the value that holds it, and the reading goes on with a
+neutral value in its place.
 
 Two readers ask different things of the same spec, so an error says which of them it stops:
 
 - ``COUNTING`` (quota, cluster usage: :func:`count_claim_spec`): the class, allocation mode,
   count (at least 1) and adminAccess of each request must be well typed
   (:mod:`app.k8s.claim_count`);
-- ``SELECTING`` (the selector check): the selectors must be well formed, and a ``count`` that is
-  present must be an integer.
+- ``SELECTING`` (the selector check): the selectors must be well formed, a ``count`` that is
+  present must be an integer, and capacity amounts must be quantities.
 
 Errors in the structure (a request that is not an object, ``requests`` that is not a list) stop
-both. :meth:`ClaimSpec.first_error` is the first error a reader stops at, in document order.
+both.
 
-The values are slotted dataclasses whose fields are ``Final``: mypy --strict refuses any
-assignment to them, as it would for frozen ones, and the parser builds them without a frozen
-``__init__``'s per-field ``object.__setattr__`` (for a one-request claim, on the admission
-path, that was a few microseconds: more than the rest of the reading).
+What the API server checks and what it leaves to us (tried on 1.36.2, DESIGN "Consumable
+capacity"): tolerations and constraints are validated before admission, so a malformed one only
+reaches us from an offline file and is skipped; ``capacity.requests`` is not validated at all
+(``-1Gi``, ``0``, ``lots``, any key are stored), so its amounts are parsed here and a bad one is
+an error.
 
 Both request shapes are read: v1 (``requests[].exactly`` / ``requests[].firstAvailable``) and the
 older flat one (``requests[].deviceClassName``, v1beta1) that a dump of an older cluster may hold.
@@ -36,14 +36,26 @@ Counting (quota, usage) lives in :mod:`app.k8s.claim_count`.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
-from typing import Any, Final
+from dataclasses import replace
+from typing import Any
 
 from app.errors import ObjectShapeError
-from app.k8s.claim_parts import Config, Constraint, Toleration, capacity_requests, configs
-from app.k8s.claim_parts import constraints as read_constraints
-from app.k8s.claim_parts import tolerations as read_tolerations
-from app.k8s.quantity import Quantity
+from app.k8s.claim_spec import (
+    ALL,
+    BOTH,
+    COUNTING,
+    EXACT_COUNT,
+    SELECTING,
+    Alternative,
+    Branch,
+    ClaimSpec,
+    Config,
+    Constraint,
+    DeviceRequest,
+    FieldError,
+    Toleration,
+)
+from app.k8s.quantity import Quantity, QuantityError, parse_quantity
 
 __all__ = [
     "ALL",
@@ -58,161 +70,15 @@ __all__ = [
     "DeviceRequest",
     "FieldError",
     "Toleration",
+    "capacity_requests",
     "device_class_expressions",
     "device_class_selectors",
     "parse_claim_spec",
+    "read_tolerations",
     "template_claim_spec",
 ]
 
 Obj = dict[str, Any]
-
-EXACT_COUNT = "ExactCount"
-ALL = "All"
-
-COUNTING: Final = 1
-"""Reader flag: quota and usage counting (:func:`count_claim_spec`)."""
-SELECTING: Final = 2
-"""Reader flag: the selector check (compile and satisfiability)."""
-_BOTH: Final = COUNTING | SELECTING
-
-
-@dataclass(frozen=True, slots=True)
-class FieldError:
-    """A field of the wrong type or value: its path, what is wrong, and which readers it stops."""
-
-    path: str
-    message: str
-    readers: int = _BOTH
-
-    def exception(self) -> ObjectShapeError:
-        return ObjectShapeError(self.path, self.message)
-
-
-@dataclass(slots=True)
-class Alternative:
-    """One way to satisfy a request: the ``exactly`` request, a ``firstAvailable`` subrequest,
-    or a v1beta1 request's own fields."""
-
-    path: Final[str]
-    """Field path: spec.devices.requests[0].exactly, ...firstAvailable[1], or the request's."""
-    name: Final[str]
-    """The subrequest's name ("" for ``exactly`` and the flat shape)."""
-    device_class: Final[str]
-    selectors: Final[tuple[tuple[str, str], ...]]
-    """(field path of ``cel.expression``, expression) per CEL selector."""
-    allocation_mode: Final[str]
-    count: Final[int]
-    """``count`` as written (1 when absent or not an integer)."""
-    admin_access: Final[bool] = False
-    capacity: Final[Mapping[str, Any]] = field(default_factory=dict)
-    """``capacity.requests``: capacity name -> quantity as written."""
-    tolerations: Final[tuple[Obj, ...]] = ()
-    errors: Final[tuple[FieldError, ...]] = ()
-    capacity_requests: Final[Mapping[str, Quantity]] = field(default_factory=dict)
-    """``capacity.requests`` read as quantities (a malformed amount is an error above)."""
-    device_tolerations: Final[tuple[Toleration, ...]] = ()
-    """``tolerations`` read as values."""
-
-    @property
-    def all_devices(self) -> bool:
-        return self.allocation_mode == ALL
-
-    @property
-    def needed(self) -> int:
-        """Devices the alternative needs at least: ``count``, or one for ``All``."""
-        return 1 if self.allocation_mode == ALL else self.count
-
-
-@dataclass(slots=True)
-class Branch:
-    """The alternatives under one member of a request (``exactly``, ``firstAvailable``, or the
-    request itself), with the errors of that member's own shape."""
-
-    alternatives: Final[tuple[Alternative, ...]]
-    errors: Final[tuple[FieldError, ...]] = ()
-    written: Final[bool] = True
-    """False when the member is present with a null value."""
-
-
-@dataclass(slots=True)
-class DeviceRequest:
-    path: Final[str]
-    """Field path: spec.devices.requests[i]."""
-    name: Final[str]
-    exactly: Final[Branch | None] = None
-    """None when the request has no ``exactly`` key."""
-    first_available: Final[Branch | None] = None
-    """None when the request has no ``firstAvailable`` key."""
-    flat: Final[Branch | None] = None
-    """The request's own fields (v1beta1), read when neither member above has a value."""
-    has_device_class: Final[bool] = False
-    """Whether the request itself has a ``deviceClassName`` key (the v1beta1 shape)."""
-    errors: Final[tuple[FieldError, ...]] = ()
-
-    @property
-    def member(self) -> Branch | None:
-        """The member that holds the request's alternatives (``firstAvailable``, ``exactly``,
-        else the request's own fields)."""
-        return self.first_available or self.exactly or self.flat
-
-    @property
-    def alternatives(self) -> tuple[Alternative, ...]:
-        member = self.member
-        return member.alternatives if member is not None else ()
-
-    def counted(self) -> Branch | None:
-        """The member counting reads: ``exactly`` if written, else ``firstAvailable`` if written,
-        else the v1beta1 fields when the request names a class."""
-        if self.exactly is not None and self.exactly.written:
-            return self.exactly
-        if self.first_available is not None and self.first_available.written:
-            return self.first_available
-        return self.flat if self.has_device_class else None
-
-
-@dataclass(slots=True)
-class ClaimSpec:
-    path: Final[str]
-    """Field path of the spec: spec, or spec.spec in a template."""
-    requests: Final[tuple[DeviceRequest, ...]] = ()
-    constraints: Final[tuple[Constraint, ...]] = ()
-    config: Final[tuple[Config, ...]] = ()
-    errors: Final[tuple[FieldError, ...]] = ()
-    """Errors of the spec's own shape (spec, devices, requests not an object or list)."""
-    malformed: Final[bool] = False
-    """Whether any error was found, here or below (most specs have none: nothing to walk)."""
-
-    def first_error(self, reader: int) -> FieldError | None:
-        """The first error, in document order, that stops `reader` (COUNTING or SELECTING)."""
-        if not self.malformed:
-            return None
-        for error in self.errors:
-            if error.readers & reader:
-                return error
-        for request in self.requests:
-            for error in request.errors:
-                if error.readers & reader:
-                    return error
-            member = request.counted() if reader == COUNTING else request.member
-            if member is None:
-                continue
-            for error in member.errors:
-                if error.readers & reader:
-                    return error
-            for alternative in member.alternatives:
-                for error in alternative.errors:
-                    if error.readers & reader:
-                        return error
-        return None
-
-    def check(self, reader: int) -> None:
-        """Raise the first error that stops `reader` as an ObjectShapeError."""
-        error = self.first_error(reader)
-        if error is not None:
-            raise error.exception()
-
-
-# -- parsing -------------------------------------------------------------------------------------
 
 
 def parse_claim_spec(spec: Any, path: str = "spec") -> ClaimSpec:
@@ -247,8 +113,8 @@ def parse_claim_spec(spec: Any, path: str = "spec") -> ClaimSpec:
     return ClaimSpec(
         path,
         requests,
-        read_constraints(constraints, f"{devices_path}.constraints") if constraints else (),
-        configs(config, f"{devices_path}.config") if config else (),
+        _constraints(constraints, f"{devices_path}.constraints") if constraints else (),
+        _configs(config, f"{devices_path}.config") if config else (),
         errors,
         bool(errors or found),
     )
@@ -268,7 +134,7 @@ def _request(item: Any, path: str, found: list[FieldError]) -> DeviceRequest:
     """One device request; every error made is also appended to `found`."""
     if type(item) is not dict:
         # the selector check reads a null request as an empty one
-        readers = COUNTING if item is None else _BOTH
+        readers = COUNTING if item is None else BOTH
         error = FieldError(path, "must be an object", readers)
         found.append(error)
         empty = Branch((_alternative({}, path, "", found),))
@@ -319,7 +185,7 @@ def _first_available(value: Any, path: str, found: list[FieldError]) -> Branch:
         sub_path = f"{path}[{index}]"
         if type(sub) is not dict:
             # the selector check reads a null subrequest as an empty one
-            readers = COUNTING if sub is None else _BOTH
+            readers = COUNTING if sub is None else BOTH
             error = FieldError(sub_path, "must be an object", readers)
             found.append(error)
             alternatives.append(replace(_alternative({}, sub_path, "", found), errors=(error,)))
@@ -462,3 +328,90 @@ def device_class_expressions(device_class: Mapping[str, Any] | None) -> tuple[st
     if not value or type(value) is not list:
         return ()
     return tuple(_expressions(value, "spec.selectors", []))
+
+
+# -- a request's and a spec's members ---------------------------------------------------------
+
+
+def _names(value: Any) -> tuple[str, ...]:
+    return tuple(r for r in value if isinstance(r, str)) if type(value) is list else ()
+
+
+def _constraints(value: Any, path: str) -> tuple[Constraint, ...]:
+    if type(value) is not list:
+        return ()
+    out = []
+    for index, entry in enumerate(value):
+        if type(entry) is not dict:
+            continue
+        match = entry.get("matchAttribute")
+        distinct = entry.get("distinctAttribute")
+        out.append(
+            Constraint(
+                f"{path}[{index}]",
+                _names(entry.get("requests")),
+                match if isinstance(match, str) else None,
+                distinct if isinstance(distinct, str) else None,
+            )
+        )
+    return tuple(out)
+
+
+def _configs(value: Any, path: str) -> tuple[Config, ...]:
+    if type(value) is not list:
+        return ()
+    out = []
+    for index, entry in enumerate(value):
+        if type(entry) is not dict:
+            continue
+        opaque = entry.get("opaque")
+        driver = opaque.get("driver") if type(opaque) is dict else None
+        out.append(
+            Config(
+                f"{path}[{index}]",
+                _names(entry.get("requests")),
+                driver if isinstance(driver, str) else None,
+                opaque.get("parameters") if type(opaque) is dict else None,
+            )
+        )
+    return tuple(out)
+
+
+def capacity_requests(
+    value: Any, path: str
+) -> tuple[Mapping[str, Quantity], tuple[tuple[str, str], ...]]:
+    """``capacity.requests`` as quantities, and a (path, message) per amount that is not a
+    quantity or is negative (those are left out of the mapping)."""
+    if type(value) is not dict or not value:
+        return {}, ()
+    out: dict[str, Quantity] = {}
+    errors: list[tuple[str, str]] = []
+    for name, amount in value.items():
+        where = f"{path}[{name}]"
+        if not isinstance(amount, (str, int)) or isinstance(amount, bool):
+            errors.append((where, "must be a quantity"))
+            continue
+        try:
+            quantity = parse_quantity(amount)
+        except QuantityError:
+            errors.append((where, f"must be a quantity, not {amount!r}"))
+            continue
+        if quantity.sign() < 0:
+            errors.append((where, f"must not be negative, not {amount}"))
+            continue
+        out[str(name)] = quantity
+    return out, tuple(errors)
+
+
+def read_tolerations(value: Any) -> tuple[Toleration, ...]:
+    """The well-formed entries of a ``tolerations`` list (the API server validated them)."""
+    if type(value) is not list:
+        return ()
+    out = []
+    for entry in value:
+        if type(entry) is not dict:
+            continue
+        fields = [entry.get(k) for k in ("key", "operator", "value", "effect")]
+        key, operator, text, effect = (f if isinstance(f, str) else "" for f in fields)
+        out.append(Toleration(key, operator or "Equal", text, effect))
+    return tuple(out)

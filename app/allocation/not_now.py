@@ -1,0 +1,106 @@
+"""What keeps the claims from a node now ("not now"): the devices, counters and capacity other
+claims hold ("counter set gpu-0-counter-set has 1 of 7 memory slices left")."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from fractions import Fraction
+from typing import Any
+
+from app.allocation.explain import (
+    MAX_HINT_VALUES,
+    Problem,
+    Resolved,
+    cel_abort,
+    searched,
+    usable,
+)
+from app.allocation.inventory import Inventory
+from app.allocation.search import Abort, ClaimPlan, Search, Want, scan
+from app.allocation.state import Allocations
+from app.devices.index import DeviceIndex
+
+__all__ = ["not_now"]
+
+
+def not_now(
+    resolved: Resolved,
+    inventory: Inventory,
+    allocations: Allocations,
+    abort: Abort | None,
+    index: DeviceIndex,
+) -> list[Problem]:
+    if abort is not None:
+        problem = cel_abort(abort, resolved, index)
+        return [Problem(problem.path, f"not now: {problem.message}")]
+    problems = []
+    for plan in resolved.plans:
+        for request in plan.requests:
+            alone = [ClaimPlan(plan.label, plan.path, (request,), ())]
+            if not searched(resolved, alone) and scan(alone, inventory.nodes, allocations)[0]:
+                continue
+            texts = [_want_not_now(w, inventory, allocations) for w in request.alternatives]
+            problems.append(Problem(request.path, "not now: " + "; ".join(texts)))
+    if problems:
+        return problems
+    where = resolved.plans[0].path if len(resolved.plans) == 1 else "spec.resourceClaims"
+    return [
+        Problem(where, "not now: the free devices cannot satisfy all requests together on one node")
+    ]
+
+
+def _want_not_now(want: Want, inventory: Inventory, allocations: Allocations) -> str:
+    per_node, total = usable(want, inventory)
+    distinct = {c.key: c for found in per_node.values() for c in found}
+    taken = sum(1 for key in distinct if key in allocations.whole)
+    parts = [f"{taken} of {total} matching devices are allocated to other claims"]
+    search = Search([], (), allocations)
+    reported = set()
+    for c in distinct.values():
+        if len(parts) > MAX_HINT_VALUES:
+            break  # (no more is shown)
+        if c.key in allocations.whole or not c.consumes:
+            continue
+        available = search.available_counters(c.pool)
+        for set_name, counters in c.consumes:
+            if (c.pool.label, set_name) in reported:
+                continue
+            short = any(
+                available.get((set_name, n), Fraction(0)) < q.value for n, q in counters.items()
+            )
+            if short:
+                reported.add((c.pool.label, set_name))
+                parts.append(_counter_set_text(set_name, c.pool.counter_sets, available))
+    for c in distinct.values() if want.alternative.capacity_requests else ():
+        if len(parts) > MAX_HINT_VALUES:
+            break
+        used = allocations.shared.get(c.key)
+        if used:
+            for name, amount in used.items():
+                spec = c.capacity.get(name)
+                if spec is not None:
+                    left = spec.value - amount
+                    parts.append(f"device {c.label} has {left} of {spec.value} {name} left")
+                    break
+    return "; ".join(parts[: 1 + MAX_HINT_VALUES])
+
+
+def _counter_set_text(
+    set_name: str,
+    counter_sets: Mapping[str, Mapping[str, Any]],
+    available: Mapping[tuple[str, str], int | Fraction],
+) -> str:
+    counters = counter_sets.get(set_name, {})
+    slices = [n for n in counters if n.startswith("memory-slice")]
+    if slices:
+        left = sum(1 for n in slices if available.get((set_name, n), Fraction(0)) > 0)
+        return f"counter set {set_name} has {left} of {len(slices)} memory slices left"
+    worst = min(
+        counters,
+        key=lambda n: available.get((set_name, n), Fraction(0)) / (counters[n].value or 1),
+        default=None,
+    )
+    if worst is None:
+        return f"counter set {set_name} is used up"
+    remaining = available.get((set_name, worst), Fraction(0))
+    return f"counter set {set_name} has {remaining} of {counters[worst]} {worst} left"
