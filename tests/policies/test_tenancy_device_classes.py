@@ -5,6 +5,7 @@ translation writes."""
 from __future__ import annotations
 
 import copy
+from collections.abc import Iterator
 from typing import Any
 
 import orjson
@@ -12,6 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from app.bounded import live_caches
 from app.errors import PolicyError
 from app.pipeline import Endpoint, Pipeline
 from app.transport.review import decode_review
@@ -66,6 +68,18 @@ CLUSTER = [
     template("gpu-template", exact("g", GPU), namespace="a"),
     claim("shared-mig", exact("m", MIG), namespace="a"),
 ]
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _release_memos() -> Iterator[None]:
+    """The pipelines made here memoize their decisions against the process-wide cache budget
+    (app.bounded), and may outlive the module: empty the caches made here when it is done, so
+    the tests after it start from the budget they expect."""
+    before = {id(cache) for cache in live_caches()}
+    yield
+    for cache in live_caches():
+        if id(cache) not in before:
+            cache.clear()
 
 
 @pytest.fixture(scope="module")
@@ -363,6 +377,13 @@ def test_an_empty_allow_list_allows_no_class(pipeline: Pipeline) -> None:
     assert "(allowed: none (deviceClasses entry none))" in decision.message
 
 
+@pytest.fixture(scope="module")
+def fuzz_pipeline() -> Pipeline:
+    """The allow-lists, and admin access allowed nowhere: every tenancy check has work."""
+    extra = "adminAccess: {enabled: true, namespaceSelector: {matchLabels: {x: y}}}"
+    return make_pipeline(CLUSTER, policy_from(POLICY + extra))
+
+
 VALUES = st.recursive(
     st.none() | st.booleans() | st.integers(-5, 50) | st.text(max_size=8),
     lambda children: (
@@ -383,7 +404,7 @@ SEEDS = [
 @settings(max_examples=200, deadline=None)
 @given(st.sampled_from(range(len(SEEDS))), st.data(), VALUES)
 def test_any_value_anywhere_is_answered_without_an_internal_error(
-    seed: int, data: st.DataObject, value: Any
+    fuzz_pipeline: Pipeline, seed: int, data: st.DataObject, value: Any
 ) -> None:
     """Odd shapes reach the tenancy checks with a policy that selects their namespaces: a shape
     denial (422 with the path) or an answer, never a bug."""
@@ -396,14 +417,8 @@ def test_any_value_anywhere_is_answered_without_an_internal_error(
     node[where[-1]] = value
     body = orjson.dumps(wrap(obj))
     for endpoint in (Endpoint.MUTATE, Endpoint.VALIDATE):
-        decision = _FUZZ_PIPELINE.review(endpoint, decode_review(body))
+        decision = fuzz_pipeline.review(endpoint, decode_review(body))
         assert "internal-error" not in decision.denied_by
         assert decision.failed_checks == ()
         if not decision.allowed:
             assert decision.code in (403, 422), decision
-
-
-_FUZZ_PIPELINE = make_pipeline(
-    CLUSTER,
-    policy_from(POLICY + "adminAccess: {enabled: true, namespaceSelector: {matchLabels: {x: y}}}"),
-)
