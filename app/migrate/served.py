@@ -59,7 +59,7 @@ _HISTORY: tuple[tuple[str, tuple[str, ...], int, int | None], ...] = (
 ON_BY_DEFAULT = "v1"
 FIRST_V1 = 34
 LATEST = 36
-"""The newest release the table knows (../shared/k8s: the control plane the tests run)."""
+"""The newest release the table knows (v1.36, the release of the control plane tests/e2e runs)."""
 _VERSION = re.compile(r"v?1\.(\d+)(?:\.\d+)?(?:[-+].*)?")
 REQUEST_TIMEOUT = 30.0
 
