@@ -3,6 +3,7 @@ the Kubernetes label selector (`app.k8s.labels.Selector` is its compiled form)."
 
 from __future__ import annotations
 
+import re
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
@@ -37,3 +38,17 @@ class LabelSelector(StrictModel):
     match_expressions: tuple[LabelSelectorRequirement, ...] = Field(
         default=(), alias="matchExpressions"
     )
+
+
+_DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+
+
+def dns_label_name(value: str) -> str:
+    """A policy entry's name (an exception's, a DeviceClass allow-list's): what a metric label
+    and a message can carry as it is; raises ValueError for pydantic to report with its key."""
+    if not _DNS_LABEL.match(value):
+        raise ValueError(
+            f"{value!r} must be lower-case letters, digits and '-', starting and ending "
+            "with a letter or digit"
+        )
+    return value

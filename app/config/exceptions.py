@@ -19,7 +19,7 @@ from typing import Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from app.config.base import LabelSelector, StrictModel
+from app.config.base import LabelSelector, StrictModel, dns_label_name
 
 ExceptionKind = Literal[
     "Pod",
@@ -37,7 +37,6 @@ ExceptionKind = Literal[
 MAX_EXCEPTIONS = 50
 """Each becomes a condition of the chart's admission policy and a webhook entry: kept small."""
 
-_NAME = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 _DATE = re.compile(r"^\d{4}-\d{2}-\d{2}$")
 _CONTAINER = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 
@@ -67,12 +66,7 @@ class PolicyException(StrictModel):
     @field_validator("name")
     @classmethod
     def _dns_label(cls, value: str) -> str:
-        if not _NAME.match(value):
-            raise ValueError(
-                f"{value!r} must be lower-case letters, digits and '-', starting and ending "
-                "with a letter or digit"
-            )
-        return value
+        return dns_label_name(value)
 
     @field_validator("containers")
     @classmethod

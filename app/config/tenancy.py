@@ -13,14 +13,13 @@ from typing import Literal
 
 from pydantic import Field, field_validator
 
-from app.config.base import LabelSelector, StrictModel
+from app.config.base import LabelSelector, StrictModel, dns_label_name
 
 ADMIN_ACCESS_LABEL = "resource.kubernetes.io/admin-access"
 """The namespace label Kubernetes requires (value "true") before a claim in it may ask for
 `adminAccess: true` (DRAAdminAccess)."""
 
 _LITERAL_UNSAFE = re.compile(r"['\\\n\r]")
-_NAME = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 _CLASS_PATTERN = re.compile(r"^[a-z0-9.*?-]+$")
 """A DeviceClass name (a DNS subdomain) with shell wildcards: `*` any run, `?` one character."""
 
@@ -93,12 +92,7 @@ class DeviceClassAllowList(StrictModel):
     @field_validator("name")
     @classmethod
     def _dns_label(cls, value: str) -> str:
-        if not _NAME.match(value):
-            raise ValueError(
-                f"{value!r} must be lower-case letters, digits and '-', starting and ending "
-                "with a letter or digit"
-            )
-        return value
+        return dns_label_name(value)
 
     @field_validator("allowed")
     @classmethod
