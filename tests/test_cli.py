@@ -54,7 +54,7 @@ def test_serve_names_the_cert_dir_it_cannot_write_and_the_flag_that_fixes_it(
         raise OSError(errno.EROFS, os.strerror(errno.EROFS), str(directory))
 
     monkeypatch.chdir(tmp_path)
-    monkeypatch.setattr("app.cli.ensure_dev_certs", read_only)
+    monkeypatch.setattr("app.cli.serve.ensure_dev_certs", read_only)
     assert main(["serve"]) == 2
     err = capsys.readouterr().err
     assert err == (

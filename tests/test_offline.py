@@ -289,7 +289,7 @@ def test_report_fail_on_gives_ci_an_exit_code(
 def test_fail_on_legacy_spares_what_an_exception_allows_and_excepted_does_not(
     report: offline.NamespaceReport, legacy: bool, excepted: bool
 ) -> None:
-    from app.cli import _failing
+    from app.cli.commands import failing as _failing
 
     assert _failing([report], None) is False
     assert _failing([report], "legacy") is legacy

@@ -1,0 +1,184 @@
+"""check | report | migrate: the commands that judge manifests or a cluster without serving."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from dataclasses import asdict
+from typing import TYPE_CHECKING
+
+import orjson
+
+from app import offline
+from app.cluster.static import StaticSource
+from app.cluster.view import ClusterView
+from app.config import Settings, load_policy
+from app.errors import ConfigError
+from app.pipeline import Pipeline
+
+if TYPE_CHECKING:
+    from app.migrate.served import Target
+
+__all__ = ["failing", "run_check", "run_migrate", "run_report"]
+
+
+def _target(args: argparse.Namespace) -> Target:
+    """What the manifests' cluster serves of resource.k8s.io (app/migrate/served.py)."""
+    from app.migrate import served
+
+    kubeconfig = getattr(args, "kubeconfig", None)
+    if kubeconfig is not None:
+        import asyncio
+
+        return asyncio.run(served.discover(kubeconfig))
+    return served.for_release(args.kubernetes_version)
+
+
+def _offline_pipeline(args: argparse.Namespace) -> Pipeline:
+    view = ClusterView()
+    StaticSource(view, args.cluster_file).load()
+    policy = offline.offline_policy(load_policy(args.config))  # no admission policy offline
+    return Pipeline(policy, view, own_namespace=Settings().namespace)
+
+
+def run_check(args: argparse.Namespace) -> int:
+    results = offline.check(
+        _offline_pipeline(args),
+        offline.read_objects(args.manifests),
+        args.namespace,
+        _target(args).verdict,
+    )
+    if args.output == "json":
+        print(orjson.dumps([asdict(r) for r in results], option=orjson.OPT_INDENT_2).decode())
+    else:
+        for r in results:
+            verdict = "allowed" if r.allowed else "DENIED"
+            print(f"{r.kind} {r.namespace}/{r.name} ({r.where}): {verdict}")
+            if r.note:
+                print(f"  note: {r.note}")
+            for line in r.message.splitlines():
+                print(f"  {line}")
+            for warning in r.warnings:
+                print(f"  warning: {warning}")
+            for op in r.patch:
+                print(f"  patch: {orjson.dumps(op).decode()}")
+            for template in r.templates:
+                print(f"  creates ResourceClaimTemplate {r.namespace}/{template}")
+    return 0 if all(r.allowed for r in results) else 1
+
+
+def run_report(args: argparse.Namespace) -> int:
+    if args.kubeconfig is not None or args.in_cluster:
+        return _run_live_report(args)
+    if args.policy_reports:
+        raise ConfigError("report: --policy-reports needs --kubeconfig or --in-cluster")
+    if not args.dump:
+        raise ConfigError("report: name cluster dump files, or pass --kubeconfig or --in-cluster")
+    pipeline = _offline_pipeline(args)
+    reports = offline.report(
+        pipeline.policy,
+        pipeline.view,
+        offline.read_objects(args.dump),
+        served=_target(args).verdict,
+    )
+    return _print_reports(reports, args.output, args.fail_on)
+
+
+def _run_live_report(args: argparse.Namespace) -> int:
+    import asyncio
+
+    from app.report.run import Options, run
+
+    if args.dump or args.cluster_file is not None or args.kubernetes_version is not None:
+        raise ConfigError(
+            "report: --kubeconfig/--in-cluster read the cluster itself (what it lists, it "
+            "serves); drop the dump files, --cluster-file and --kubernetes-version"
+        )
+    if args.page_size < 1:
+        raise ConfigError("report: --page-size must be at least 1")
+    options = Options(
+        kubeconfig=None if args.in_cluster else args.kubeconfig,
+        policy_reports=args.policy_reports,
+        page_size=args.page_size,
+    )
+    outcome = asyncio.run(run(load_policy(args.config), options, sys.stderr))
+    code = _print_reports(
+        [entry.report for entry in outcome.tally.reports()], args.output, args.fail_on
+    )
+    for namespace in outcome.skipped:
+        print(
+            f"dra-webhook: note: namespace {namespace} is being deleted; "
+            "its PolicyReport was not written",
+            file=sys.stderr,
+        )
+    listed = ", ".join(f"{count} {kind}" for kind, count in outcome.listed.items())
+    print(
+        f"listed {listed}; {outcome.tally.owned} counted under their owner"
+        + (f"; {outcome.written} PolicyReports written" if args.policy_reports else ""),
+        file=sys.stderr,
+    )
+    return code
+
+
+def failing(reports: list[offline.NamespaceReport], fail_on: str | None) -> bool:
+    """`report --fail-on`: legacy requests no exception allows (or none at all, `excepted`)."""
+    if fail_on is None:
+        return False
+    if fail_on == "excepted":
+        return any(r.legacy_objects or r.invalid or r.unserved for r in reports)
+    return any(
+        r.invalid
+        or r.unrewritable
+        or r.unserved
+        or any(o not in r.excepted for o in r.legacy_objects)
+        for r in reports
+    )
+
+
+def _print_reports(
+    reports: list[offline.NamespaceReport], output: str, fail_on: str | None = None
+) -> int:
+    if output == "json":
+        rows = [
+            {
+                **asdict(r),
+                "resources": sorted(r.resources),
+                "unmapped": sorted(r.unmapped),
+                "notRewritable": r.unrewritable,
+                "readyForDraOnly": r.ready_for_dra_only,
+            }
+            for r in reports
+        ]
+        print(orjson.dumps(rows, option=orjson.OPT_INDENT_2).decode())
+        return 1 if failing(reports, fail_on) else 0
+    print(f"{'NAMESPACE':<24} {'MODE':<10} {'PODSPECS':>8} {'LEGACY':>6}  READY  RESOURCES")
+    for r in reports:
+        resources = ", ".join(
+            f"{name} (unmapped)" if name in r.unmapped else name for name in sorted(r.resources)
+        )
+        ready = "yes" if r.ready_for_dra_only else "no"
+        print(
+            f"{r.namespace:<24} {r.mode:<10} {r.objects:>8} {len(r.legacy_objects):>6}  "
+            f"{ready:<5}  {resources}"
+        )
+        for problem in r.invalid:
+            print(f"  invalid: {problem}")
+        for problem in r.unrewritable:
+            print(f"  not rewritable: {problem}")
+        for problem in r.unserved:
+            print(f"  not served: {problem}")
+        for name, exception in r.excepted.items():
+            print(f"  excepted: {name} by exception {exception}")
+    return 1 if failing(reports, fail_on) else 0
+
+
+def run_migrate(args: argparse.Namespace) -> int:
+    from app import migrate
+
+    options = migrate.Options(
+        paths=tuple(args.paths),
+        write=args.write,
+        templates_out=args.templates_out,
+        tools={"kubectl": args.kubectl, "helm": args.helm},
+    )
+    return migrate.main(options, args.config, args.cluster_file, sys.stdout, sys.stderr)
