@@ -19,7 +19,7 @@ from typing import Any
 import yaml
 
 from app.errors import ObjectShapeError
-from app.migrate import versions
+from app.migrate import version_edits, versions
 from app.migrate.documents import Document, DocumentError, Loaded, split
 from app.migrate.edit import fresh, merges_hold, plain, shared_nodes, sync
 from app.migrate.objects import (
@@ -87,7 +87,7 @@ class Templates:
             return
         upgrade = versions.plan(obj)
         if upgrade.edits:
-            obj = versions.apply(obj, upgrade.edits)
+            obj = version_edits.apply(obj, upgrade.edits)
         meta = obj.get("metadata")
         name = meta.get("name") if isinstance(meta, dict) else None
         spec = obj.get("spec")
@@ -178,7 +178,7 @@ def _rewrite_document(
             continue
         current = obj
         if upgrade.edits:
-            wanted = versions.apply(wanted, upgrade.edits)
+            wanted = version_edits.apply(wanted, upgrade.edits)
             current = _edit(loaded, prefix, obj, set_obj, wanted, edits=upgrade.edits)
             if current is None:
                 result.problems.append(_not_expressible(file, index, prefix, wanted))
@@ -221,7 +221,7 @@ def _edit(
     set_obj: Any,
     wanted: Obj,
     *,
-    edits: list[versions.Edit] | None = None,
+    edits: list[version_edits.Edit] | None = None,
 ) -> Any:
     """Bring `obj`, an object of the loaded document, to `wanted`: by moving its nodes with
     `edits` (an upgrade to resource.k8s.io/v1) when given, else, or where that falls short
@@ -229,7 +229,7 @@ def _edit(
     None when the document cannot be made to read so (the edit reached further than `obj`)."""
     expected = _expected(loaded.data, obj, wanted)
     if edits:
-        versions.apply_tree(obj, edits, loaded.indent)
+        version_edits.apply_tree(obj, edits, loaded.indent)
         if plain(loaded.data) == expected and merges_hold(loaded.data):
             return obj
     updated = sync(obj, wanted, shared_nodes(loaded.data))
@@ -361,7 +361,7 @@ def _rewrite_json(
             ]
             continue
         if upgrade.edits:
-            versions.apply_tree(obj, upgrade.edits)  # a plain tree: edited in place
+            version_edits.apply_tree(obj, upgrade.edits)  # a plain tree: edited in place
             changed = True
         outcome: Outcome = translate(obj, rules)
         if outcome.problems:

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from app.migrate import versions
+from app.migrate import version_edits, versions
 from app.migrate.documents import DocumentError, Loaded, split
 from app.migrate.edit import plain
 from app.migrate.files import Problem, Templates, describe
@@ -90,7 +90,7 @@ def patch_folder(
                     for p, m in upgrade.problems or [_not_patchable(before)]
                 ]
                 continue
-            upgraded = versions.apply(before, upgrade.edits)
+            upgraded = version_edits.apply(before, upgrade.edits)
             outcome = translate(upgraded, rules)
             if outcome.problems:
                 result.problems += [

@@ -27,7 +27,7 @@ from hypothesis import strategies as st
 from app.cli import main
 from app.cluster.view import ClusterView
 from app.config import load_policy
-from app.migrate import versions
+from app.migrate import version_edits, versions
 from app.migrate.edit import plain
 from app.migrate.files import Templates, rewrite
 from app.migrate.objects import Rules
@@ -58,7 +58,7 @@ def _claim(version: str, *requests: Obj) -> Obj:
 def _upgraded(obj: Obj) -> Obj:
     found = versions.plan(obj, builtin())
     assert found.problems == []
-    return versions.apply(obj, found.edits)
+    return version_edits.apply(obj, found.edits)
 
 
 # -- the upstream samples --------------------------------------------------------------------
@@ -629,7 +629,7 @@ def test_an_old_version_object_is_moved_or_reported_with_a_path_never_a_crash(ob
     if found.problems:
         assert found.edits == []
         return
-    upgraded = versions.apply(obj, found.edits)
+    upgraded = version_edits.apply(obj, found.edits)
     assert not versions.plan(upgraded, builtin()).edits  # a second run changes nothing
     if found.edits:
         assert upgraded["apiVersion"] == "resource.k8s.io/v1"
@@ -644,7 +644,7 @@ def test_an_old_version_file_is_rewritten_or_reported_never_a_crash(obj: Obj, na
         assert all(p.path and "\n" not in str(p) for p in result.problems)
         return
     assert _run(result.after, name).after == result.after
-    expected = versions.apply(obj, versions.plan(obj, builtin()).edits)
+    expected = version_edits.apply(obj, versions.plan(obj, builtin()).edits)
     loaded = json.loads(result.after) if name.endswith(".json") else yaml.safe_load(result.after)
     assert plain(loaded) == expected
 
