@@ -44,7 +44,7 @@ from app.errors import ObjectShapeError
 from app.migrate import advice
 from app.migrate.version_edits import Drop, Edit, Lift, Obj, SetValue, Where, Wrap, walk
 from app.workloads import Catalogue, group_kind
-from app.workloads.catalogue import dotted
+from app.workloads.paths import dotted
 
 GROUP = "resource.k8s.io"
 TARGET = f"{GROUP}/v1"

@@ -15,7 +15,7 @@ from app.k8s.objects import PodSpecRef
 from app.policies.base import ALLOW, Context, Mode, Request, Result, Violation, old_object
 from app.policies.parts import Parts
 from app.workloads import Catalogue, Finding, Template, builtin, scan
-from app.workloads.catalogue import parse_entries
+from app.workloads.entries import parse_entries
 
 
 def workload_catalogue(parts: Parts) -> Catalogue:

@@ -1,7 +1,8 @@
 """The workload catalogue (where each kind keeps its pod specs) and the scan that finds a GPU
 request anywhere else."""
 
-from app.workloads.catalogue import Catalogue, Entry, Template, builtin, group_kind
+from app.workloads.catalogue import Catalogue, Template, builtin, group_kind
+from app.workloads.entries import Entry
 from app.workloads.scan import Finding, scan
 
 __all__ = ["Catalogue", "Entry", "Finding", "Template", "builtin", "group_kind", "scan"]

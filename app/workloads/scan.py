@@ -24,7 +24,9 @@ import yaml
 from app.errors import ObjectShapeError
 from app.k8s.objects import CONTAINER_FIELDS
 from app.k8s.quantity import is_zero
-from app.workloads.catalogue import Catalogue, Entry, Template, dotted, walk
+from app.workloads.catalogue import Catalogue, Template
+from app.workloads.entries import Entry
+from app.workloads.paths import dotted, walk
 
 _RESOURCE_MAPS = frozenset({"limits", "requests"})
 MAX_EMBEDDED_CHARS = 1 << 20

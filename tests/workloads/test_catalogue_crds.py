@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from app.workloads import Entry, builtin
-from app.workloads.catalogue import Path as CataloguePath
+from app.workloads.paths import Path as CataloguePath
 from tests.workloads.crds import (
     Crd,
     Location,
