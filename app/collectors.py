@@ -1,11 +1,15 @@
-"""Collectors read at scrape time for the chart's alerts and the migration gauge.
+"""Collectors read at scrape time: plain counters kept elsewhere, turned into Prometheus families.
 
 - `CertificateCollector`: the serving certificate's notAfter (DraWebhookCertificateExpiring);
 - `MigrationCollector`: `dra_webhook_legacy_workloads{workload_namespace, mode}` from the
   PolicyReports that `dra-webhook report --policy-reports` writes (app.cluster.progress reads
-  them).
+  them);
+- `TransportCollector`, `CelCollector`, `CacheCollector`, `SourceCollector`: the connection
+  limits', the CEL compile cache's, the bounded caches' and the live cluster source's counters
+  (this worker's).
 
-`app.metrics.Metrics` registers them (`watch_certificate`, `watch_migration`).
+`app.metrics.Metrics` registers them (its `watch_*` methods). Label values come from closed sets
+(`closed`), never from a review.
 """
 
 from __future__ import annotations
@@ -17,6 +21,18 @@ from typing import Protocol
 from cryptography import x509
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
+
+from app.bounded import CacheName, budget, cache_stats
+from app.cel.cache import CompileCache
+from app.cluster.stats import SourceStats
+from app.devices.index import DeviceIndex
+
+OTHER = "other"
+
+
+def closed(value: str, allowed: frozenset[str]) -> str:
+    """`value` if it is in `allowed`, else `other`: label values never come from a review."""
+    return value if value in allowed else OTHER
 
 
 class MigrationCounts(Protocol):
@@ -100,3 +116,188 @@ class CertificateCollector(Collector):
                 "DraWebhookCertificateExpiring alert).",
                 value=not_after,
             )
+
+
+class TransportCounters(Protocol):
+    """What the transport counts (`app.server.limits.TransportStats`)."""
+
+    @property
+    def connections(self) -> int: ...
+
+    @property
+    def refused(self) -> Mapping[str, int]: ...
+
+
+class TransportCollector(Collector):
+    """Open connections and refusals for load, this worker's (docs/security.md)."""
+
+    def __init__(self, stats: TransportCounters) -> None:
+        self._stats = stats
+
+    def collect(self) -> Iterator[Metric]:
+        yield GaugeMetricFamily(
+            "dra_webhook_open_connections",
+            "Connections open on the webhook port (this worker).",
+            value=self._stats.connections,
+        )
+        refused = CounterMetricFamily(
+            "dra_webhook_refused",
+            "Requests and connections refused for load or limits, by reason (connections, "
+            "header_bytes, header_timeout, body_timeout, buffered_bytes, queue).",
+            labels=("reason",),
+        )
+        for reason, count in sorted(self._stats.refused.items()):
+            refused.add_metric((reason,), count)
+        yield refused
+
+
+class CelCollector(Collector):
+    """The CEL runtime's plain counters as Prometheus families (this worker's)."""
+
+    def __init__(self, cache: CompileCache, index: DeviceIndex) -> None:
+        self._cache = cache
+        self._index = index
+
+    def collect(self) -> Iterator[Metric]:
+        stats = self._cache.stats()
+        lookups = CounterMetricFamily(
+            "dra_webhook_cel_cache_lookups",
+            "Compiled-expression cache lookups, by result (hit or miss: a miss compiles once).",
+            labels=("result",),
+        )
+        lookups.add_metric(("hit",), stats.hits)
+        lookups.add_metric(("miss",), stats.misses)
+        yield lookups
+        yield CounterMetricFamily(
+            "dra_webhook_cel_cache_evictions",
+            "Entries evicted from the bounded LRU.",
+            value=stats.evictions,
+        )
+        yield CounterMetricFamily(
+            "dra_webhook_cel_compile_errors",
+            "Expressions that did not compile (cached too).",
+            value=stats.compile_errors,
+        )
+        yield GaugeMetricFamily(
+            "dra_webhook_cel_cache_entries", "Compiled expressions held.", value=stats.size
+        )
+        memo = CounterMetricFamily(
+            "dra_webhook_cel_device_match_memo",
+            "Which-devices-match lookups per slice generation, by result (a miss evaluates).",
+            labels=("result",),
+        )
+        memo.add_metric(("hit",), self._index.memo_hits)
+        memo.add_metric(("miss",), self._index.memo_misses)
+        yield memo
+
+
+class CacheCollector(Collector):
+    """Every bounded cache of this process (`app.bounded`), one family per counter, labelled
+    by cache name from the closed set `CacheName` (every name is reported, 0 when unused)."""
+
+    def collect(self) -> Iterator[Metric]:
+        stats = cache_stats()
+        families = (
+            (CounterMetricFamily, "hits", "Lookups answered from the cache.", "hits"),
+            (CounterMetricFamily, "misses", "Lookups the cache could not answer.", "misses"),
+            (
+                CounterMetricFamily,
+                "evictions",
+                "Entries dropped to stay within the entry or byte bound (least recently used).",
+                "evictions",
+            ),
+            (GaugeMetricFamily, "entries", "Entries held.", "entries"),
+            (
+                GaugeMetricFamily,
+                "bytes",
+                "Bytes held (keys and values), within the cache's share of the budget.",
+                "bytes",
+            ),
+        )
+        for family_type, suffix, text, field in families:
+            family = family_type(f"dra_webhook_cache_{suffix}", text, labels=("cache",))
+            for name in CacheName:
+                found = stats.get(name)
+                family.add_metric((name.value,), getattr(found, field) if found else 0)
+            yield family
+        shares = GaugeMetricFamily(
+            "dra_webhook_cache_budget_bytes",
+            "Each cache's share of the process's one cache budget (DRA_WEBHOOK_CACHE_MAX_BYTES); "
+            "the shares sum to it.",
+            labels=("cache",),
+        )
+        for name, limit in budget().items():
+            shares.add_metric((name.value,), limit)
+        yield shares
+
+
+WATCH_EVENTS = frozenset({"ADDED", "MODIFIED", "DELETED", "BOOKMARK", "ERROR"})
+
+
+class SourceCollector(Collector):
+    """Turns the live source's plain counters into Prometheus families when scraped."""
+
+    def __init__(self, stats: SourceStats) -> None:
+        self._stats = stats
+
+    def collect(self) -> Iterator[Metric]:
+        kinds = self._stats.kinds
+        in_sync = GaugeMetricFamily(
+            "dra_webhook_cluster_watch_in_sync",
+            "1 when the last list or watch request of a kind succeeded, 0 while retrying.",
+            labels=("kind",),
+        )
+        lists = CounterMetricFamily(
+            "dra_webhook_cluster_lists", "Completed lists, by kind.", labels=("kind",)
+        )
+        relists = CounterMetricFamily(
+            "dra_webhook_cluster_relists",
+            "Lists forced by 410 Gone (watch history compacted), by kind.",
+            labels=("kind",),
+        )
+        errors = CounterMetricFamily(
+            "dra_webhook_cluster_watch_errors",
+            "Failed list/watch requests, broken streams and unreadable objects, by kind.",
+            labels=("kind",),
+        )
+        idle = CounterMetricFamily(
+            "dra_webhook_cluster_watch_idle_reconnects",
+            "Watches reopened after a silence longer than the idle bound, by kind.",
+            labels=("kind",),
+        )
+        events = CounterMetricFamily(
+            "dra_webhook_cluster_watch_events",
+            "Watch events received, by kind and type.",
+            labels=("kind", "type"),
+        )
+        for kind, stats in kinds.items():
+            in_sync.add_metric((kind.value,), 1 if stats.in_sync else 0)
+            lists.add_metric((kind.value,), stats.lists)
+            relists.add_metric((kind.value,), stats.relists)
+            errors.add_metric((kind.value,), stats.errors)
+            idle.add_metric((kind.value,), stats.idle_reconnects)
+            for event_type, count in sorted(stats.events.items()):
+                events.add_metric((kind.value, closed(event_type, WATCH_EVENTS)), count)
+        templates = CounterMetricFamily(
+            "dra_webhook_template_creates",
+            "ResourceClaimTemplate create requests, by result (created, exists, error).",
+            labels=("result",),
+        )
+        templates.add_metric(("created",), self._stats.templates_created)
+        templates.add_metric(("exists",), self._stats.templates_existing)
+        templates.add_metric(("error",), self._stats.template_errors)
+        deletes = CounterMetricFamily(
+            "dra_webhook_template_deletes",
+            "Unused translation templates garbage-collected, by result (deleted; kept: changed "
+            "since judged unused; error).",
+            labels=("result",),
+        )
+        deletes.add_metric(("deleted",), self._stats.templates_deleted)
+        deletes.add_metric(("kept",), self._stats.templates_kept)
+        deletes.add_metric(("error",), self._stats.template_delete_errors)
+        touches = CounterMetricFamily(
+            "dra_webhook_template_touches",
+            "Templates an admission relied on while no claim of theirs existed (marked used).",
+            value=self._stats.templates_touched,
+        )
+        yield from (in_sync, lists, relists, errors, idle, events, templates, deletes, touches)

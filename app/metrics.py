@@ -6,7 +6,7 @@ multiprocess mode) and `/metrics`, whichever worker serves it, merges the files 
 
 - the folder is named by `PROMETHEUS_MULTIPROC_DIR`, which prometheus-client reads once, when it
   is first imported; `app.server.run.serve` sets it before the workers are spawned;
-- the folder is emptied at start (`prepare_multiprocess_dir`): files left by an earlier run would
+- the folder is emptied at start (`app.server.metrics_dir`): files left by an earlier run would
   otherwise be added to this run's counters;
 - counters and histograms are summed over every process that ever wrote them (a worker restarted
   by the supervisor keeps its predecessor's counts); of the cluster-view gauges, `synced` keeps
@@ -29,22 +29,28 @@ from __future__ import annotations
 
 import datetime as dt
 import os
-import tempfile
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Protocol
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client import values as prometheus_values
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.multiprocess import MultiProcessCollector, mark_process_dead
 from prometheus_client.registry import Collector
 
-from app.bounded import CacheName, budget, cache_stats
 from app.cel.cache import CompileCache
 from app.cluster.stats import SourceStats
 from app.cluster.view import ClusterView, Kind
-from app.collectors import CertificateCollector, MigrationCollector, MigrationCounts
+from app.collectors import (
+    CacheCollector,
+    CelCollector,
+    CertificateCollector,
+    MigrationCollector,
+    MigrationCounts,
+    SourceCollector,
+    TransportCollector,
+    TransportCounters,
+    closed,
+)
 from app.devices.index import DeviceIndex
 from app.errors import ConfigError
 from app.pipeline import (
@@ -52,8 +58,8 @@ from app.pipeline import (
     REGISTRATIONS,
     Endpoint,
 )
+from app.server.metrics_dir import MULTIPROC_ENV
 
-OTHER = "other"
 """The label value of anything outside a label's closed set."""
 ENDPOINTS = frozenset(e.value for e in Endpoint)
 KINDS = frozenset(kind for reg in REGISTRATIONS for _, kind in reg.kinds)
@@ -77,11 +83,6 @@ REASONS = (
 """What `Decision.denied_by` can hold."""
 
 
-def closed(value: str, allowed: frozenset[str]) -> str:
-    """`value` if it is in `allowed`, else `other`: label values never come from a review."""
-    return value if value in allowed else OTHER
-
-
 _CHILDREN_LIMIT = 1024
 """Raw label values remembered per metric (a kind name comes from the review: bounded)."""
 
@@ -92,31 +93,6 @@ LATENCY_BUCKETS = (
 """Sub-millisecond up to 1 s where reviews are answered; then up to the API server's largest
 timeoutSeconds (30), so a p99 near half a webhook's timeout (the DraWebhookSlowAdmissions alert)
 falls between two finite buckets instead of in +Inf."""
-
-MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
-"""The variable prometheus-client reads at import to switch to per-process files."""
-
-
-def prepare_multiprocess_dir(path: Path | None) -> Path:
-    """The folder for per-worker metric files, created if needed and emptied of old ones.
-
-    None makes a fresh temporary folder. Only `*.db` files (what prometheus-client writes) are
-    removed, so a folder given by mistake loses nothing else.
-    """
-    try:
-        if path is None:
-            return Path(tempfile.mkdtemp(prefix="dra-webhook-metrics-"))
-        path.mkdir(parents=True, exist_ok=True)
-        for stale in path.glob("*.db"):
-            stale.unlink()
-    except OSError as exc:
-        where = path if path is not None else Path(tempfile.gettempdir())
-        raise ConfigError(
-            f"cannot write worker metric files in {where.absolute()}: {exc.strerror}; with "
-            "--workers > 1, point --metrics-dir (DRA_WEBHOOK_METRICS_DIR) or TMPDIR at a "
-            "writable folder (the chart mounts an emptyDir at /tmp)"
-        ) from None
-    return path
 
 
 def _multiprocess_values_enabled() -> bool:
@@ -243,7 +219,7 @@ class Metrics:
             multiprocess_mode="livemin",
         )
         self._collectors: list[Collector] = []
-        self._watch(_CacheCollector())
+        self._watch(CacheCollector())
         # The labelled children of the per-review metrics, by their raw label values: `labels()`
         # validates and looks them up on every call (~1 µs each), on every review. The label
         # sets are closed, so these stay small.
@@ -296,15 +272,15 @@ class Metrics:
 
     def watch_source(self, stats: SourceStats) -> None:
         """Expose a live source's counters, read from `stats` at every scrape."""
-        self._watch(_SourceCollector(stats))
+        self._watch(SourceCollector(stats))
 
     def watch_cel(self, cache: CompileCache, index: DeviceIndex) -> None:
         """Expose the CEL compile cache and device-match memo counters, read at every scrape."""
-        self._watch(_CelCollector(cache, index))
+        self._watch(CelCollector(cache, index))
 
     def watch_transport(self, stats: TransportCounters) -> None:
         """Expose the connection count and load refusals, read from `stats` at every scrape."""
-        self._watch(_TransportCollector(stats))
+        self._watch(TransportCollector(stats))
 
     def _watch(self, collector: Collector) -> None:
         self._collectors.append(collector)
@@ -345,188 +321,3 @@ class Metrics:
         """On worker exit: drop this process's live-gauge files so it stops counting as live."""
         if self.multiprocess_dir is not None:
             mark_process_dead(os.getpid(), str(self.multiprocess_dir))  # type: ignore[no-untyped-call]
-
-
-class TransportCounters(Protocol):
-    """What the transport counts (`app.server.limits.TransportStats`)."""
-
-    @property
-    def connections(self) -> int: ...
-
-    @property
-    def refused(self) -> Mapping[str, int]: ...
-
-
-class _TransportCollector(Collector):
-    """Open connections and refusals for load, this worker's (docs/security.md)."""
-
-    def __init__(self, stats: TransportCounters) -> None:
-        self._stats = stats
-
-    def collect(self) -> Iterator[Metric]:
-        yield GaugeMetricFamily(
-            "dra_webhook_open_connections",
-            "Connections open on the webhook port (this worker).",
-            value=self._stats.connections,
-        )
-        refused = CounterMetricFamily(
-            "dra_webhook_refused",
-            "Requests and connections refused for load or limits, by reason (connections, "
-            "header_bytes, header_timeout, body_timeout, buffered_bytes, queue).",
-            labels=("reason",),
-        )
-        for reason, count in sorted(self._stats.refused.items()):
-            refused.add_metric((reason,), count)
-        yield refused
-
-
-class _CelCollector(Collector):
-    """The CEL runtime's plain counters as Prometheus families (this worker's)."""
-
-    def __init__(self, cache: CompileCache, index: DeviceIndex) -> None:
-        self._cache = cache
-        self._index = index
-
-    def collect(self) -> Iterator[Metric]:
-        stats = self._cache.stats()
-        lookups = CounterMetricFamily(
-            "dra_webhook_cel_cache_lookups",
-            "Compiled-expression cache lookups, by result (hit or miss: a miss compiles once).",
-            labels=("result",),
-        )
-        lookups.add_metric(("hit",), stats.hits)
-        lookups.add_metric(("miss",), stats.misses)
-        yield lookups
-        yield CounterMetricFamily(
-            "dra_webhook_cel_cache_evictions",
-            "Entries evicted from the bounded LRU.",
-            value=stats.evictions,
-        )
-        yield CounterMetricFamily(
-            "dra_webhook_cel_compile_errors",
-            "Expressions that did not compile (cached too).",
-            value=stats.compile_errors,
-        )
-        yield GaugeMetricFamily(
-            "dra_webhook_cel_cache_entries", "Compiled expressions held.", value=stats.size
-        )
-        memo = CounterMetricFamily(
-            "dra_webhook_cel_device_match_memo",
-            "Which-devices-match lookups per slice generation, by result (a miss evaluates).",
-            labels=("result",),
-        )
-        memo.add_metric(("hit",), self._index.memo_hits)
-        memo.add_metric(("miss",), self._index.memo_misses)
-        yield memo
-
-
-class _CacheCollector(Collector):
-    """Every bounded cache of this process (`app.bounded`), one family per counter, labelled
-    by cache name from the closed set `CacheName` (every name is reported, 0 when unused)."""
-
-    def collect(self) -> Iterator[Metric]:
-        stats = cache_stats()
-        families = (
-            (CounterMetricFamily, "hits", "Lookups answered from the cache.", "hits"),
-            (CounterMetricFamily, "misses", "Lookups the cache could not answer.", "misses"),
-            (
-                CounterMetricFamily,
-                "evictions",
-                "Entries dropped to stay within the entry or byte bound (least recently used).",
-                "evictions",
-            ),
-            (GaugeMetricFamily, "entries", "Entries held.", "entries"),
-            (
-                GaugeMetricFamily,
-                "bytes",
-                "Bytes held (keys and values), within the cache's share of the budget.",
-                "bytes",
-            ),
-        )
-        for family_type, suffix, text, field in families:
-            family = family_type(f"dra_webhook_cache_{suffix}", text, labels=("cache",))
-            for name in CacheName:
-                found = stats.get(name)
-                family.add_metric((name.value,), getattr(found, field) if found else 0)
-            yield family
-        shares = GaugeMetricFamily(
-            "dra_webhook_cache_budget_bytes",
-            "Each cache's share of the process's one cache budget (DRA_WEBHOOK_CACHE_MAX_BYTES); "
-            "the shares sum to it.",
-            labels=("cache",),
-        )
-        for name, limit in budget().items():
-            shares.add_metric((name.value,), limit)
-        yield shares
-
-
-WATCH_EVENTS = frozenset({"ADDED", "MODIFIED", "DELETED", "BOOKMARK", "ERROR"})
-
-
-class _SourceCollector(Collector):
-    """Turns the live source's plain counters into Prometheus families when scraped."""
-
-    def __init__(self, stats: SourceStats) -> None:
-        self._stats = stats
-
-    def collect(self) -> Iterator[Metric]:
-        kinds = self._stats.kinds
-        in_sync = GaugeMetricFamily(
-            "dra_webhook_cluster_watch_in_sync",
-            "1 when the last list or watch request of a kind succeeded, 0 while retrying.",
-            labels=("kind",),
-        )
-        lists = CounterMetricFamily(
-            "dra_webhook_cluster_lists", "Completed lists, by kind.", labels=("kind",)
-        )
-        relists = CounterMetricFamily(
-            "dra_webhook_cluster_relists",
-            "Lists forced by 410 Gone (watch history compacted), by kind.",
-            labels=("kind",),
-        )
-        errors = CounterMetricFamily(
-            "dra_webhook_cluster_watch_errors",
-            "Failed list/watch requests, broken streams and unreadable objects, by kind.",
-            labels=("kind",),
-        )
-        idle = CounterMetricFamily(
-            "dra_webhook_cluster_watch_idle_reconnects",
-            "Watches reopened after a silence longer than the idle bound, by kind.",
-            labels=("kind",),
-        )
-        events = CounterMetricFamily(
-            "dra_webhook_cluster_watch_events",
-            "Watch events received, by kind and type.",
-            labels=("kind", "type"),
-        )
-        for kind, stats in kinds.items():
-            in_sync.add_metric((kind.value,), 1 if stats.in_sync else 0)
-            lists.add_metric((kind.value,), stats.lists)
-            relists.add_metric((kind.value,), stats.relists)
-            errors.add_metric((kind.value,), stats.errors)
-            idle.add_metric((kind.value,), stats.idle_reconnects)
-            for event_type, count in sorted(stats.events.items()):
-                events.add_metric((kind.value, closed(event_type, WATCH_EVENTS)), count)
-        templates = CounterMetricFamily(
-            "dra_webhook_template_creates",
-            "ResourceClaimTemplate create requests, by result (created, exists, error).",
-            labels=("result",),
-        )
-        templates.add_metric(("created",), self._stats.templates_created)
-        templates.add_metric(("exists",), self._stats.templates_existing)
-        templates.add_metric(("error",), self._stats.template_errors)
-        deletes = CounterMetricFamily(
-            "dra_webhook_template_deletes",
-            "Unused translation templates garbage-collected, by result (deleted; kept: changed "
-            "since judged unused; error).",
-            labels=("result",),
-        )
-        deletes.add_metric(("deleted",), self._stats.templates_deleted)
-        deletes.add_metric(("kept",), self._stats.templates_kept)
-        deletes.add_metric(("error",), self._stats.template_delete_errors)
-        touches = CounterMetricFamily(
-            "dra_webhook_template_touches",
-            "Templates an admission relied on while no claim of theirs existed (marked used).",
-            value=self._stats.templates_touched,
-        )
-        yield from (in_sync, lists, relists, errors, idle, events, templates, deletes, touches)

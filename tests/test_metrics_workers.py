@@ -15,7 +15,8 @@ from prometheus_client.multiprocess import MultiProcessCollector
 from prometheus_client.parser import text_string_to_metric_families
 
 from app.errors import ConfigError
-from app.metrics import Metrics, prepare_multiprocess_dir
+from app.metrics import Metrics
+from app.server.metrics_dir import prepare_multiprocess_dir
 from tests.helpers import FIXTURES, TlsServer, start_server, stop_server
 
 LEGACY_POD = FIXTURES / "pod-create-legacy-gpu.json"

@@ -15,7 +15,7 @@ from uvicorn.supervisors import Multiprocess
 from app.certs import TLS_CERT, TLS_KEY, CertReloader
 from app.config import Settings
 from app.logs import logging_config
-from app.metrics import MULTIPROC_ENV, prepare_multiprocess_dir
+from app.server.metrics_dir import MULTIPROC_ENV, prepare_multiprocess_dir
 from app.server.protocol import ConnectionLimits, LimitedHttpToolsProtocol
 
 APP_FACTORY = "app.transport.app:create_app_from_env"
