@@ -14,9 +14,11 @@ nothing of admission: ``policies/satisfiability.py`` turns its verdict into warn
 
 from app.allocation.explain import Problem
 from app.allocation.model import NEVER, NOT_NOW, OK, UNCHECKED, ClaimInput, Model, Verdict
+from app.allocation.search import ALLOCATION_RESULTS_MAX_SIZE
 from app.allocation.state import Allocations
 
 __all__ = [
+    "ALLOCATION_RESULTS_MAX_SIZE",
     "NEVER",
     "NOT_NOW",
     "OK",

@@ -6,8 +6,8 @@ device free) and :mod:`~app.allocation.not_now` (what other claims hold). This m
 both use: the values they answer with, the words every cause is put in, the matching devices in
 usable pools, what a class's devices offer for what a selector reads ("largest
 gpu.nvidia.com/memory is 80Gi", kept per class and path while the class's match stands:
-:class:`Offers`), and the one cause of either verdict that stops the scheduler outright: a CEL
-runtime error (:func:`cel_abort`).
+:class:`Offers`), and the causes of either verdict that stop the scheduler outright
+(:func:`cel_abort`): a CEL runtime error, a claim over the device limit (:func:`over_limit`).
 """
 
 from __future__ import annotations
@@ -18,7 +18,15 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from app.allocation.inventory import Candidate, Inventory
-from app.allocation.search import Abort, ClaimPlan, Want
+from app.allocation.search import (
+    ALLOCATION_RESULTS_MAX_SIZE,
+    Abort,
+    ClaimPlan,
+    OverLimit,
+    RequestPlan,
+    SelectorError,
+    Want,
+)
 from app.bounded import BoundedCache, CacheName
 from app.cel import syntax
 from app.cel.cost import Budget
@@ -38,6 +46,7 @@ __all__ = [
     "class_gap",
     "devices",
     "nodes",
+    "over_limit",
     "searched",
     "usable",
 ]
@@ -195,8 +204,12 @@ _SELECTOR = re.compile(r"selector #(\d+): ")
 def cel_abort(
     abort: Abort, resolved: Resolved, index: DeviceIndex, budget: Budget | None = None
 ) -> Problem:
-    """A CEL runtime error the scheduler would stop on (``selectorsMatch``), with what the
-    devices offer for what the selector reads, and the guard that avoids the error."""
+    """An error the scheduler would stop on: a claim over the device limit
+    (:func:`over_limit`), or a CEL runtime error (``selectorsMatch``), with what the devices
+    offer for what the selector reads, and the guard that avoids the error."""
+    if isinstance(abort, OverLimit):
+        return over_limit(abort)
+    assert isinstance(abort, SelectorError)
     want = abort.want
     alt, _, class_expressions = resolved.matches[id(want)]
     message = abort.message
@@ -226,3 +239,48 @@ def cel_abort(
         f"{'; ' + offered if offered else ''}; the scheduler aborts the whole pod on a CEL "
         f"runtime error (SchedulerError) instead of trying other devices{hint}",
     )
+
+
+def over_limit(abort: OverLimit) -> Problem:
+    """A claim needing more devices than an allocation holds, at the request that asks for
+    them (at the claim's requests when only their sum does): the scheduler fails the pod with
+    an error instead of allocating it, and API validation let the claim through."""
+    limit = ALLOCATION_RESULTS_MAX_SIZE
+    why = (
+        f"but a claim holds at most {limit} devices (AllocationResultsMaxSize): the scheduler "
+        "fails the pod with an error (SchedulerError) instead of allocating it"
+    )
+    claim = abort.claim
+    asking = [(r, n) for r, n in zip(claim.requests, abort.counts, strict=True) if n]
+    alone = [(r, n) for r, n in asking if n > limit]
+    if len(alone) == 1 or len(asking) == 1:
+        request, count = (alone or asking)[0]
+        return Problem(request.path, f"{_asks_for(request, count, abort.node)}, {why}")
+    on = f" (on {_node(abort.node or '')})"
+    parts = ", ".join(f"{_name(r)} {n}{on if _all(r) else ''}" for r, n in asking)
+    return Problem(
+        f"{claim.path}.devices.requests",
+        f"its requests need {sum(abort.counts)} devices together ({parts}), {why}",
+    )
+
+
+def _asks_for(request: RequestPlan, count: int, node: str | None) -> str:
+    if request.first_available:
+        return (
+            f"asks for at least {devices(count)} (the fewest any of its "
+            f"{len(request.alternatives)} firstAvailable alternatives takes)"
+        )
+    if _all(request):
+        return (
+            f"asks for all matching devices (allocationMode All), and {count} match on "
+            f"{_node(node or '')}"
+        )
+    return f"asks for {devices(count)}"
+
+
+def _all(request: RequestPlan) -> bool:
+    return any(w.alternative.all_devices for w in request.alternatives)
+
+
+def _name(request: RequestPlan) -> str:
+    return request.name or request.path.rsplit(".", 1)[-1]

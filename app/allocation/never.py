@@ -11,7 +11,11 @@ Request by request, the search is asked again with one thing relaxed:
 - shared counters: the matching devices draw on the same counter set (a GPU and its MIG
   partitions);
 - constraints: "constraint matchAttribute gpu.nvidia.com/uuid ..." when every request can be
-  met alone and all together but for that constraint.
+  met alone and all together but for that constraint;
+- the device limit of a claim: the requests fit together only as more devices than a claim
+  holds (a firstAvailable alternative that would pass it is not tried);
+- ``allocationMode: All`` with capacity: its devices are fixed before the search, and the
+  pod's other requests leave one of them without what it needs.
 """
 
 from __future__ import annotations
@@ -34,12 +38,22 @@ from app.allocation.explain import (
     usable,
 )
 from app.allocation.inventory import Candidate, Inventory
-from app.allocation.search import ClaimPlan, RequestPlan, Want, scan, taint_prevents
+from app.allocation.search import (
+    ALLOCATION_RESULTS_MAX_SIZE,
+    ClaimPlan,
+    RequestPlan,
+    Want,
+    scan,
+    taint_prevents,
+)
 from app.cel.cost import Budget
 from app.devices.index import DeviceIndex, Match
 from app.k8s.claims import Alternative
 
 __all__ = ["never", "short_text"]
+
+UNLIMITED = 1 << 30
+"""A device limit no claim reaches: the search as if a claim could hold any number."""
 
 
 def never(
@@ -69,6 +83,29 @@ def never(
     requests = [r for p in resolved.plans for r in p.requests]
     where = resolved.plans[0].path if len(resolved.plans) == 1 else "spec.resourceClaims"
     what = "requests" if len(resolved.plans) == 1 else "claims"
+    if scan(loose, inventory.nodes, None, limit=UNLIMITED)[0]:
+        limit = ALLOCATION_RESULTS_MAX_SIZE
+        return [
+            Problem(
+                where,
+                f"its {what} fit together on a node only with more than {limit} devices in "
+                f"one claim: a claim holds at most {limit} (AllocationResultsMaxSize), and the "
+                f"scheduler takes a firstAvailable alternative only while its claim stays "
+                "within that",
+            )
+        ]
+    fixed = [w for r in requests for w in r.alternatives if _all_shares(w)]
+    if fixed:
+        want = fixed[0]
+        asked = ", ".join(f"{k}: {v}" for k, v in want.alternative.capacity_requests.items())
+        return [
+            Problem(
+                want.path,
+                f"{asks(want.alternative)} with capacity {{{asked}}}: the scheduler fixes those "
+                f"devices before the search and must then give each of them a share, but the "
+                f"pod's other {what} take a device or the capacity one of them needs",
+            )
+        ]
     return [
         Problem(
             where,
@@ -77,6 +114,10 @@ def never(
             "one node)",
         )
     ]
+
+
+def _all_shares(want: Want) -> bool:
+    return want.alternative.all_devices and bool(want.alternative.capacity_requests)
 
 
 def _constraint_text(constraint: Any) -> str:

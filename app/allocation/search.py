@@ -7,9 +7,10 @@ the node's order (pools, then slices, by name) after the previous one, backtrack
 later request cannot be met. For every device tried:
 
 1. skipped when already in use (allocated to another claim, or picked for this attempt), before
-   any selector runs: an admin request only skips the devices it took itself;
+   any selector runs: an admin request only skips the devices it took itself, and a selector
+   that would err on a device another claim holds is never evaluated;
 2. its DeviceClass's selectors, then the request's: false skips it, **an evaluation error
-   aborts the whole search** (:class:`Abort`), even when other devices would match;
+   aborts the whole search** (:class:`SelectorError`), even when other devices would match;
 3. its consumable capacity must fit (:func:`app.allocation.state.fits`);
 4. its counters must be left in its counter set (a whole GPU and its MIG partitions consume the
    same counters), unless it is a shareable device that already holds a share;
@@ -17,9 +18,19 @@ later request cannot be met. For every device tried:
 6. every constraint of the claim must still hold (``matchAttribute``: one value across the
    devices of the requests it names; ``distinctAttribute``: all values different).
 
-``allocationMode: All`` takes every device of the node that matches (each must then pass 3-6,
-or the request fails on that node); a ``firstAvailable`` request takes the first of its
-subrequests that leads to a complete allocation.
+Before the search (``Allocate``'s loop over the claims and ``validateDeviceRequest``), the
+devices of every ``allocationMode: All`` request or subrequest are fixed: every device of the
+node whose selectors match (held ones included: an error there aborts) and whose consumable
+capacity fits what other claims left. The search must then take each of them (4-6, and the
+capacity again after the claim's earlier requests took their shares), or the request fails on
+that node: a device an earlier request used up is not quietly left out.
+
+A claim holds at most :data:`ALLOCATION_RESULTS_MAX_SIZE` devices. A claim whose requests need
+more (the fewest of each ``firstAvailable`` request's subrequests, every matching device of the
+node for ``All``) fails the whole pod (:class:`OverLimit`), as API validation does not bound
+``count``; during the search a subrequest that would pass the limit is not tried. A
+``firstAvailable`` request takes the first of its subrequests that leads to a complete
+allocation.
 """
 
 from __future__ import annotations
@@ -27,34 +38,83 @@ from __future__ import annotations
 from collections.abc import Callable, Container, Mapping, Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
-from typing import Any
+from typing import Any, Final
 
 from app.allocation.capacity import fits
 from app.allocation.inventory import Candidate, DeviceKey, Pool
 from app.allocation.state import Allocations
 from app.k8s.claims import Alternative, Constraint
 
-__all__ = ["Abort", "ClaimPlan", "Exhausted", "RequestPlan", "Search", "Want", "scan", "short"]
+__all__ = [
+    "ALLOCATION_RESULTS_MAX_SIZE",
+    "Abort",
+    "ClaimPlan",
+    "Exhausted",
+    "OverLimit",
+    "RequestPlan",
+    "Search",
+    "SelectorError",
+    "Want",
+    "fewest",
+    "scan",
+    "short",
+]
 
 DeviceRef = tuple[str, str]
 """(slice name, device name): one device of one slice version."""
 MAX_STEPS = 20_000
 """Devices tried per node before the search gives up (a combinatorial claim): the verdict is
 then "not checked" rather than a guess."""
+ALLOCATION_RESULTS_MAX_SIZE: Final = 32
+"""The most devices one claim's allocation holds (``resourceapi.AllocationResultsMaxSize``).
+API validation bounds the number of requests by it, never a request's ``count``: only the
+allocator refuses a claim that needs more."""
 
 
 class Abort(Exception):  # noqa: N818 (upstream's word)
-    """The scheduler would stop here with an error for the whole pod (a CEL runtime error)."""
+    """The scheduler would stop here with an error for the whole pod: ``Allocate`` returns an
+    error that is not ``ErrFailedAllocationOnNode``, the DRA plugin's Filter answers with an
+    error status (SchedulerError), and the pod is retried with backoff, whatever other nodes
+    offer."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+
+class SelectorError(Abort):
+    """A CEL runtime error of a class's or a request's selector (``selectorsMatch``)."""
 
     def __init__(self, message: str, device: str, want: Want) -> None:
         super().__init__(message)
-        self.message = message
         self.device = device
         self.want = want
 
 
+class OverLimit(Abort):
+    """A claim needing more devices than an allocation holds: ``Allocate``'s check of
+    ``minDevicesPerClaim`` ("number of requested devices N exceeds the claim limit of 32")."""
+
+    def __init__(self, claim: ClaimPlan, counts: Sequence[int], node: str | None) -> None:
+        super().__init__(
+            f"{claim.label}: number of requested devices {sum(counts)} exceeds the claim limit "
+            f"of {ALLOCATION_RESULTS_MAX_SIZE}"
+        )
+        self.claim = claim
+        self.counts = tuple(counts)
+        """The fewest devices each request of the claim takes (on ``node``, for ``All``)."""
+        self.node = node
+        """The node whose matching devices an ``All`` request counts; None when the counts
+        hold on every node (``count`` alone passes the limit)."""
+
+
 class Exhausted(Exception):  # noqa: N818
     """The search tried more devices than :data:`MAX_STEPS` on one node."""
+
+
+class _Exceeded(Exception):  # noqa: N818
+    """Upstream's ``errAllocationResultMaxSizeExceeded``: not an answer, a way back up the
+    search to the next subrequest or claim."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -146,6 +206,8 @@ class Search:
         allocations: Allocations | None,
         *,
         ignore_taints: bool = False,
+        node: str | None = None,
+        limit: int = ALLOCATION_RESULTS_MAX_SIZE,
     ) -> None:
         self.claims = claims
         self.candidates = candidates
@@ -159,16 +221,49 @@ class Search:
         self.constraints = [[_ConstraintState(c) for c in claim.constraints] for claim in claims]
         self.steps = 0
         self.chosen: list[tuple[int, str, Candidate]] = []
+        self.held = [0] * len(claims)
+        """Devices picked for each claim in this attempt (``len(alloc.result[c].devices)``)."""
+        self.every: dict[int, list[Candidate]] = {}
+        """id(Want) -> the devices an ``All`` want must take on this node, fixed before the
+        search (``requestData.allDevices``)."""
+        self.node = node
+        self.limit = limit
+        """Devices a claim may hold (raised only to explain a miss, in never.py)."""
 
     def run(self) -> bool:
         """Whether every claim can be allocated on this node; raises :class:`Abort`. Wants
         with unknown totals (the reference) get the search alone, without :meth:`_could`."""
+        self._validate()
         known = all(
             w.total is not None for c in self.claims for r in c.requests for w in r.alternatives
         )
         if known and not self._could():
             return False
-        return self._one(0, 0, None, 0, 0)
+        try:
+            return self._one(0, 0, None, 0, 0)
+        except _Exceeded:  # (cannot pass the checks of _validate: every claim fits at least)
+            return False
+
+    def _validate(self) -> None:
+        """``Allocate``'s loop over the claims before the search: fix the devices of every
+        ``All`` want (a selector erring on any device of the node raises
+        :class:`SelectorError`), then fail a claim whose requests need more devices than an
+        allocation holds (:class:`OverLimit`), claim by claim in that order."""
+        for claim in self.claims:
+            counts = []
+            for request in claim.requests:
+                fewest = None
+                for want in request.alternatives:
+                    if want.alternative.all_devices:
+                        every = self._all_devices(want)
+                        self.every[id(want)] = every
+                        needed = len(every)
+                    else:
+                        needed = want.alternative.count
+                    fewest = needed if fewest is None else min(fewest, needed)
+                counts.append(fewest or 0)
+            if sum(counts) > self.limit:
+                raise OverLimit(claim, counts, self.node)
 
     def _could(self) -> bool:
         """False when some request has fewer devices on the node than it needs that it could
@@ -212,16 +307,12 @@ class Search:
 
     # -- upstream's allocateOne -----------------------------------------------------------------
 
-    def _one(
-        self,
-        c: int,
-        r: int,
-        sub: int | None,
-        d: int,
-        start: int,
-        *,
-        every: list[Candidate] | None = None,
-    ) -> bool:
+    def _one(self, c: int, r: int, sub: int | None, d: int, start: int) -> bool:
+        """Allocate device ``d`` of subrequest ``sub`` of request ``r`` of claim ``c``, trying
+        the node's devices from ``start``, then everything after it. Raises :class:`_Exceeded`
+        where upstream returns ``errAllocationResultMaxSizeExceeded``: the devices picked for
+        the claim could not stay within the limit, whichever devices they are, so the callers
+        up to the next subrequest (or claim) do not try other devices."""
         self.steps += 1
         if self.steps > MAX_STEPS:
             raise Exhausted
@@ -229,28 +320,21 @@ class Search:
             return True
         claim = self.claims[c]
         if r >= len(claim.requests):
-            return self._one(c + 1, 0, None, 0, 0)
+            try:
+                return self._one(c + 1, 0, None, 0, 0)
+            except _Exceeded:
+                return False  # another claim's limit: no reason to try other devices here
         request = claim.requests[r]
         if sub is None:
-            return any(self._one(c, r, k, 0, 0) for k in range(len(request.alternatives)))
+            return self._subrequests(c, r, request)
         want = request.alternatives[sub]
         alt = want.alternative
         if alt.all_devices:
-            if every is None:
-                every = self._all_devices(want)
-                if not every:
-                    return False
-            if d >= len(every):
-                return self._one(c, r + 1, None, 0, 0)
-            undo = self._allocate(c, want, every[d])
-            if undo is None:
-                return False
-            if self._one(c, r, sub, d + 1, 0, every=every):
-                return True
-            undo()
-            return False
+            return self._every(c, r, sub, d, want)
         if d >= alt.count:
             return self._one(c, r + 1, None, 0, 0)
+        if self.held[c] + alt.count - d > self.limit:
+            raise _Exceeded
         for index in range(start, len(self.candidates)):
             candidate = self.candidates[index]
             if not self._pool_usable(candidate.pool):
@@ -266,15 +350,56 @@ class Search:
             if not self._capacity_fits(want, candidate):
                 continue
             undo = self._allocate(c, want, candidate)
-            if undo is None:
-                continue
-            if self._one(c, r, sub, d + 1, index + 1):
+            if undo is not None and self._next(undo, c, r, sub, d + 1, start=index + 1):
                 return True
+        return False
+
+    def _subrequests(self, c: int, r: int, request: RequestPlan) -> bool:
+        """Each subrequest in turn (one for a request without ``firstAvailable``); past the
+        limit with every one of them, the requests before it have no solution either."""
+        exceeded = True
+        for k in range(len(request.alternatives)):
+            try:
+                if self._one(c, r, k, 0, 0):
+                    return True
+            except _Exceeded:
+                continue  # the next subrequest may need fewer devices
+            exceeded = False
+        if exceeded and request.alternatives:
+            raise _Exceeded
+        return False
+
+    def _every(self, c: int, r: int, sub: int, d: int, want: Want) -> bool:
+        """Device ``d`` of an ``All`` want's fixed set: that one, or the request fails."""
+        every = self.every[id(want)]
+        if not every:
+            return False
+        if d >= len(every):
+            return self._one(c, r + 1, None, 0, 0)
+        if self.held[c] + len(every) - d > self.limit:
+            raise _Exceeded
+        undo = self._allocate(c, want, every[d])
+        if undo is None:
+            return False  # each device of the set, or none: no device is left out
+        return self._next(undo, c, r, sub, d + 1, start=0)
+
+    def _next(
+        self, undo: Callable[[], None], c: int, r: int, sub: int, d: int, *, start: int
+    ) -> bool:
+        """Go on from a device just allocated; take it back (``undo``) unless that leads to a
+        complete allocation."""
+        try:
+            if self._one(c, r, sub, d, start):
+                return True
+        except _Exceeded:
             undo()
+            raise
+        undo()
         return False
 
     def _all_devices(self, want: Want) -> list[Candidate]:
-        """``validateDeviceRequest`` for ``All``: every matching device of the node (an
+        """``validateDeviceRequest`` for ``All``: every matching device of the node whose
+        capacity fits what other claims left, before anything is picked for this attempt (an
         incomplete or invalid pool fails the request on this node)."""
         every = []
         for candidate in self.candidates:
@@ -299,7 +424,7 @@ class Search:
             return True
         error = want.erring.get(ref)
         if error is not None:
-            raise Abort(error, candidate.label, want)
+            raise SelectorError(error, candidate.label, want)
         return False
 
     def _capacity_fits(self, want: Want, candidate: Candidate) -> bool:
@@ -362,9 +487,11 @@ class Search:
         else:
             self.allocating.setdefault(key, set()).add(c)
         self.chosen.append((c, want.request, candidate))
+        self.held[c] += 1
 
         def undo() -> None:
             self.chosen.pop()
+            self.held[c] -= 1
             for done in added:
                 done.remove()
             if share is not None:
@@ -427,11 +554,12 @@ def scan(
     *,
     ignore_taints: bool = False,
     every: bool = False,
+    limit: int = ALLOCATION_RESULTS_MAX_SIZE,
 ) -> tuple[list[str], Abort | None]:
-    """The nodes that can take every claim (the first one only, unless ``every``), and the CEL
-    runtime error the scheduler would abort the pod on. It filters every node (in a cluster
-    under 100 nodes), and an error on any one of them fails the scheduling attempt, whatever
-    the other nodes offer.
+    """The nodes that can take every claim (the first one only, unless ``every``), and the error
+    the scheduler would abort the pod on (a CEL runtime error, a claim over the device limit).
+    It filters every node (in a cluster under 100 nodes), and an error on any one of them fails
+    the scheduling attempt, whatever the other nodes offer.
 
     When no selector errs and the wants know their totals, it searches no node for a request
     that matches fewer devices in the whole cluster than any of its alternatives needs (a node
@@ -441,9 +569,16 @@ def scan(
     possible: list[str] = []
     wants = [w for p in plans for r in p.requests for w in r.alternatives]
     erring = any(w.erring for w in wants)
+    # Some node may have more devices for an All want than a claim holds: every node is then
+    # searched (the error there aborts the pod), even after one that can take the claims.
+    crowded = any(w.alternative.all_devices and (w.total is None or w.total > limit) for w in wants)
     least = 0
     if not erring and all(w.total is not None for w in wants):
-        if any(short(r) for p in plans for r in p.requests):
+        for plan in plans:
+            counts = [fewest(r) for r in plan.requests]
+            if sum(counts) > limit:
+                return possible, OverLimit(plan, counts, None)  # on every node
+        if not crowded and any(short(r) for p in plans for r in p.requests):
             return possible, None
         least = max(
             (
@@ -457,13 +592,25 @@ def scan(
         if len(candidates) < least:
             continue
         try:
-            if Search(plans, candidates, allocations, ignore_taints=ignore_taints).run():
+            search = Search(
+                plans, candidates, allocations, ignore_taints=ignore_taints, node=node, limit=limit
+            )
+            if search.run():
                 possible.append(node)
-                if not erring and not every:
-                    break  # no selector errs anywhere: no other node can abort the pod
+                if not erring and not crowded and not every:
+                    break  # no other node can abort the pod
         except Abort as abort:
             return [], abort
     return possible, None
+
+
+def fewest(request: RequestPlan) -> int:
+    """The fewest devices the request takes whatever the node (``count``; an ``All``
+    alternative may take none), the least ``Allocate`` counts for it against the limit."""
+    return min(
+        (0 if w.alternative.all_devices else w.alternative.count for w in request.alternatives),
+        default=0,
+    )
 
 
 def short(request: RequestPlan) -> bool:
