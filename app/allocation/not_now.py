@@ -1,5 +1,11 @@
 """What keeps the claims from a node now ("not now"): the devices, counters and capacity other
-claims hold ("counter set gpu-0-counter-set has 1 of 7 memory slices left")."""
+claims hold ("counter set gpu-0-counter-set has 1 of 7 memory slices left", "device
+gpu.nvidia.com/node-a/gpu-0 has 2Gi of 80Gi gpu.nvidia.com/memory left").
+
+Amounts are printed as the API prints quantities (canonical form, in the suffix family of the
+total: ``2Gi of 18Gi``, never ``2147483648``), and never below zero: a counter or capacity that
+allocated devices overdraw (a slice republished smaller, shares over a shrunken capacity) has
+nothing left, and the text says by how much it is overdrawn."""
 
 from __future__ import annotations
 
@@ -19,8 +25,9 @@ from app.allocation.inventory import Inventory
 from app.allocation.search import Abort, ClaimPlan, Search, Want, scan
 from app.allocation.state import Allocations
 from app.devices.index import DeviceIndex
+from app.k8s.quantity import Quantity
 
-__all__ = ["not_now"]
+__all__ = ["left_text", "not_now"]
 
 
 def not_now(
@@ -79,8 +86,8 @@ def _want_not_now(want: Want, inventory: Inventory, allocations: Allocations) ->
             for name, amount in used.items():
                 spec = c.capacity.get(name)
                 if spec is not None:
-                    left = spec.value - amount
-                    parts.append(f"device {c.label} has {left} of {spec.value} {name} left")
+                    left = spec.value.value - amount.value
+                    parts.append(f"device {c.label} has {left_text(left, spec.value, name)}")
                     break
     return "; ".join(parts[: 1 + MAX_HINT_VALUES])
 
@@ -103,4 +110,14 @@ def _counter_set_text(
     if worst is None:
         return f"counter set {set_name} is used up"
     remaining = available.get((set_name, worst), Fraction(0))
-    return f"counter set {set_name} has {remaining} of {counters[worst]} {worst} left"
+    return f"counter set {set_name} has {left_text(remaining, counters[worst], worst)}"
+
+
+def left_text(left: int | Fraction, total: Quantity, name: str) -> str:
+    """``2Gi of 18Gi memory left``: what is ``left`` of ``total`` (a number in the total's
+    units), printed as a quantity in the total's format; an overdrawn amount (below zero) is
+    none left, with by how much."""
+    if left < 0:
+        over = Quantity(Fraction(-left), total.format)
+        return f"0 of {total} {name} left (overdrawn by {over})"
+    return f"{Quantity(Fraction(left), total.format)} of {total} {name} left"
