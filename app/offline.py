@@ -22,8 +22,10 @@ from app.config import Policy
 from app.config.files import manifest_files, one_line, read_text
 from app.errors import ConfigError, ObjectShapeError
 from app.pipeline import Decision, Endpoint, Pipeline
-from app.policies.base import Request
+from app.policies.admin_access import admin_access_rules, standing_admin_requests
+from app.policies.base import Context, Request
 from app.policies.builders import legacy_matcher, mapping_resolver, sharing_rules
+from app.policies.device_classes import class_allow_lists, standing_uses
 from app.policies.exceptions import Clock, Exceptions, cover, policy_exceptions, system_clock
 from app.policies.parts import Parts
 from app.policies.workloads import workload_catalogue
@@ -216,6 +218,10 @@ class NamespaceReport:
     Helm values, an unknown kind): `Kind/name: path: why`. A dra-only label denies them."""
     unserved: list[str] = field(default_factory=list)
     """DRA objects of an apiVersion the target cluster does not serve: `Kind/name: why`."""
+    tenancy: list[str] = field(default_factory=list)
+    """Stored objects the tenancy guards would refuse today (docs/tenancy.md): a DeviceClass
+    outside the namespace's `deviceClasses` allow-list, admin access outside
+    `adminAccess.namespaceSelector`: `Kind/name: path: why`."""
 
     @property
     def ready_for_dra_only(self) -> bool:
@@ -236,10 +242,14 @@ class ReportRules:
     exceptions: Exceptions
     catalogue: Catalogue
     annotations: tuple[str, ...] = ()
+    parts: Parts | None = None
+    """The policy's parts, when it has tenancy guards (the checks' own code judges them)."""
 
     @classmethod
     def build(cls, policy: Policy, clock: Clock = system_clock) -> ReportRules:
         parts = Parts(policy, clock=clock)
+        allow_lists, admin = parts.build(class_allow_lists), parts.build(admin_access_rules)
+        guarded = bool(allow_lists) or (admin.enabled and admin.claim_namespaces is not None)
         return cls(
             parts.build(legacy_matcher),
             parts.build(mapping_resolver),
@@ -247,6 +257,7 @@ class ReportRules:
             parts.build(policy_exceptions),
             parts.build(workload_catalogue),
             policy.legacy_resources.annotations,
+            parts if guarded else None,
         )
 
 
@@ -300,6 +311,8 @@ def _count(
 ) -> None:
     group, kind = group_kind(obj)
     name = f"{kind}/{obj.get('metadata', {}).get('name', '?')}"
+    if rules.parts is not None:
+        _tenancy(entry, name, obj, rules.parts, view)
     try:
         specs = rules.catalogue.specs(group, kind, obj)
         found = scan(group, kind, obj, rules.catalogue, rules.legacy, annotations=rules.annotations)
@@ -331,6 +344,38 @@ def _count(
                     rest = [r for r in rest if r not in mine]
             if not rest:
                 entry.excepted[name] = ", ".join(used.values())
+
+
+GENERATED_CLAIM_ANNOTATIONS = (
+    "resource.kubernetes.io/pod-claim-name",
+    "resource.kubernetes.io/extended-resource-claim",
+)
+"""A claim made for a pod, from its template or its extended resources: judged there."""
+
+
+def _tenancy(entry: NamespaceReport, name: str, obj: Obj, parts: Parts, view: ClusterView) -> None:
+    """What the tenancy guards would refuse of a stored object, with the checks' own code."""
+    kind = obj.get("kind")
+    meta = obj.get("metadata")
+    annotations = meta.get("annotations") if isinstance(meta, dict) else None
+    if (
+        kind == "ResourceClaim"
+        and isinstance(annotations, dict)
+        and any(a in annotations for a in GENERATED_CLAIM_ANNOTATIONS)
+    ):
+        return
+    labels = view.namespace_labels(entry.namespace) or {}
+    ctx = Context(view=view, policy=parts.policy, parts=parts, mode=None, namespace_labels=labels)
+    request = _request(obj, entry.namespace, "report")
+    try:
+        found = standing_uses(request, ctx)
+        if kind in ("ResourceClaim", "ResourceClaimTemplate"):
+            found += standing_admin_requests(request, ctx)
+    except ObjectShapeError as exc:
+        if kind in ("ResourceClaim", "ResourceClaimTemplate"):  # a pod spec's: the scan's
+            entry.invalid.append(f"{name}: {exc}")
+        return
+    entry.tenancy += [f"{name}: {line}" for line in found]
 
 
 def classify(

@@ -169,6 +169,8 @@ def _print_reports(
             print(f"  not served: {problem}")
         for name, exception in r.excepted.items():
             print(f"  excepted: {name} by exception {exception}")
+        for problem in r.tenancy:
+            print(f"  tenancy: {problem}")
     return 1 if failing(reports, fail_on) else 0
 
 

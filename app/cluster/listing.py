@@ -84,6 +84,11 @@ WORKLOADS = (
     Resource("Pod", "", "v1", "pods"),
 )
 """Every pod-bearing kind, in the order the report lists them."""
+CLAIMS = (
+    Resource("ResourceClaimTemplate", "resource.k8s.io", "v1", "resourceclaimtemplates"),
+    Resource("ResourceClaim", "resource.k8s.io", "v1", "resourceclaims"),
+)
+"""What the tenancy guards judge besides pod specs, listed after the pods."""
 
 
 class ReportError(ConfigError):

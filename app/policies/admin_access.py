@@ -150,6 +150,22 @@ def admin_requests(spec: ClaimSpec) -> list[Alternative]:
     return found
 
 
+def standing_admin_requests(request: Request, ctx: Context) -> list[str]:
+    """`report`: a stored claim's or template's requests for admin access in a namespace
+    `adminAccess.namespaceSelector` does not select, as `path: why`."""
+    rules = ctx.parts[admin_access_rules]
+    if not rules.enabled or rules.claim_namespaces is None or request.object is None:
+        return []
+    if rules.claim_namespaces.matches(ctx.namespace_labels):
+        return []
+    return [
+        f"{a.path}.adminAccess: asks for admin access to every device of DeviceClass "
+        f"{a.device_class or '?'}, outside the namespaces the policy's "
+        f"adminAccess.namespaceSelector ({rules.claim_namespaces}) selects"
+        for a in admin_requests(request.claim_spec())
+    ]
+
+
 def check_claims(request: Request, ctx: Context) -> Result:
     """Validating, ResourceClaim and ResourceClaimTemplate CREATE: admin access only in the
     namespaces `adminAccess.namespaceSelector` selects."""

@@ -381,6 +381,36 @@ def _mapping_fix(want: Want, allow_lists: ClassAllowLists) -> str:
 # -- the answer ------------------------------------------------------------------------------
 
 
+def _line(use: Use, namespace: str, classes: NamespaceClasses) -> str:
+    fix = f"; {use.fix}" if use.fix else ""
+    return (
+        f"{use.what} DeviceClass {use.device_class}, which namespace {namespace} may not use "
+        f"(allowed: {classes.allowed_text()}){fix}"
+    )
+
+
+WARN_ONLY = "(warn only)"
+
+
+def standing_uses(request: Request, ctx: Context) -> list[str]:
+    """`report`: every use of a class the namespace may not use in a stored object (a claim, a
+    template, a pod spec's claims and DRA-served extended resources), as `path: why`, with
+    `(warn only)` where the entries only warn. What translation would write is judged when it
+    writes it, not here. A malformed object raises ObjectShapeError."""
+    allow_lists = ctx.parts[class_allow_lists]
+    classes = allow_lists.for_namespace(ctx.namespace_labels) if allow_lists else None
+    if classes is None or request.object is None:
+        return []
+    if request.kind in ("ResourceClaim", "ResourceClaimTemplate"):
+        uses = claim_uses(request.claim_spec(), classes)
+    else:
+        uses = [
+            u for t in templates(request, ctx) for u in spec_uses(request, ctx, t.spec, classes)
+        ]
+    tag = f" {WARN_ONLY}" if classes.warn_only else ""
+    return [f"{u.path}: {_line(u, request.namespace, classes)}{tag}" for u in uses]
+
+
 def answer(
     request: Request,
     ctx: Context,
@@ -393,14 +423,9 @@ def answer(
     if not uses:
         return ALLOW
     ns = request.namespace
-    allowed = classes.allowed_text()
 
     def line(use: Use) -> str:
-        fix = f"; {use.fix}" if use.fix else ""
-        return (
-            f"{use.what} DeviceClass {use.device_class}, which namespace {ns} may not use "
-            f"(allowed: {allowed}){fix}"
-        )
+        return _line(use, ns, classes)
 
     if ctx.mode is Mode.AUDIT or classes.warn_only:
         return Result(

@@ -46,6 +46,7 @@ TRUNCATED_ANNOTATION = "dra-webhook/results-omitted"
 POLICY = "dra-webhook"
 LEGACY_RULE = "no-legacy-extended-resources"
 INVALID_RULE = "pod-spec-parses"
+TENANCY_RULE = "tenancy-guards"
 CATEGORY = "DRA migration"
 Fix = Callable[[str], str]
 """How to move one legacy resource name to DRA (one sentence)."""
@@ -131,6 +132,14 @@ def _result(
         "resources": [ref],
         "properties": {"mode": NO_MODE_VALUE if mode == NO_MODE else mode},
     }
+    if finding.tenancy:
+        return {
+            **item,
+            "rule": TENANCY_RULE,
+            "result": "warn" if finding.tenancy_warns else "fail",
+            "severity": "medium",
+            "message": f"{finding.kind}/{finding.name}: {finding.tenancy}",
+        }
     if finding.invalid:
         return {
             **item,

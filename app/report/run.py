@@ -3,9 +3,10 @@
 Namespaces (for their mode label) and DeviceClasses (for `spec.extendedResourceName` mappings)
 are listed first into a `ClusterView`, the same view the offline report and the webhook read;
 then every pod-bearing kind, owners first (the operators' kinds of the workload catalogue the
-API server serves, found through discovery), a page at a time into the `Tally`. Nothing else is
-held: the peak memory is one page of objects plus the totals (docs/benchmarks.md, "Live
-report").
+API server serves, found through discovery), a page at a time into the `Tally`, then
+ResourceClaimTemplates and ResourceClaims (the tenancy guards judge them, docs/tenancy.md).
+Nothing else is held: the peak memory is one page of objects plus the totals
+(docs/benchmarks.md, "Live report").
 
 PolicyReports are written for every namespace with a pod-bearing object or the mode label, by
 server-side apply: created on the first run, updated in place after (never a duplicate), with no
@@ -27,6 +28,7 @@ from pathlib import Path
 from typing import TextIO
 
 from app.cluster.listing import (
+    CLAIMS,
     DEVICE_CLASSES,
     NAMESPACES,
     POLICY_REPORTS,
@@ -75,19 +77,23 @@ async def run(policy: Policy, options: Options, progress_to: TextIO) -> Outcome:
     try:
         view = ClusterView()
         view.replace(Kind.NAMESPACE, await _all(cluster, NAMESPACES, progress))
+        classes_served = True
         try:
             classes = await _all(cluster, DEVICE_CLASSES, progress)
         except ReportError as exc:
             if "404" not in str(exc):
                 raise
             classes = []  # resource.k8s.io/v1 not served: no extendedResourceName mappings
+            classes_served = False
         view.replace(Kind.DEVICE_CLASS, classes)
         tally = Tally(policy, view)
         listed: dict[str, int] = {}
         # The operators' kinds the cluster serves, listed first: they own the pods (and Jobs)
         # their controllers make, which are then counted under them.
         operators = await cluster.discover(tally.operator_kinds())
-        for resource in (*operators, *WORKLOADS):
+        # Claims and templates after the pods: a claim made for a pod is judged through it.
+        claims = CLAIMS if classes_served else ()
+        for resource in (*operators, *WORKLOADS, *claims):
             seen = 0
             async for page in cluster.pages(resource):
                 for obj in page.items:

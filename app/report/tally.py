@@ -24,6 +24,7 @@ from app import offline
 from app.cluster.view import ClusterView
 from app.config import Policy
 from app.offline import NamespaceReport
+from app.policies.device_classes import WARN_ONLY
 
 Obj = dict[str, Any]
 
@@ -52,6 +53,10 @@ class Finding:
     """GPU requests outside the pod templates dra-webhook rewrites (path: why)."""
     excepted: str = ""
     """The policy exceptions (with their end dates) that allow every legacy request of it."""
+    tenancy: str = ""
+    """What the tenancy guards would refuse of it today (path: why; ...)."""
+    tenancy_warns: bool = False
+    """Only warn-only allow-list entries object to it."""
 
 
 @dataclass
@@ -112,6 +117,17 @@ class Tally:
             f"{kind} {ns}/{name}", obj, entry.report.mode, self._rules, self._view
         )
         offline.merge(entry.report, part)
+        if part.tenancy:
+            entry.findings.append(
+                Finding(
+                    kind=kind,
+                    api_version=str(obj.get("apiVersion", "")),
+                    name=name,
+                    uid=str(meta.get("uid", "")),
+                    tenancy="; ".join(t.split(": ", 1)[1] for t in part.tenancy),
+                    tenancy_warns=all(t.endswith(WARN_ONLY) for t in part.tenancy),
+                )
+            )
         if part.invalid or part.legacy_objects or part.unrewritable:
             entry.findings.append(
                 Finding(
@@ -126,7 +142,7 @@ class Tally:
                     excepted="; ".join(part.excepted.values()),
                 )
             )
-        elif part.objects:
+        elif part.objects and not part.tenancy:
             entry.passed += 1
 
     def _owned(self, namespace: str, owners: Any) -> bool:

@@ -18,8 +18,10 @@ from contextlib import contextmanager
 from typing import Any
 
 import httpx
+import orjson
 import pytest
 
+from app.cli import main
 from tests.e2e import objects as o
 from tests.e2e.controlplane import ControlPlane
 from tests.e2e.kube import ApiError, Kube
@@ -371,3 +373,26 @@ def test_translation_never_writes_a_claim_the_namespace_may_not_use(
     assert translated["spec"]["resourceClaims"]
     (claim,) = o.allocated_claims(kube, ns, "whole").values()
     assert claim["spec"]["devices"]["requests"][0]["exactly"]["deviceClassName"] == GPU
+
+
+def test_report_lists_what_the_guards_would_refuse_of_what_the_cluster_already_holds(
+    kube: Kube,
+    webhook: Webhook,
+    control_plane: ControlPlane,
+    namespace: Callable[..., str],
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    ns = namespace("dra-only")
+    kube.create(o.claim_template("mig", ns, o.claim_spec(o.exactly(MIG, 1))))
+    kube.create(o.claim("whole", ns, o.claim_spec(o.exactly(GPU, 1))))
+    kube.patch("Namespace", ns, None, {"metadata": {"labels": TEAM_A}})  # joins the tenant after
+    capsys.readouterr()
+    kubeconfig, policy = str(control_plane.kubeconfig()), str(webhook.policy)
+    code = main(["report", "--kubeconfig", kubeconfig, "--config", policy, "--output", "json"])
+    assert code == 0
+    (row,) = [r for r in orjson.loads(capsys.readouterr().out) if r["namespace"] == ns]
+    assert row["tenancy"] == [
+        "ResourceClaimTemplate/mig: spec.spec.devices.requests[0].exactly.deviceClassName: asks "
+        f"for DeviceClass mig.nvidia.com, which namespace {ns} may not use (allowed: "
+        "gpu.nvidia.com (deviceClasses entry e2e-team-a))"
+    ]

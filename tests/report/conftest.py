@@ -55,6 +55,8 @@ def seed(cluster: FakeCluster) -> None:
         "/apis/apps/v1/replicasets",
         "/apis/batch/v1/jobs",
         "/api/v1/pods",
+        "/apis/resource.k8s.io/v1/resourceclaimtemplates",
+        "/apis/resource.k8s.io/v1/resourceclaims",
     ):
         items = OBJECTS.get(path, [])
         cluster.serve(path, len(items), items.__getitem__)
