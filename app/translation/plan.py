@@ -24,7 +24,9 @@ The rules (docs/translation.md writes them out for users):
   warning and never becomes a claim (`count: 0` is not a valid count), mapped or not (dra-only,
   which finds no offence in it, reads `legacy_requests` without zeros).
 - A legacy name with no mapping, a count that is not a whole number, limits and requests that
-  disagree, or a DeviceClass the pod already asks for through DRA: a problem each.
+  disagree, a count over the 32 devices a claim can hold (the scheduler's
+  AllocationResultsMaxSize: such a claim is never allocated), or a DeviceClass the pod already
+  asks for through DRA: a problem each.
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from app.allocation import ALLOCATION_RESULTS_MAX_SIZE
 from app.cluster.templates import ManagedTemplates
 from app.cluster.view import ClusterReader, Kind
 from app.config.policy import Translation
@@ -180,7 +183,7 @@ def _analyse(
         result.problems += shared.problems
         result.notes += shared.notes
         if shared.want is not None:
-            result.wants.append(shared.want)
+            _add(result, shared.want)
     for legacy in found:
         key = request_key(legacy)
         if not is_resource_name(legacy.resource):
@@ -203,7 +206,7 @@ def _analyse(
                 )
             )
             continue
-        result.wants.append(Want(legacy, count, mapping))
+        _add(result, Want(legacy, count, mapping))
     if not result.wants:
         return
     in_use, unknown = dra_classes(spec, namespace, view, skip=result.stale)
@@ -225,6 +228,26 @@ def _analyse(
         "another device type than the translated requests"
         for where in unknown
     ]
+
+
+def _add(result: TranslationPlan, want: Want) -> None:
+    """A translatable want, unless its claim would hold more devices than a claim can: the
+    scheduler fails such a claim with an error on every attempt (API validation lets it
+    through), so it is a problem, not a claim written for nothing."""
+    if want.count <= ALLOCATION_RESULTS_MAX_SIZE:
+        result.wants.append(want)
+        return
+    result.problems.append(
+        Problem(
+            request_key(want.legacy),
+            want.legacy.path,
+            f"{_translated(want)} would become one claim for {want.count} devices, but a "
+            f"ResourceClaim holds at most {ALLOCATION_RESULTS_MAX_SIZE} "
+            "(AllocationResultsMaxSize): the scheduler fails such a claim with an error and "
+            "never allocates it, so it is not translated; ask for at most "
+            f"{ALLOCATION_RESULTS_MAX_SIZE} per container",
+        )
+    )
 
 
 _NOTHING = DeviceMapping("", (), "zero")

@@ -23,6 +23,7 @@ from tests.helpers import (
 )
 from tests.policies.translate_objects import (
     GPU,
+from app.policies.translate_judged import JUDGED_ANNOTATION
     GPU_CLASS,
     NS,
     claim,
@@ -109,7 +110,6 @@ def test_running_on_its_own_output_changes_nothing() -> None:
         ("kube-system", "pod-create-legacy-gpu"),
         (NS, "pod-update-legacy-gpu"),  # Pods are translated on CREATE only
         (NS, "deployment-create-legacy-gpu"),  # workloads only with translateWorkloads
-        (NS, "pod-create-with-resourceclaims"),
     ],
 )
 def test_reviews_translation_does_not_apply_to_are_left_unchanged(
@@ -119,6 +119,19 @@ def test_reviews_translation_does_not_apply_to_are_left_unchanged(
     assert decision.allowed
     assert decision.patch == ()
     assert decision.templates == ()
+
+
+def test_a_pod_already_asking_through_dra_is_only_marked_with_the_claims_its_call_judged() -> None:
+    decision = decide(review("pod-create-with-resourceclaims", namespace=NS))
+    assert decision.allowed
+    assert decision.templates == ()
+    assert decision.patch == (
+        {
+            "op": "add",
+            "path": "/metadata/annotations",
+            "value": {JUDGED_ANNOTATION: "c:gpu-claim,t:gpu-template"},
+        },
+    )
 
 
 # -- the patch -----------------------------------------------------------------------------
@@ -296,7 +309,7 @@ def test_counts_that_are_not_one_whole_number_are_denied_with_the_path(
     assert text in decision.message
 
 
-@pytest.mark.parametrize(("raw", "count"), [("2", 2), (3, 3), ("2000m", 2), ("1k", 1000)])
+@pytest.mark.parametrize(("raw", "count"), [("2", 2), (3, 3), ("2000m", 2), ("0.03k", 30)])
 def test_whole_number_quantities_in_any_form_are_read_as_counts(raw: Any, count: int) -> None:
     cuda = {"name": "cuda", "image": "cuda:12", "resources": {"limits": {GPU: raw}}}
     decision, _ = translate(pod(cuda))
