@@ -152,15 +152,15 @@ def test_satisfiability_is_skipped_for_a_request_selector_this_engine_cannot_che
     harness = make_app(EIGHTY_GI_CLUSTER, policy=on(backend, DENY_IN_DRA_ONLY))
     unchecked = f"isIP({NET}.ip)"
     response = answer(
-        harness, claim(request(exactly=exactly(unchecked, count=64)), namespace="gpu-e2e")
+        harness, claim(request(exactly=exactly(unchecked, count=8)), namespace="gpu-e2e")
     )
     assert response["allowed"] is True, response
     (warning,) = response["warnings"]
     assert "not checked: isIP() is not supported" in warning
     # The same count without the unchecked selector is still found unsatisfiable.
-    denied = answer(harness, claim(request(exactly=exactly(H100, count=64)), namespace="gpu-e2e"))
+    denied = answer(harness, claim(request(exactly=exactly(H100, count=8)), namespace="gpu-e2e"))
     assert denied["allowed"] is False
-    assert "asks for 64 devices, 4 can match" in denied["status"]["message"]
+    assert "asks for 8 devices, 4 can match" in denied["status"]["message"]
 
 
 # -- a pod's claims together ------------------------------------------------------------------
