@@ -45,6 +45,7 @@ __all__ = [
     "cel_abort",
     "class_gap",
     "devices",
+    "held_error",
     "nodes",
     "over_limit",
     "searched",
@@ -210,8 +211,36 @@ def cel_abort(
     if isinstance(abort, OverLimit):
         return over_limit(abort)
     assert isinstance(abort, SelectorError)
-    want = abort.want
-    alt, _, class_expressions = resolved.matches[id(want)]
+    alt, erring, offered, hint = _selector_error(abort, resolved, index, budget)
+    return Problem(
+        abort.want.path,
+        f"{asks(alt)}, but {erring}{'; ' + offered if offered else ''}; the scheduler aborts "
+        f"the whole pod on a CEL runtime error (SchedulerError) instead of trying other "
+        f"devices{hint}",
+    )
+
+
+def held_error(
+    abort: SelectorError, resolved: Resolved, index: DeviceIndex, budget: Budget | None = None
+) -> Problem:
+    """A CEL runtime error only on devices other claims hold: the scheduler skips a device in
+    use before its selectors run (``allocateOne``), so it does not abort now, but it will when
+    the device is free and the search reaches it."""
+    _, erring, _, hint = _selector_error(abort, resolved, index, budget)
+    return Problem(
+        abort.want.path,
+        f"{erring}, which another claim holds: the scheduler skips it before its selectors run "
+        "now, and aborts the whole pod on the error (SchedulerError) if the device is free "
+        f"when it is tried{hint}",
+    )
+
+
+def _selector_error(
+    abort: SelectorError, resolved: Resolved, index: DeviceIndex, budget: Budget | None
+) -> tuple[Alternative, str, str, str]:
+    """(the alternative, "its selector #0 errs on device d (error)", what the class's devices
+    offer for what the selector reads, the guard that avoids a missing key)."""
+    alt, _, class_expressions = resolved.matches[id(abort.want)]
     message = abort.message
     of_class = message.startswith("class ")
     rest = message.split(": ", 1)[1] if of_class else message
@@ -233,12 +262,7 @@ def cel_abort(
         key = (alt.device_class, tuple(class_expressions))
         offered = resolved.offers.text(expression, base, key).rstrip("; ")
     whose = f"DeviceClass {alt.device_class}'s" if of_class else "its"
-    return Problem(
-        want.path,
-        f"{asks(alt)}, but {whose} selector #{number} errs on device {abort.device} ({error})"
-        f"{'; ' + offered if offered else ''}; the scheduler aborts the whole pod on a CEL "
-        f"runtime error (SchedulerError) instead of trying other devices{hint}",
-    )
+    return alt, f"{whose} selector #{number} errs on device {abort.device} ({error})", offered, hint
 
 
 def over_limit(abort: OverLimit) -> Problem:

@@ -18,11 +18,12 @@ from app.allocation.explain import (
     Problem,
     Resolved,
     cel_abort,
+    held_error,
     searched,
     usable,
 )
 from app.allocation.inventory import Inventory
-from app.allocation.search import Abort, ClaimPlan, Search, Want, scan
+from app.allocation.search import Abort, ClaimPlan, Search, SelectorError, Want, scan
 from app.allocation.state import Allocations
 from app.devices.index import DeviceIndex
 from app.k8s.quantity import Quantity
@@ -36,7 +37,13 @@ def not_now(
     allocations: Allocations,
     abort: Abort | None,
     index: DeviceIndex,
+    *,
+    held: Abort | None = None,
 ) -> list[Problem]:
+    """Why the claims cannot be allocated now: ``abort``, the error the scheduler stops on now
+    (a search that goes past the devices other claims hold reaches it), or what they hold.
+    ``held`` is an error only the search as if every device were free reaches: on a device
+    another claim holds, which the scheduler skips before its selectors run; it is said too."""
     if abort is not None:
         problem = cel_abort(abort, resolved, index)
         return [Problem(problem.path, f"not now: {problem.message}")]
@@ -48,6 +55,9 @@ def not_now(
                 continue
             texts = [_want_not_now(w, inventory, allocations) for w in request.alternatives]
             problems.append(Problem(request.path, "not now: " + "; ".join(texts)))
+    if isinstance(held, SelectorError):
+        problem = held_error(held, resolved, index)
+        problems.append(Problem(problem.path, f"not now: {problem.message}"))
     if problems:
         return problems
     where = resolved.plans[0].path if len(resolved.plans) == 1 else "spec.resourceClaims"
