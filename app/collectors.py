@@ -42,6 +42,9 @@ class MigrationCounts(Protocol):
     def counts(self) -> Mapping[tuple[str, str], int]: ...
 
     @property
+    def gpu_pods(self) -> Mapping[tuple[str, str], int]: ...
+
+    @property
     def read_errors(self) -> int: ...
 
     @property
@@ -71,6 +74,19 @@ class MigrationCollector(Collector):
         ]:
             gauge.add_metric((namespace, mode), count)
         yield gauge
+        served = GaugeMetricFamily(
+            "dra_webhook_gpu_pods",
+            "Pods asking for GPUs, by their namespace (workload_namespace) and how they are "
+            "served (source: device-plugin, dra-claim, dra-extended-resource through a "
+            "DeviceClass's extendedResourceName, unscheduled), as the last `dra-webhook report "
+            "--policy-reports` found them.",
+            labels=("workload_namespace", "source"),
+        )
+        for (namespace, source), count in sorted(self._progress.gpu_pods.items())[
+            :MIGRATION_SERIES_LIMIT
+        ]:
+            served.add_metric((namespace, source), count)
+        yield served
         yield CounterMetricFamily(
             "dra_webhook_legacy_workloads_read_errors",
             "Failed reads of the PolicyReports behind dra_webhook_legacy_workloads.",

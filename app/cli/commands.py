@@ -75,13 +75,20 @@ def run_report(args: argparse.Namespace) -> int:
     if not args.dump:
         raise ConfigError("report: name cluster dump files, or pass --kubeconfig or --in-cluster")
     pipeline = _offline_pipeline(args)
+    sources = offline.sources_for(pipeline.policy, pipeline.view)
     reports = offline.report(
         pipeline.policy,
         pipeline.view,
         offline.read_objects(args.dump),
         served=_target(args).verdict,
+        sources=sources,
     )
-    return _print_reports(reports, args.output, args.fail_on)
+    if args.nodes:
+        return _print_nodes(sources, args.output)
+    code = _print_reports(reports, args.output, args.fail_on)
+    if args.output == "text":
+        _print_sources(sources)
+    return code
 
 
 def _run_live_report(args: argparse.Namespace) -> int:
@@ -102,9 +109,14 @@ def _run_live_report(args: argparse.Namespace) -> int:
         page_size=args.page_size,
     )
     outcome = asyncio.run(run(load_policy(args.config), options, sys.stderr))
-    code = _print_reports(
-        [entry.report for entry in outcome.tally.reports()], args.output, args.fail_on
-    )
+    if args.nodes:
+        code = _print_nodes(outcome.tally.sources, args.output)
+    else:
+        code = _print_reports(
+            [entry.report for entry in outcome.tally.reports()], args.output, args.fail_on
+        )
+        if args.output == "text":
+            _print_sources(outcome.tally.sources)
     for namespace in outcome.skipped:
         print(
             f"dra-webhook: note: namespace {namespace} is being deleted; "
@@ -118,6 +130,31 @@ def _run_live_report(args: argparse.Namespace) -> int:
         file=sys.stderr,
     )
     return code
+
+
+def _print_sources(sources: offline.Sources) -> None:
+    """After the namespaces: which nodes' device plugins still serve pods, and whether any node
+    needs one for a name the scheduler serves from DRA (app.offline.sources)."""
+    lines = [*sources.node_lines(), *sources.name_lines()]
+    if lines:
+        print()
+        for line in lines:
+            print(line)
+
+
+def _print_nodes(sources: offline.Sources, output: str) -> int:
+    if output == "json":
+        print(orjson.dumps(sources.rows(), option=orjson.OPT_INDENT_2).decode())
+        return 0
+    nodes = list(sources.node_lines())
+    for line in [*nodes, *sources.name_lines()]:
+        print(line)
+    if not nodes:
+        print(
+            "no node's device plugin advertises a legacy name (a dump needs the Nodes too: "
+            "kubectl get nodes -o json)"
+        )
+    return 0
 
 
 def failing(reports: list[offline.NamespaceReport], fail_on: str | None) -> bool:
@@ -171,6 +208,9 @@ def _print_reports(
             print(f"  excepted: {name} by exception {exception}")
         for problem in r.tenancy:
             print(f"  tenancy: {problem}")
+        if r.gpu_pods:
+            served = ", ".join(f"{n} {source}" for source, n in sorted(r.gpu_pods.items()))
+            print(f"  gpu pods: {served}")
     return 1 if failing(reports, fail_on) else 0
 
 

@@ -135,6 +135,7 @@ def build() -> argparse.ArgumentParser:
             "kubectl get pods,deployments,jobs,cronjobs -A -o json > dump.json",
             "dra-webhook report dump.json --cluster-file cluster.yaml",
             "dra-webhook report --kubeconfig ~/.kube/config --fail-on legacy    # for CI",
+            "dra-webhook report --kubeconfig ~/.kube/config --nodes  # device plugins left",
         ),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -155,6 +156,12 @@ def build() -> argparse.ArgumentParser:
         "ones) or DRA objects of an API version the target does not serve, for CI",
     )
     report.add_argument("--kubernetes-version", **_KUBERNETES_VERSION)
+    report.add_argument(
+        "--nodes",
+        action="store_true",
+        help="per node instead of per namespace: the legacy names its device plugin advertises "
+        "and the running pods it serves them to (a dump needs `kubectl get nodes -o json` too)",
+    )
 
     migrate = sub.add_parser(
         "migrate",

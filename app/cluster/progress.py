@@ -27,7 +27,13 @@ from kubernetes.aio import client as k8s
 from app.cluster.listing import POLICY_REPORTS, Cluster, ReportError
 from app.config.settings import ClusterSource as SourceKind
 from app.config.settings import Settings
-from app.k8s.policyreports import MODE_LABEL, NO_MODE_VALUE, SELECTOR
+from app.k8s.policyreports import (
+    GPU_PODS_ANNOTATION,
+    GPU_SOURCES,
+    MODE_LABEL,
+    NO_MODE_VALUE,
+    SELECTOR,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -42,6 +48,8 @@ class MigrationProgress:
         self._interval = interval
         self.counts: dict[tuple[str, str], int] = {}
         """(namespace, mode) -> workloads with a legacy request."""
+        self.gpu_pods: dict[tuple[str, str], int] = {}
+        """(namespace, source) -> pods asking for GPUs served that way (app.offline.sources)."""
         self.reads = 0
         self.read_errors = 0
         self.last_read: float | None = None
@@ -60,6 +68,7 @@ class MigrationProgress:
     async def read(self, cluster: Cluster) -> None:
         """List our PolicyReports once and replace the counts."""
         counts: dict[tuple[str, str], int] = {}
+        gpu_pods: dict[tuple[str, str], int] = {}
         async for page in cluster.pages(POLICY_REPORTS, SELECTOR):
             for report in page.items:
                 meta = report.get("metadata")
@@ -70,8 +79,16 @@ class MigrationProgress:
                 mode = labels.get(MODE_LABEL) if isinstance(labels, dict) else None
                 mode = str(mode or NO_MODE_VALUE)
                 legacy = sum(v for k in ("fail", "warn") if isinstance(v := summary.get(k), int))
-                counts[(str(meta.get("namespace", "")), mode)] = legacy
+                namespace = str(meta.get("namespace", ""))
+                counts[(namespace, mode)] = legacy
+                annotations = meta.get("annotations")
+                served = (
+                    annotations.get(GPU_PODS_ANNOTATION) if isinstance(annotations, dict) else None
+                )
+                for source, count in _counts(served):
+                    gpu_pods[(namespace, source)] = count
         self.counts = counts
+        self.gpu_pods = gpu_pods
         self.reads += 1
         self.last_read = time.time()
 
@@ -88,3 +105,16 @@ class MigrationProgress:
                 await asyncio.sleep(self._interval)
         finally:
             await cluster.close()
+
+
+def _counts(text: object) -> list[tuple[str, int]]:
+    """`device-plugin=3,dra-claim=2` as pairs; what does not parse, or is not one of
+    GPU_SOURCES, is left out, so the gauge's label values stay a closed set."""
+    if not isinstance(text, str):
+        return []
+    found = []
+    for part in text.split(","):
+        source, _, count = part.partition("=")
+        if source in GPU_SOURCES and count.isdigit():
+            found.append((source, int(count)))
+    return found

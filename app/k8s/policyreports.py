@@ -14,5 +14,10 @@ MODE_LABEL = "dra-webhook/mode"
 """The namespace's mode when the report was written (the value of its mode label)."""
 NO_MODE_VALUE = "none"
 """MODE_LABEL of a namespace without the mode label."""
+GPU_PODS_ANNOTATION = "dra-webhook/gpu-pods"
+"""The namespace's pods asking for GPUs by how they are served, `device-plugin=3,dra-claim=2`
+(app.offline.sources): the webhook's dra_webhook_gpu_pods gauge reads it back."""
+GPU_SOURCES = ("device-plugin", "dra-claim", "dra-extended-resource", "unscheduled")
+"""How a pod's GPUs can be served, the annotation's keys and the gauge's `source` values."""
 SELECTOR = f"{MANAGED_BY_LABEL}={MANAGED_BY}"
 """The label selector that finds them."""

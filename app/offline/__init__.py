@@ -6,17 +6,27 @@ dra-only; :mod:`app.offline.sources` says where each pod's GPUs come from.
 """
 
 from app.offline.check import Checked, ManifestError, check, offline_policy, read_objects
-from app.offline.report import NamespaceReport, ReportRules, classify, merge, report
+from app.offline.report import (
+    NamespaceReport,
+    ReportRules,
+    classify,
+    merge,
+    report,
+    sources_for,
+)
+from app.offline.sources import Sources
 
 __all__ = [
     "Checked",
     "ManifestError",
     "NamespaceReport",
     "ReportRules",
+    "Sources",
     "check",
     "classify",
     "merge",
     "offline_policy",
     "read_objects",
     "report",
+    "sources_for",
 ]

@@ -13,6 +13,7 @@ from app.cluster.view import ClusterView
 from app.config import Policy
 from app.errors import ObjectShapeError
 from app.offline.check import Served, as_request
+from app.offline.sources import Sources
 from app.policies.admin_access import admin_access_rules, standing_admin_requests
 from app.policies.base import Context
 from app.policies.builders import legacy_matcher, mapping_resolver, sharing_rules
@@ -44,6 +45,9 @@ class NamespaceReport:
     Helm values, an unknown kind): `Kind/name: path: why`. A dra-only label denies them."""
     unserved: list[str] = field(default_factory=list)
     """DRA objects of an apiVersion the target cluster does not serve: `Kind/name: why`."""
+    gpu_pods: dict[str, int] = field(default_factory=dict)
+    """Pods asking for GPUs, by how they are served (app.offline.sources: device-plugin,
+    dra-claim, dra-extended-resource, unscheduled); a pod served two ways counts in both."""
     tenancy: list[str] = field(default_factory=list)
     """Stored objects the tenancy guards would refuse today (docs/tenancy.md): a DeviceClass
     outside the namespace's `deviceClasses` allow-list, admin access outside
@@ -87,15 +91,30 @@ class ReportRules:
         )
 
 
+def sources_for(policy: Policy, view: ClusterView) -> Sources:
+    """Where each pod's GPUs come from, judged by the policy's legacy names and the view's
+    DeviceClass `extendedResourceName` mappings."""
+    parts = Parts(policy)
+    return Sources(
+        parts.build(legacy_matcher),
+        parts.build(workload_catalogue),
+        view.device_class_for_extended_resource,
+    )
+
+
 def report(
     policy: Policy,
     view: ClusterView,
     objects: Iterable[tuple[str, Obj]],
     clock: Clock = system_clock,
     served: Served | None = None,
+    *,
+    sources: Sources | None = None,
 ) -> list[NamespaceReport]:
     """Per namespace: which objects still ask for legacy extended resources, and which DRA
-    objects the target cluster does not serve; exceptions are judged at `clock`'s time."""
+    objects the target cluster does not serve; exceptions are judged at `clock`'s time.
+    `sources` (from `sources_for`) is given every Pod and Node, and each namespace's
+    `gpu_pods` is taken from it."""
     rules = ReportRules.build(policy, clock)
     label = policy.namespace_modes.label
     found: dict[str, NamespaceReport] = {}
@@ -105,6 +124,11 @@ def report(
         meta = obj.get("metadata") if isinstance(obj.get("metadata"), dict) else {}
         assert isinstance(meta, dict)
         ns = str(meta.get("namespace") or "")
+        if sources is not None and obj["kind"] in ("Pod", "Node"):
+            if obj["kind"] == "Node":
+                sources.add_node(obj)
+            else:
+                sources.add_pod(obj)
         if not ns:
             continue
         if ns not in found:
@@ -125,6 +149,10 @@ def report(
         }
         if not any((ns, owner) in owned_by_workload for owner in owners):
             _count(found[ns], where, obj, rules, view)
+    if sources is not None:
+        for ns, counts in sources.by_namespace.items():
+            if ns in found:
+                found[ns].gpu_pods = dict(sorted(counts.items()))
     return sorted(found.values(), key=lambda r: r.namespace)
 
 

@@ -28,6 +28,7 @@ from typing import Any
 
 from app.config.policy import NamespaceModes
 from app.k8s.policyreports import (
+    GPU_PODS_ANNOTATION,
     MANAGED_BY,
     MANAGED_BY_LABEL,
     MODE_LABEL,
@@ -91,7 +92,12 @@ def policy_report(entry: Namespace, modes: NamespaceModes, fix: Fix, now: dt.dat
             MODE_LABEL: NO_MODE_VALUE if mode == NO_MODE else mode,
         },
         # always present, so an apply after a truncated run clears the count
-        "annotations": {TRUNCATED_ANNOTATION: str(max(0, len(results) - MAX_RESULTS))},
+        "annotations": {
+            TRUNCATED_ANNOTATION: str(max(0, len(results) - MAX_RESULTS)),
+            GPU_PODS_ANNOTATION: ",".join(
+                f"{source}={count}" for source, count in sorted(entry.report.gpu_pods.items())
+            ),
+        },
     }
     if len(results) > MAX_RESULTS:
         order = {"fail": 0, "error": 1, "warn": 2, "skip": 3}

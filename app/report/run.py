@@ -2,8 +2,9 @@
 
 Namespaces (for their mode label) and DeviceClasses (for `spec.extendedResourceName` mappings)
 are listed first into a `ClusterView`, the same view the offline report and the webhook read;
-then every pod-bearing kind, owners first (the operators' kinds of the workload catalogue the
-API server serves, found through discovery), a page at a time into the `Tally`, then
+then, a page at a time into the `Tally`: Nodes (the legacy names their device plugins
+advertise, `app.offline.sources`), every pod-bearing kind, owners first (the operators' kinds of
+the workload catalogue the API server serves, found through discovery), then
 ResourceClaimTemplates and ResourceClaims (the tenancy guards judge them, docs/tenancy.md).
 Nothing else is held: the peak memory is one page of objects plus the totals
 (docs/benchmarks.md, "Live report").
@@ -31,6 +32,7 @@ from app.cluster.listing import (
     CLAIMS,
     DEVICE_CLASSES,
     NAMESPACES,
+    NODES,
     POLICY_REPORTS,
     WORKLOADS,
     Cluster,
@@ -93,7 +95,8 @@ async def run(policy: Policy, options: Options, progress_to: TextIO) -> Outcome:
         operators = await cluster.discover(tally.operator_kinds())
         # Claims and templates after the pods: a claim made for a pod is judged through it.
         claims = CLAIMS if classes_served else ()
-        for resource in (*operators, *WORKLOADS, *claims):
+        # Nodes first, for the legacy names their device plugins advertise (status.allocatable).
+        for resource in (NODES, *operators, *WORKLOADS, *claims):
             seen = 0
             async for page in cluster.pages(resource):
                 for obj in page.items:

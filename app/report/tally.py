@@ -80,6 +80,8 @@ class Tally:
         """Objects counted under their owner instead of on their own."""
         self._owners: set[tuple[str, str, str]] = set()
         self._operator_kinds = frozenset(kind for _, kind in self.operator_kinds())
+        self.sources = offline.sources_for(policy, view)
+        """Where each pod's GPUs come from: every Pod and Node goes through it."""
 
     @property
     def rules(self) -> offline.ReportRules:
@@ -104,9 +106,18 @@ class Tally:
     def add(self, obj: Obj) -> None:
         """Classify one object (with `kind` and `apiVersion` set) into its namespace's totals."""
         meta = obj.get("metadata")
+        if obj.get("kind") == "Node":
+            self.sources.add_node(obj)
+            return
         if not isinstance(meta, dict) or not isinstance(meta.get("namespace"), str):
             return
         ns, kind, name = meta["namespace"], str(obj.get("kind")), str(meta.get("name", ""))
+        if kind == "Pod":
+            served = self.sources.add_pod(obj).sources
+            if served:
+                counts = self.namespace(ns).report.gpu_pods
+                for source in served:
+                    counts[source] = counts.get(source, 0) + 1
         if kind in OWNER_KINDS or kind in self._operator_kinds:
             self._owners.add((ns, kind, name))
         if self._owned(ns, meta.get("ownerReferences")):

@@ -19,6 +19,10 @@ NAMESPACES = [
     namespace("lab", **{"gpu-mode": "translate"}),
     namespace("empty", **{"gpu-mode": "translate"}),
 ]
+NODES = [
+    {"metadata": {"name": "gpu-1"}, "status": {"allocatable": {"nvidia.com/gpu": "8"}}},
+    {"metadata": {"name": "cpu-1"}, "status": {"allocatable": {"cpu": "16"}}},
+]
 OBJECTS: dict[str, list[dict[str, object]]] = {
     "/apis/apps/v1/deployments": [workload("Deployment", "serve", "api", "nvidia.com/gpu")],
     "/apis/apps/v1/replicasets": [
@@ -45,6 +49,7 @@ OBJECTS: dict[str, list[dict[str, object]]] = {
 def seed(cluster: FakeCluster) -> None:
     cluster.serve("/api/v1/namespaces", len(NAMESPACES), NAMESPACES.__getitem__)
     cluster.serve("/apis/resource.k8s.io/v1/deviceclasses", 0, lambda i: {})
+    cluster.serve("/api/v1/nodes", len(NODES), NODES.__getitem__)
     for path in (
         "/apis/batch/v1/cronjobs",
         "/apis/apps/v1/deployments",

@@ -95,3 +95,24 @@ def test_the_webhook_reads_the_reports_only_when_asked_and_with_a_live_view(
     assert MigrationProgress.from_settings(on) is not None
     static = Settings(migration_gauge_interval_seconds=300)
     assert MigrationProgress.from_settings(static) is None
+
+
+def test_the_gpu_pods_gauge_reads_how_each_namespace_s_pods_are_served(
+    cluster: FakeCluster, kubeconfig: Path
+) -> None:
+    _seed(cluster)
+    served = "device-plugin=3,dra-extended-resource=2"
+    cluster.reports[("train", "r")]["metadata"]["annotations"] = {"dra-webhook/gpu-pods": served}
+    progress = asyncio.run(_progress(kubeconfig))
+    assert progress.gpu_pods == {
+        ("train", "device-plugin"): 3,
+        ("train", "dra-extended-resource"): 2,
+    }
+    metrics = Metrics()
+    metrics.watch_migration(progress)
+    text = metrics.render().decode()
+    assert 'dra_webhook_gpu_pods{source="device-plugin",workload_namespace="train"} 3.0' in text
+    assert (
+        'dra_webhook_gpu_pods{source="dra-extended-resource",workload_namespace="train"} 2.0'
+        in text
+    )
