@@ -23,7 +23,6 @@ from tests.helpers import (
 )
 from tests.policies.translate_objects import (
     GPU,
-from app.policies.translate_judged import JUDGED_ANNOTATION
     GPU_CLASS,
     NS,
     claim,
@@ -110,6 +109,7 @@ def test_running_on_its_own_output_changes_nothing() -> None:
         ("kube-system", "pod-create-legacy-gpu"),
         (NS, "pod-update-legacy-gpu"),  # Pods are translated on CREATE only
         (NS, "deployment-create-legacy-gpu"),  # workloads only with translateWorkloads
+        (NS, "pod-create-with-resourceclaims"),
     ],
 )
 def test_reviews_translation_does_not_apply_to_are_left_unchanged(
@@ -119,19 +119,6 @@ def test_reviews_translation_does_not_apply_to_are_left_unchanged(
     assert decision.allowed
     assert decision.patch == ()
     assert decision.templates == ()
-
-
-def test_a_pod_already_asking_through_dra_is_only_marked_with_the_claims_its_call_judged() -> None:
-    decision = decide(review("pod-create-with-resourceclaims", namespace=NS))
-    assert decision.allowed
-    assert decision.templates == ()
-    assert decision.patch == (
-        {
-            "op": "add",
-            "path": "/metadata/annotations",
-            "value": {JUDGED_ANNOTATION: "c:gpu-claim,t:gpu-template"},
-        },
-    )
 
 
 # -- the patch -----------------------------------------------------------------------------
