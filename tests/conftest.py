@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, settings
 
+from app.cli import main
 from tests.helpers import AppHarness, TlsServer, build_app, start_server, stop_server
+from tests.migrate.helpers import Run
 
 settings.register_profile(
     "default", deadline=None, max_examples=150, suppress_health_check=[HealthCheck.too_slow]
@@ -43,3 +46,20 @@ def tls_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TlsServer]:
     server = start_server(tmp_path_factory.mktemp("tls"))
     yield server
     stop_server(server)
+
+
+@pytest.fixture
+def migrate(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> Callable[..., Run]:
+    """`dra-webhook migrate ARGS...` run in-process from `tmp_path`, so printed paths are
+    relative (the migrate and workload tests)."""
+    monkeypatch.chdir(tmp_path)
+
+    def run(*args: str) -> Run:
+        capsys.readouterr()
+        code = main(["migrate", *args])
+        out = capsys.readouterr()
+        return Run(code, out.out, out.err)
+
+    return run

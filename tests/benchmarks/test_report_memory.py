@@ -17,8 +17,8 @@ from typing import Any
 import pytest
 from pytest_benchmark.fixture import BenchmarkFixture
 
-from tests.report.conftest import Running
 from tests.report.fake_cluster import FakeCluster, namespace, pod
+from tests.report.helpers import Running
 from tests.report.peak import run_report
 
 NAMESPACES = 50

@@ -24,7 +24,7 @@ from tests.cluster import objects
 from tests.cluster.conftest import eventually
 from tests.cluster.fake_apiserver import FakeApiServer
 from tests.operators import namespaced_plurals
-from tests.report.conftest import Running, seed
+from tests.report.helpers import Running, seed
 
 RBAC_DOC = Path(__file__).resolve().parents[2] / "docs" / "rbac.md"
 VIEW_KINDS = {

@@ -1,40 +1,15 @@
-"""Fixtures of the migrate tests: running the command as a user would, in a scratch folder."""
+"""Fixtures of the migrate tests: golden inputs copied into a scratch folder (the `migrate`
+fixture itself is in tests/conftest.py: the workload tests use it too)."""
 
 from __future__ import annotations
 
 import shutil
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
-from app.cli import main
-
-GOLDEN = Path(__file__).parent / "golden"
-
-
-@dataclass(frozen=True)
-class Run:
-    code: int
-    stdout: str
-    stderr: str
-
-
-@pytest.fixture
-def migrate(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
-) -> Callable[..., Run]:
-    """`dra-webhook migrate ARGS...` run from `tmp_path`, so printed paths are relative."""
-    monkeypatch.chdir(tmp_path)
-
-    def run(*args: str) -> Run:
-        capsys.readouterr()
-        code = main(["migrate", *args])
-        out = capsys.readouterr()
-        return Run(code, out.out, out.err)
-
-    return run
+from tests.migrate.helpers import GOLDEN
 
 
 @pytest.fixture

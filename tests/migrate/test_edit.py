@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.migrate.conftest import Run
+from tests.migrate.helpers import Run
 
 HEAD = """\
 apiVersion: v1

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from tests.assets import k8s_tool
-from tests.migrate.conftest import GOLDEN, Run
+from tests.migrate.helpers import GOLDEN, Run
 
 MANIFESTS = [
     f"{folder}/{p.name}"

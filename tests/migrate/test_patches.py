@@ -10,7 +10,7 @@ import yaml
 
 from app.migrate.patches import source_kind, strategic_diff
 from tests.assets import k8s_tool
-from tests.migrate.conftest import Run
+from tests.migrate.helpers import Run
 
 
 def test_a_patch_dropped_into_the_overlay_renders_the_workload_a_rewrite_would_give(

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.migrate.conftest import Run
+from tests.migrate.helpers import Run
 
 GPU_POD = """\
 apiVersion: v1

@@ -33,7 +33,7 @@ from app.migrate.files import Templates, rewrite
 from app.migrate.objects import Rules
 from app.migrate.run import for_migrate
 from app.workloads import builtin
-from tests.migrate.conftest import Run
+from tests.migrate.helpers import Run
 
 ROOT = Path(__file__).resolve().parents[2]
 DATA = ROOT / "tests" / "data" / "dra-versions"

@@ -33,7 +33,7 @@ from app.cluster.view import ClusterView
 from app.config import load_policy
 from app.migrate.objects import Rules
 from app.workloads import group_kind
-from tests.migrate.conftest import Run
+from tests.migrate.helpers import Run
 from tests.workloads.crds import MANIFEST_DIR, api_server_schema, crds_of, documents
 
 REWRITTEN = "rewritten"
