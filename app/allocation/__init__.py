@@ -2,7 +2,10 @@
 
 - :mod:`~app.allocation.inventory`: devices per node in the scheduler's order (``GatherPools``);
 - :mod:`~app.allocation.state`: what allocated claims hold, consumable capacity arithmetic;
-- :mod:`~app.allocation.search`: the search on one node (``allocateOne``, ``allocateDevice``);
+- :mod:`~app.allocation.plans`: what the search is asked (a pod's claims as plans), the device
+  limit of a claim, and the errors that fail the whole pod;
+- :mod:`~app.allocation.search`: the search on one node (``allocateOne``, ``allocateDevice``),
+  with :mod:`~app.allocation.constraints` and :mod:`~app.allocation.counters` (shared counters);
 - :mod:`~app.allocation.explain`: the nearest miss, worded per verdict by
   :mod:`~app.allocation.never` (on no node, even with every device free) and
   :mod:`~app.allocation.not_now` (what other claims hold);
@@ -14,7 +17,7 @@ nothing of admission: ``policies/satisfiability.py`` turns its verdict into warn
 
 from app.allocation.explain import Problem
 from app.allocation.model import NEVER, NOT_NOW, OK, UNCHECKED, ClaimInput, Model, Verdict
-from app.allocation.search import ALLOCATION_RESULTS_MAX_SIZE
+from app.allocation.plans import ALLOCATION_RESULTS_MAX_SIZE
 from app.allocation.state import Allocations
 
 __all__ = [

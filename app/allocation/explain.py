@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from app.allocation.inventory import Candidate, Inventory
-from app.allocation.search import (
+from app.allocation.plans import (
     ALLOCATION_RESULTS_MAX_SIZE,
     Abort,
     ClaimPlan,

@@ -38,14 +38,8 @@ from app.allocation.explain import (
     usable,
 )
 from app.allocation.inventory import Candidate, Inventory
-from app.allocation.search import (
-    ALLOCATION_RESULTS_MAX_SIZE,
-    ClaimPlan,
-    RequestPlan,
-    Want,
-    scan,
-    taint_prevents,
-)
+from app.allocation.plans import ALLOCATION_RESULTS_MAX_SIZE, ClaimPlan, RequestPlan, Want
+from app.allocation.search import scan, taint_prevents
 from app.cel.cost import Budget
 from app.devices.index import DeviceIndex, Match
 from app.k8s.claims import Alternative

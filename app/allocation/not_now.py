@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from fractions import Fraction
 from typing import Any
 
+from app.allocation.counters import Counters
 from app.allocation.explain import (
     MAX_HINT_VALUES,
     Problem,
@@ -23,7 +24,8 @@ from app.allocation.explain import (
     usable,
 )
 from app.allocation.inventory import Inventory
-from app.allocation.search import Abort, ClaimPlan, Search, SelectorError, Want, scan
+from app.allocation.plans import Abort, ClaimPlan, SelectorError, Want
+from app.allocation.search import scan
 from app.allocation.state import Allocations
 from app.devices.index import DeviceIndex
 from app.k8s.quantity import Quantity
@@ -71,14 +73,14 @@ def _want_not_now(want: Want, inventory: Inventory, allocations: Allocations) ->
     distinct = {c.key: c for found in per_node.values() for c in found}
     taken = sum(1 for key in distinct if key in allocations.whole)
     parts = [f"{taken} of {total} matching devices are allocated to other claims"]
-    search = Search([], (), allocations)
+    pools = Counters(allocations)
     reported = set()
     for c in distinct.values():
         if len(parts) > MAX_HINT_VALUES:
             break  # (no more is shown)
         if c.key in allocations.whole or not c.consumes:
             continue
-        available = search.available_counters(c.pool)
+        available = pools.available(c.pool)
         for set_name, counters in c.consumes:
             if (c.pool.label, set_name) in reported:
                 continue

@@ -13,10 +13,10 @@ later request cannot be met. For every device tried:
    aborts the whole search** (:class:`SelectorError`), even when other devices would match;
 3. its consumable capacity must fit (:func:`app.allocation.state.fits`);
 4. its counters must be left in its counter set (a whole GPU and its MIG partitions consume the
-   same counters), unless it is a shareable device that already holds a share;
+   same counters: :mod:`~app.allocation.counters`), unless it is a shareable device that
+   already holds a share;
 5. a ``NoSchedule`` or ``NoExecute`` taint must be tolerated by the request;
-6. every constraint of the claim must still hold (``matchAttribute``: one value across the
-   devices of the requests it names; ``distinctAttribute``: all values different).
+6. every constraint of the claim must still hold (:mod:`~app.allocation.constraints`).
 
 Before the search (``Allocate``'s loop over the claims and ``validateDeviceRequest``), the
 devices of every ``allocationMode: All`` request or subrequest are fixed: every device of the
@@ -35,16 +35,30 @@ allocation.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Container, Mapping, Sequence
-from dataclasses import dataclass, field
-from fractions import Fraction
-from typing import Any, Final
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 from app.allocation.capacity import fits
+from app.allocation.constraints import ConstraintState
+from app.allocation.counters import Counters
 from app.allocation.inventory import Candidate, DeviceKey, Pool
+from app.allocation.plans import (
+    ALLOCATION_RESULTS_MAX_SIZE,
+    Abort,
+    ClaimPlan,
+    DeviceRef,
+    OverLimit,
+    RequestPlan,
+    SelectorError,
+    Want,
+    fewest,
+    short,
+)
 from app.allocation.state import Allocations
-from app.k8s.claims import Alternative, Constraint
+from app.k8s.claims import Alternative
 
+# ClaimPlan, RequestPlan, Want and the errors are app.allocation.plans', named here too: the
+# model asks the search in these terms.
 __all__ = [
     "ALLOCATION_RESULTS_MAX_SIZE",
     "Abort",
@@ -60,52 +74,9 @@ __all__ = [
     "short",
 ]
 
-DeviceRef = tuple[str, str]
-"""(slice name, device name): one device of one slice version."""
 MAX_STEPS = 20_000
 """Devices tried per node before the search gives up (a combinatorial claim): the verdict is
 then "not checked" rather than a guess."""
-ALLOCATION_RESULTS_MAX_SIZE: Final = 32
-"""The most devices one claim's allocation holds (``resourceapi.AllocationResultsMaxSize``).
-API validation bounds the number of requests by it, never a request's ``count``: only the
-allocator refuses a claim that needs more."""
-
-
-class Abort(Exception):  # noqa: N818 (upstream's word)
-    """The scheduler would stop here with an error for the whole pod: ``Allocate`` returns an
-    error that is not ``ErrFailedAllocationOnNode``, the DRA plugin's Filter answers with an
-    error status (SchedulerError), and the pod is retried with backoff, whatever other nodes
-    offer."""
-
-    def __init__(self, message: str) -> None:
-        super().__init__(message)
-        self.message = message
-
-
-class SelectorError(Abort):
-    """A CEL runtime error of a class's or a request's selector (``selectorsMatch``)."""
-
-    def __init__(self, message: str, device: str, want: Want) -> None:
-        super().__init__(message)
-        self.device = device
-        self.want = want
-
-
-class OverLimit(Abort):
-    """A claim needing more devices than an allocation holds: ``Allocate``'s check of
-    ``minDevicesPerClaim`` ("number of requested devices N exceeds the claim limit of 32")."""
-
-    def __init__(self, claim: ClaimPlan, counts: Sequence[int], node: str | None) -> None:
-        super().__init__(
-            f"{claim.label}: number of requested devices {sum(counts)} exceeds the claim limit "
-            f"of {ALLOCATION_RESULTS_MAX_SIZE}"
-        )
-        self.claim = claim
-        self.counts = tuple(counts)
-        """The fewest devices each request of the claim takes (on ``node``, for ``All``)."""
-        self.node = node
-        """The node whose matching devices an ``All`` request counts; None when the counts
-        hold on every node (``count`` alone passes the limit)."""
 
 
 class Exhausted(Exception):  # noqa: N818
@@ -117,82 +88,8 @@ class _Exceeded(Exception):  # noqa: N818
     search to the next subrequest or claim."""
 
 
-@dataclass(frozen=True, slots=True)
-class Want:
-    """One request or subrequest with the devices its class and selectors match."""
-
-    request: str
-    sub: str
-    path: str
-    """The request's field path (with the claim's prefix), where messages about it go."""
-    alternative: Alternative
-    matched: Container[DeviceRef]
-    """The devices its class and selectors match (``ref in matched``)."""
-    erring: Mapping[DeviceRef, str] = field(default_factory=dict)
-    total: int | None = None
-    """How many devices match in the whole cluster (``Match.count``), which lets :func:`scan`
-    answer without a node when it is short and skip the nodes with too few devices; None:
-    every node is searched in full (what those shortcuts are tested against)."""
-
-    @property
-    def admin(self) -> bool:
-        return self.alternative.admin_access
-
-
-@dataclass(frozen=True, slots=True)
-class RequestPlan:
-    name: str
-    path: str
-    alternatives: tuple[Want, ...]
-    first_available: bool = False
-
-
-@dataclass(frozen=True, slots=True)
-class ClaimPlan:
-    label: str
-    """How messages name the claim (``claim ns/name`` or the pod's claim entry)."""
-    path: str
-    """The claim spec's field path (with the pod's prefix)."""
-    requests: tuple[RequestPlan, ...]
-    constraints: tuple[Constraint, ...] = ()
-
-
 def _ref(candidate: Candidate) -> DeviceRef:
     return (candidate.device.slice_name, candidate.device.name)
-
-
-def attribute(candidate: Candidate, name: str) -> Any:
-    """``lookupAttribute``: a fully qualified attribute name, typed so 1 != true."""
-    domain, _, ident = name.partition("/")
-    if not ident:
-        return None
-    value = candidate.device.attributes.get(domain, {}).get(ident)
-    return None if value is None else (type(value).__name__, str(value))
-
-
-class _ConstraintState:
-    def __init__(self, constraint: Constraint) -> None:
-        self.constraint = constraint
-        self.values: list[Any] = []
-
-    def add(self, request: str, sub: str, candidate: Candidate) -> bool | None:
-        """True if added, None if the constraint does not apply, False if violated."""
-        if not self.constraint.applies_to(request, sub):
-            return None
-        name = self.constraint.match_attribute or self.constraint.distinct_attribute or ""
-        value = attribute(candidate, name)
-        if value is None:
-            return False
-        if self.constraint.match_attribute is not None:
-            if self.values and self.values[0] != value:
-                return False
-        elif value in self.values:
-            return False
-        self.values.append(value)
-        return True
-
-    def remove(self) -> None:
-        self.values.pop()
 
 
 class Search:
@@ -215,10 +112,8 @@ class Search:
         self.ignore_taints = ignore_taints
         self.allocating: dict[DeviceKey, set[int]] = {}
         self.allocating_capacity: dict[DeviceKey, list[dict[str, Any]]] = {}
-        self.counters: dict[int, dict[tuple[str, str], int | Fraction]] = {}
-        """Per pool (by id()): counter -> what is left after allocated devices."""
-        self.consuming: dict[int, dict[tuple[str, str], int | Fraction]] = {}
-        self.constraints = [[_ConstraintState(c) for c in claim.constraints] for claim in claims]
+        self.counters = Counters(allocations)
+        self.constraints = [[ConstraintState(c) for c in claim.constraints] for claim in claims]
         self.steps = 0
         self.chosen: list[tuple[int, str, Candidate]] = []
         self.held = [0] * len(claims)
@@ -456,21 +351,21 @@ class Search:
         )
         counted = False
         if not shared_in_use and candidate.consumes:
-            if not self._take_counters(candidate):
+            if not self.counters.take(candidate):
                 return None
             counted = True
         if not self.ignore_taints and taint_prevents(candidate, want.alternative):
             if counted:
-                self._release_counters(candidate)
+                self.counters.release(candidate)
             return None
-        added: list[_ConstraintState] = []
+        added: list[ConstraintState] = []
         for state in self.constraints[c]:
             outcome = state.add(want.request, want.sub, candidate)
             if outcome is False:
                 for done in added:
                     done.remove()
                 if counted:
-                    self._release_counters(candidate)
+                    self.counters.release(candidate)
                 return None
             if outcome:
                 added.append(state)
@@ -481,7 +376,7 @@ class Search:
                 for done in added:
                     done.remove()
                 if counted:
-                    self._release_counters(candidate)
+                    self.counters.release(candidate)
                 return None
             self.allocating_capacity.setdefault(key, []).append(share)
         else:
@@ -499,52 +394,9 @@ class Search:
             else:
                 self.allocating[key].discard(c)
             if counted:
-                self._release_counters(candidate)
+                self.counters.release(candidate)
 
         return undo
-
-    # -- counters -------------------------------------------------------------------------------
-
-    def available_counters(self, pool: Pool) -> dict[tuple[str, str], int | Fraction]:
-        """What is left of each counter of the pool after the devices allocated to claims."""
-        found = self.counters.get(id(pool))
-        if found is None:
-            found = {
-                (set_name, name): _number(amount.value)
-                for set_name, counters in pool.counter_sets.items()
-                for name, amount in counters.items()
-            }
-            if self.allocations is not None:
-                for key, consumes in pool.consumers:
-                    if self.allocations.taken(key):
-                        for set_name, counters in consumes:
-                            for name, amount in counters.items():
-                                if (set_name, name) in found:
-                                    found[(set_name, name)] -= amount.value
-            self.counters[id(pool)] = found
-        return found
-
-    def _take_counters(self, candidate: Candidate) -> bool:
-        available = self.available_counters(candidate.pool)
-        consuming = self.consuming.setdefault(id(candidate.pool), {})
-        fits_all = True
-        for slot, amount in candidate.usage:
-            total = consuming.get(slot, 0) + amount
-            consuming[slot] = total
-            if fits_all and slot in available and total > available[slot]:
-                fits_all = False
-        if not fits_all:
-            self._release_counters(candidate)
-        return fits_all
-
-    def _release_counters(self, candidate: Candidate) -> None:
-        consuming = self.consuming[id(candidate.pool)]
-        for slot, amount in candidate.usage:
-            consuming[slot] -= amount
-
-
-def _number(value: Fraction) -> int | Fraction:
-    return value.numerator if value.denominator == 1 else value
 
 
 def scan(
@@ -602,21 +454,6 @@ def scan(
         except Abort as abort:
             return [], abort
     return possible, None
-
-
-def fewest(request: RequestPlan) -> int:
-    """The fewest devices the request takes whatever the node (``count``; an ``All``
-    alternative may take none), the least ``Allocate`` counts for it against the limit."""
-    return min(
-        (0 if w.alternative.all_devices else w.alternative.count for w in request.alternatives),
-        default=0,
-    )
-
-
-def short(request: RequestPlan) -> bool:
-    """Whether every alternative of the request matches fewer devices in the whole cluster
-    than it needs (False when a total is unknown): no node can take it."""
-    return all(w.total is not None and w.total < w.alternative.needed for w in request.alternatives)
 
 
 def taint_prevents(candidate: Candidate, alternative: Alternative) -> Mapping[str, Any] | None:

@@ -20,7 +20,8 @@ from typing import Any
 import pytest
 
 from app.allocation import NOT_NOW, OK, Allocations
-from app.allocation.search import ClaimPlan, RequestPlan, SelectorError, Want, scan
+from app.allocation.plans import ClaimPlan, RequestPlan, SelectorError, Want
+from app.allocation.search import scan
 from app.devices.index import class_selectors
 from app.k8s.claims import parse_claim_spec
 from tests.allocation.conftest import Cluster, request, spec

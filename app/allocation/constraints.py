@@ -1,0 +1,49 @@
+"""Constraints across the devices of a claim, as upstream's constraint.go checks them while the
+search picks devices: ``matchAttribute`` (one value across the devices of the requests it
+names) and ``distinctAttribute`` (all values different); a device without the attribute
+satisfies neither."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from app.allocation.inventory import Candidate
+from app.k8s.claims import Constraint
+
+__all__ = ["ConstraintState", "attribute"]
+
+
+def attribute(candidate: Candidate, name: str) -> Any:
+    """``lookupAttribute``: a fully qualified attribute name, typed so 1 != true."""
+    domain, _, ident = name.partition("/")
+    if not ident:
+        return None
+    value = candidate.device.attributes.get(domain, {}).get(ident)
+    return None if value is None else (type(value).__name__, str(value))
+
+
+class ConstraintState:
+    """One constraint of a claim and the values the devices picked so far give it."""
+
+    def __init__(self, constraint: Constraint) -> None:
+        self.constraint = constraint
+        self.values: list[Any] = []
+
+    def add(self, request: str, sub: str, candidate: Candidate) -> bool | None:
+        """True if added, None if the constraint does not apply, False if violated."""
+        if not self.constraint.applies_to(request, sub):
+            return None
+        name = self.constraint.match_attribute or self.constraint.distinct_attribute or ""
+        value = attribute(candidate, name)
+        if value is None:
+            return False
+        if self.constraint.match_attribute is not None:
+            if self.values and self.values[0] != value:
+                return False
+        elif value in self.values:
+            return False
+        self.values.append(value)
+        return True
+
+    def remove(self) -> None:
+        self.values.pop()
