@@ -29,11 +29,12 @@ from __future__ import annotations
 
 import datetime as dt
 import os
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client import values as prometheus_values
+from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.multiprocess import MultiProcessCollector, mark_process_dead
 from prometheus_client.registry import Collector
 
@@ -273,6 +274,7 @@ class Metrics:
     def watch_source(self, stats: SourceStats) -> None:
         """Expose a live source's counters, read from `stats` at every scrape."""
         self._watch(SourceCollector(stats))
+        self._watch(_NodeLabelsCollector(stats))
 
     def watch_cel(self, cache: CompileCache, index: DeviceIndex) -> None:
         """Expose the CEL compile cache and device-match memo counters, read at every scrape."""
@@ -321,3 +323,20 @@ class Metrics:
         """On worker exit: drop this process's live-gauge files so it stops counting as live."""
         if self.multiprocess_dir is not None:
             mark_process_dead(os.getpid(), str(self.multiprocess_dir))  # type: ignore[no-untyped-call]
+
+
+class _NodeLabelsCollector(Collector):
+    """Whether the live source reads the Nodes' labels (docs/rbac.md: `nodes` list, watch)."""
+
+    def __init__(self, stats: SourceStats) -> None:
+        self._stats = stats
+
+    def collect(self) -> Iterator[Metric]:
+        nodes = self._stats.kinds.get(Kind.NODE)
+        yield GaugeMetricFamily(
+            "dra_webhook_node_labels_available",
+            "1 when the Nodes' labels are read (listed and watched as metadata) and slices' "
+            "nodeSelectors are evaluated against them; 0 when listing nodes is forbidden (the "
+            "selectors are then taken to match) or has not succeeded yet.",
+            value=1 if nodes is not None and nodes.listed and not nodes.forbidden else 0,
+        )

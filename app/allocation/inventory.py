@@ -1,450 +1,311 @@
 """Devices grouped per node, in the order the scheduler tries them.
 
-Mirrors upstream's ``GatherPools`` (k8s.io/dynamic-resource-allocation/structured,
-internal/incubating/pools_incubating.go) run once for every node: a slice reaches a node by
-``nodeName``, ``allNodes`` or ``nodeSelector``, or, with ``perDeviceNodeSelection``, device by
-device; of a pool only the newest generation counts (a pool whose newest generation lies on
-slices that do not reach the node is ignored there); a pool missing slices of its generation is
-incomplete and one with a duplicate device name invalid: their devices are not allocated (and
-a request for ``allocationMode: All`` fails on that node).
+Mirrors upstream's allocator (k8s.io/dynamic-resource-allocation/structured, internal/incubating)
+run once for every node: the slices naming the node and those naming none are gathered into
+pools by :func:`app.allocation.pools.gather` (``GatherPools``: node selection, the node's own
+newest generation, incomplete and invalid pools).
 
-The view holds no Node objects, so the nodes are the names the slices give (``nodeName``,
-``matchFields`` on ``metadata.name``, ``kubernetes.io/hostname`` values) plus, when some devices
-reach nodes beyond those, one anonymous node standing for all of them. A node selector on other
-labels cannot be evaluated without the node: it is taken to match (the check must never call a
-claim impossible that the scheduler could place).
+The nodes are the cluster's Node objects when the view holds them (a metadata-only watch: names
+and labels), so a slice's ``nodeSelector`` is evaluated against real labels. Without them (no
+permission to list Nodes, or a static file that lists none) the nodes are the names the slices
+give (``nodeName``, ``matchFields`` on ``metadata.name``, ``kubernetes.io/hostname`` values) plus,
+when some devices reach nodes beyond those, one anonymous node standing for all of them, and a
+selector on labels is taken to match (:mod:`app.allocation.nodes`).
 
-Built when the cluster view has synced (:meth:`Inventory.build`), then kept current slice by
-slice (:meth:`Inventory.update`: a change to a node-local slice re-gathers only its node), never
-per request.
+Built when the cluster view has synced (:meth:`Inventory.build`), then kept current (:meth:`
+Inventory.update`): a slice change re-gathers the nodes it reaches and the nodes that gathered
+its pool, a Node's new labels re-gather that node, never per request. Nodes that see the same
+slices share what was gathered for them (a thousand CPU nodes under one rack-level slice hold
+one tuple of its devices, not a thousand).
 """
 
 from __future__ import annotations
 
 from bisect import insort
-from collections.abc import Iterable, Mapping
+from collections import Counter
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
-from fractions import Fraction
+from heapq import merge
 from typing import Any
 
-from app.allocation.capacity import CapacitySpec, capacity_spec, quantity_or_none
-from app.allocation.nodes import ANY_NODE, named, raw_devices, reaches, slice_reaches
-from app.cel.device import Device
+from app.allocation.nodes import ANY_NODE, named, raw_devices, reach_of
+from app.allocation.pools import Candidate, DeviceKey, Gathered, Pool, gather
+from app.allocation.slices import PoolId, SliceFacts, read, spec_of
 from app.devices.index import IndexedSlice
-from app.k8s.quantity import Quantity
 
-__all__ = ["ANY_NODE", "Candidate", "Inventory", "Pool"]
+__all__ = ["ANY_NODE", "Candidate", "DeviceKey", "Inventory", "Labels", "Pool"]
 
-
-DeviceKey = tuple[str, str, str]
-"""(driver, pool, device): how allocation results name a device."""
-
-
-@dataclass(slots=True)
-class Pool:
-    driver: str
-    name: str
-    generation: int
-    incomplete: bool = False
-    invalid: str | None = None
-    counter_sets: dict[str, dict[str, Quantity]] = field(default_factory=dict)
-    consumers: list[tuple[DeviceKey, tuple[tuple[str, dict[str, Quantity]], ...]]] = field(
-        default_factory=list
-    )
-    """Every device of the pool's generation that consumes counters (on any node)."""
-
-    @property
-    def label(self) -> str:
-        return f"{self.driver}/{self.name}"
+Labels = Mapping[str, Mapping[str, str]]
+"""Node name -> its labels: the cluster's Nodes."""
+Cache = dict[str, tuple[IndexedSlice, SliceFacts]]
+"""Slice name -> the version read last and what was read of it (kept between builds)."""
 
 
-@dataclass(frozen=True, slots=True)
-class Candidate:
-    """One device as the allocator sees it on one node."""
+class _Facts(Mapping[str, SliceFacts]):
+    """The read facts of the cached slices, by slice name."""
 
-    device: Device
-    key: DeviceKey
-    pool: Pool
-    taints: tuple[Mapping[str, Any], ...]
-    consumes: tuple[tuple[str, dict[str, Quantity]], ...]
-    capacity: Mapping[str, CapacitySpec]
-    """By fully qualified name (``<domain>/<name>``)."""
-    allow_multiple: bool
-    usage: tuple[tuple[tuple[str, str], int | Fraction], ...] = ()
-    """``consumes`` flattened to ((counter set, counter), amount), for the search."""
+    def __init__(self, cache: Cache) -> None:
+        self._cache = cache
 
-    @property
-    def label(self) -> str:
-        return "/".join(self.key)
+    def __getitem__(self, name: str) -> SliceFacts:
+        return self._cache[name][1]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._cache)
+
+    def __len__(self) -> int:
+        return len(self._cache)
 
 
 @dataclass(slots=True)
 class Inventory:
     generation: int
+    """The device index's generation it was gathered at."""
     nodes: dict[str, tuple[Candidate, ...]]
     """Node name -> devices reaching it, pool by pool and slice by slice in name order."""
     pools: dict[str, list[Pool]]
     """Node name -> the pools gathered for it (incomplete and invalid ones included)."""
+    labels: Labels | None = None
+    """The Nodes' labels; None: no Node objects (nodes named by the slices, see the module)."""
+    node_generation: int = 0
+    """The model's count of Node changes it was gathered at."""
 
     local: dict[str, list[IndexedSlice]] = field(default_factory=dict)
     """Node name -> the slices naming it in ``nodeName``, by name."""
     shared: list[IndexedSlice] = field(default_factory=list)
     """The slices without a ``nodeName`` (they may reach any node), by name."""
-    pool_slices: dict[tuple[str, str], dict[str, IndexedSlice]] = field(default_factory=dict)
+    pool_slices: dict[PoolId, dict[str, IndexedSlice]] = field(default_factory=dict)
     """(driver, pool) -> its slices (every generation), by slice name."""
+    relevant: dict[str, frozenset[PoolId]] = field(default_factory=dict)
+    """Node name -> the pools with a slice relevant to it."""
+    by_pool: dict[PoolId, set[str]] = field(default_factory=dict)
+    """The reverse of ``relevant``: which nodes a change to the pool's slices may touch."""
+    named: Counter[str] = field(default_factory=Counter)
+    """Without Node objects: how many slices name each node."""
+    beyond: set[str] = field(default_factory=set)
+    """Without Node objects: the slices with devices for nodes no slice names."""
 
     @classmethod
     def build(
         cls,
         slices: Iterable[IndexedSlice],
         generation: int,
-        cache: dict[str, tuple[IndexedSlice, SliceFacts]] | None = None,
+        cache: Cache | None = None,
+        labels: Labels | None = None,
     ) -> Inventory:
         """Group the devices per node. ``cache`` keeps what was read of each slice version
-        (taints, counters, capacities) between builds: after a slice change only that slice
-        is read again, the rest is grouping."""
-        ordered = sorted(slices, key=lambda s: s.name)
-        facts = _read_all(ordered, {} if cache is None else cache)
-        names = _node_names(ordered)
-        has_shared = any(_reaches_beyond(s, names) for s in ordered)
-        nodes = sorted(names) + ([ANY_NODE] if has_shared or not names else [])
-        inventory = cls(generation, {}, {})
+        (taints, counters, capacities, node selection) between builds: after a slice change
+        only that slice is read again, the rest is grouping."""
+        cache = {} if cache is None else cache
+        ordered = sorted(slices, key=_by_name)
+        _read_all(ordered, cache)
+        inventory = cls(generation, {}, {}, labels)
         for indexed in ordered:
-            inventory._add(indexed)
-        inventory._gather(nodes, ordered, facts)
+            inventory._add(indexed, cache[indexed.name][1])
+        inventory._gather(inventory._node_set(), _Facts(cache))
         return inventory
 
     def update(
         self,
         slices: Mapping[str, IndexedSlice],
         generation: int,
-        cache: dict[str, tuple[IndexedSlice, SliceFacts]],
+        cache: Cache,
         changed: Iterable[str],
+        *,
+        nodes_changed: Iterable[str] = (),
+        labels: Labels | None = None,
     ) -> set[str] | None:
         """Take the changes of the named slices (``slices`` is every current slice by name)
-        in place, re-gathering only the nodes they reach; returns those nodes. Returns None,
-        having changed nothing, when the change is not local to nodes that stay (a slice
-        without ``nodeName``, a node added or emptied, a pool spanning other nodes): then
-        :meth:`build` anew."""
-        olds = {n: cache[n][0] for n in changed if n in cache}
-        news = {n: slices[n] for n in changed if n in slices}
-        nodes: set[str] = set()
-        pools: set[tuple[str, str]] = set()
-        for indexed in (*olds.values(), *news.values()):
-            spec = _spec(indexed)
-            node = spec.get("nodeName")
-            if not isinstance(node, str) or not node or node not in self.nodes:
-                return None
-            if spec.get("perDeviceNodeSelection") is True:
-                return None
-            nodes.add(node)
-            pools.add(_pool_id(spec)[0])
-        for pool_id in pools:
-            for indexed in self.pool_slices.get(pool_id, {}).values():
-                if indexed.name not in olds and _spec(indexed).get("nodeName") not in nodes:
-                    return None
-        for name, indexed in olds.items():
-            self._remove(indexed)
-            del cache[name]
-        for indexed in news.values():
-            self._add(indexed)
-        if any(not self.local.get(node) for node in nodes):
-            for indexed in news.values():
-                self._remove(indexed)
-            for indexed in olds.values():
-                self._add(indexed)
-                cache[indexed.name] = (indexed, _read(indexed))
-            return None
-        involved = {
-            _pool_id(_spec(i))[0] for node in nodes for i in (*self.local[node], *self.shared)
-        }
-        members = sorted(
-            (i for p in involved for i in self.pool_slices.get(p, {}).values()),
-            key=lambda s: s.name,
-        )
-        facts = {}
-        for indexed in members:
-            known = cache.get(indexed.name)
-            if known is None or known[0] is not indexed:
-                known = cache[indexed.name] = (indexed, _read(indexed))
-            facts[indexed.name] = known[1]
-        self.generation = generation
-        self._gather(sorted(nodes), members, facts)
-        return nodes
+        and of the named Nodes in place, re-gathering only the nodes they may touch: those a
+        changed slice reaches, those that gathered a changed slice's pool, the changed Nodes.
+        Returns the nodes re-gathered, added or removed; None when that is every node.
 
-    def _add(self, indexed: IndexedSlice) -> None:
-        spec = _spec(indexed)
-        node = spec.get("nodeName")
-        if isinstance(node, str) and node:
+        ``labels`` must be None exactly when the inventory was built without Node objects
+        (:meth:`build` anew when Nodes appear or all go away)."""
+        assert (labels is None) == (self.labels is None), "the nodes changed kind: build anew"
+        pools: set[PoolId] = set()
+        fresh: list[SliceFacts] = []
+        for name in set(changed):
+            known = cache.pop(name, None)
+            if known is not None:
+                self._remove(known[0], known[1])
+                pools.add(known[1].pool)
+            indexed = slices.get(name)
+            if indexed is not None:
+                facts = read(indexed)
+                cache[name] = (indexed, facts)
+                self._add(indexed, facts)
+                pools.add(facts.pool)
+                fresh.append(facts)
+        self.labels = labels
+        wanted = self._node_set()
+        kept = set(wanted)
+        removed = [n for n in self.nodes if n not in kept]
+        for node in removed:
+            self._drop(node)
+        affected = {n for n in wanted if n not in self.nodes}
+        affected.update(n for n in nodes_changed if n in kept)
+        for pool_id in pools:
+            affected.update(self.by_pool.get(pool_id, ()))
+        for facts in fresh:
+            affected.update(self._reached(facts, wanted))
+        affected &= kept
+        self.generation = generation
+        self._gather([n for n in wanted if n in affected], _Facts(cache))
+        if len(affected) == len(wanted) and len(wanted) > 1:
+            return None
+        return affected | set(removed)
+
+    # -- the slices ------------------------------------------------------------------------
+
+    def _add(self, indexed: IndexedSlice, facts: SliceFacts) -> None:
+        node = facts.reach.node_name if facts.reach is not None else ""
+        if node:
             insort(self.local.setdefault(node, []), indexed, key=_by_name)
         else:
             insort(self.shared, indexed, key=_by_name)
-        self.pool_slices.setdefault(_pool_id(spec)[0], {})[indexed.name] = indexed
+        self.pool_slices.setdefault(facts.pool, {})[indexed.name] = indexed
+        names, beyond = _names(indexed)
+        self.named.update(names)
+        if beyond:
+            self.beyond.add(indexed.name)
 
-    def _remove(self, indexed: IndexedSlice) -> None:
-        spec = _spec(indexed)
-        node = spec.get("nodeName")
-        held = self.local.get(node, []) if isinstance(node, str) and node else self.shared
+    def _remove(self, indexed: IndexedSlice, facts: SliceFacts) -> None:
+        node = facts.reach.node_name if facts.reach is not None else ""
+        held = self.local.get(node, []) if node else self.shared
         for i, known in enumerate(held):
             if known is indexed:
                 del held[i]
                 break
-        pool = self.pool_slices.get(_pool_id(spec)[0], {})
+        if node and not held:
+            self.local.pop(node, None)
+        pool = self.pool_slices.get(facts.pool, {})
         pool.pop(indexed.name, None)
+        if not pool:
+            self.pool_slices.pop(facts.pool, None)
+        names, _ = _names(indexed)
+        self.named.subtract(names)
+        for name in names:
+            if self.named[name] <= 0:
+                del self.named[name]
+        self.beyond.discard(indexed.name)
 
-    def _gather(
-        self, nodes: Iterable[str], pooled: list[IndexedSlice], facts: Mapping[str, SliceFacts]
-    ) -> None:
-        """Gather the pools of ``nodes`` (``pooled``: at least every slice of every pool
-        reaching them, by name)."""
-        newest = _newest_generations(pooled)
-        counts = _slice_counts(pooled)
-        shared = _pool_counters(pooled, newest, facts)
+    # -- the nodes -------------------------------------------------------------------------
+
+    def _node_set(self) -> list[str]:
+        if self.labels is not None:
+            return sorted(self.labels)
+        names = sorted(self.named)
+        return names + ([ANY_NODE] if self.beyond or not names else [])
+
+    def _labels_of(self, node: str) -> Mapping[str, str] | None:
+        return self.labels.get(node) if self.labels is not None else None
+
+    def _reached(self, facts: SliceFacts, nodes: list[str]) -> Iterable[str]:
+        """The nodes a slice is relevant to (its devices, or its counter sets, reach them)."""
+        if facts.reach is not None and facts.reach.node_name:
+            return (facts.reach.node_name,)
+        if facts.has_counters or (facts.reach is not None and facts.reach.all_nodes):
+            return nodes
+        return [n for n in nodes if facts.reaches(n, self._labels_of(n))]
+
+    def _drop(self, node: str) -> None:
+        self.nodes.pop(node, None)
+        self.pools.pop(node, None)
+        for pool_id in self.relevant.pop(node, ()):
+            holders = self.by_pool.get(pool_id)
+            if holders is not None:
+                holders.discard(node)
+                if not holders:
+                    del self.by_pool[pool_id]
+
+    def _gather(self, nodes: Iterable[str], facts: Mapping[str, SliceFacts]) -> None:
+        """Gather the pools of ``nodes``. Nodes naming no slice of their own that see the
+        same shared slices (the same devices of each) share one result."""
+        alike: dict[tuple[Any, ...], Gathered] = {}
         for node in nodes:
-            pools: dict[tuple[str, str], tuple[Pool, list[IndexedSlice]]] = {}
-            reaching = sorted([*self.local.get(node, ()), *self.shared], key=_by_name)
-            for indexed in reaching:
-                spec = _spec(indexed)
-                if not slice_reaches(spec, node):
-                    continue
-                pool_id, generation_ = _pool_id(spec)
-                found = pools.get(pool_id)
-                if found is not None and generation_ < found[0].generation:
-                    continue
-                if found is None or generation_ > found[0].generation:
-                    pool = Pool(pool_id[0], pool_id[1], generation_)
-                    found = (pool, [])
-                    pools[pool_id] = found
-                found[1].append(indexed)
-            candidates: list[Candidate] = []
-            gathered: list[Pool] = []
-            for pool_id in sorted(pools):
-                pool, members = pools[pool_id]
-                if newest.get(pool_id, pool.generation) > pool.generation:
-                    continue  # obsolete: the driver is replacing this generation
-                wanted = _slice_count(_spec(members[0]))
-                pool.incomplete = (
-                    wanted is not None and counts.get((pool_id, pool.generation), 0) < wanted
-                )
-                pool.counter_sets, pool.consumers = shared.get(pool_id, ({}, []))
-                seen: set[str] = set()
-                for indexed in members:
-                    for candidate in _candidates(indexed, facts[indexed.name], pool, node):
-                        if candidate.device.name in seen:
-                            pool.invalid = f"duplicate device name {candidate.device.name}"
-                        seen.add(candidate.device.name)
-                        candidates.append(candidate)
-                gathered.append(pool)
-            self.nodes[node] = tuple(candidates)
-            self.pools[node] = gathered
+            labels = self._labels_of(node)
+            own = self.local.get(node)
+            key = None if own else _sees(self.shared, facts, node, labels)
+            found = alike.get(key) if key is not None else None
+            if found is None:
+                slices = merge(own, self.shared, key=_by_name) if own else self.shared
+                found = gather(node, labels, slices, self.pool_slices, facts)
+                if key is not None:
+                    alike[key] = found
+            self._keep(node, found)
+
+    def _keep(self, node: str, found: Gathered) -> None:
+        before = self.relevant.get(node, frozenset())
+        for pool_id in before - found.relevant:
+            holders = self.by_pool.get(pool_id)
+            if holders is not None:
+                holders.discard(node)
+                if not holders:
+                    del self.by_pool[pool_id]
+        for pool_id in found.relevant - before:
+            self.by_pool.setdefault(pool_id, set()).add(node)
+        if found.relevant:
+            self.relevant[node] = found.relevant
+        else:
+            self.relevant.pop(node, None)
+        self.nodes[node] = found.candidates
+        self.pools[node] = found.pools
 
 
 def _by_name(indexed: IndexedSlice) -> str:
     return indexed.name
 
 
-# -- reading slices ---------------------------------------------------------------------------
-
-
-def _spec(indexed: IndexedSlice) -> Mapping[str, Any]:
-    spec = indexed.raw.get("spec")
-    return spec if isinstance(spec, Mapping) else {}
-
-
-def _pool_id(spec: Mapping[str, Any]) -> tuple[tuple[str, str], int]:
-    pool = spec.get("pool")
-    pool = pool if isinstance(pool, Mapping) else {}
-    generation = pool.get("generation")
-    return (
-        (str(spec.get("driver", "")), str(pool.get("name", ""))),
-        generation if isinstance(generation, int) else 0,
-    )
-
-
-def _slice_count(spec: Mapping[str, Any]) -> int | None:
-    pool = spec.get("pool")
-    count = pool.get("resourceSliceCount") if isinstance(pool, Mapping) else None
-    return count if isinstance(count, int) and count > 0 else None
-
-
-def _newest_generations(slices: list[IndexedSlice]) -> dict[tuple[str, str], int]:
-    newest: dict[tuple[str, str], int] = {}
-    for indexed in slices:
-        pool_id, generation = _pool_id(_spec(indexed))
-        newest[pool_id] = max(newest.get(pool_id, generation), generation)
-    return newest
-
-
-def _slice_counts(slices: list[IndexedSlice]) -> dict[tuple[tuple[str, str], int], int]:
-    counts: dict[tuple[tuple[str, str], int], int] = {}
-    for indexed in slices:
-        key = _pool_id(_spec(indexed))
-        counts[key] = counts.get(key, 0) + 1
-    return counts
-
-
-def _counters(value: Any) -> dict[str, Quantity]:
-    out: dict[str, Quantity] = {}
-    if isinstance(value, Mapping):
-        for name, counter in value.items():
-            amount = (
-                quantity_or_none(counter.get("value")) if isinstance(counter, Mapping) else None
+def _sees(
+    shared: list[IndexedSlice],
+    facts: Mapping[str, SliceFacts],
+    node: str,
+    labels: Mapping[str, str] | None,
+) -> tuple[Any, ...]:
+    """What a node without slices of its own sees: each relevant shared slice, with the names
+    of its devices that reach the node where that is decided per device."""
+    seen: list[Any] = []
+    for indexed in shared:
+        found = facts[indexed.name]
+        if not found.reaches(node, labels):
+            continue
+        if found.per_device or (found.has_counters and found.devices):
+            reaching = tuple(
+                name for name, d in found.devices.items() if found.device_reaches(d, node, labels)
             )
-            if amount is not None:
-                out[str(name)] = amount
-    return out
+            seen.append((indexed.serial, reaching))
+        else:
+            seen.append(indexed.serial)
+    return tuple(seen)
 
 
-def _consumes(device: Mapping[str, Any]) -> tuple[tuple[str, dict[str, Quantity]], ...]:
-    value = device.get("consumesCounters")
-    if not isinstance(value, list):
-        return ()
-    return tuple(
-        (str(entry.get("counterSet", "")), _counters(entry.get("counters")))
-        for entry in value
-        if isinstance(entry, Mapping)
-    )
-
-
-@dataclass(frozen=True, slots=True)
-class DeviceFacts:
-    raw: Mapping[str, Any]
-    taints: tuple[Mapping[str, Any], ...]
-    consumes: tuple[tuple[str, dict[str, Quantity]], ...]
-    capacity: Mapping[str, CapacitySpec]
-    allow_multiple: bool
-    usage: tuple[tuple[tuple[str, str], int | Fraction], ...]
-
-
-@dataclass(frozen=True, slots=True)
-class SliceFacts:
-    """What the allocator reads of one slice version besides the CEL view of its devices."""
-
-    counter_sets: dict[str, dict[str, Quantity]]
-    devices: dict[str, DeviceFacts]
-
-
-def _read_all(
-    slices: list[IndexedSlice], cache: dict[str, tuple[IndexedSlice, SliceFacts]]
-) -> dict[str, SliceFacts]:
-    out = {}
+def _read_all(slices: list[IndexedSlice], cache: Cache) -> None:
+    current = set()
     for indexed in slices:
+        current.add(indexed.name)
         known = cache.get(indexed.name)
         if known is None or known[0] is not indexed:
-            known = (indexed, _read(indexed))
-            cache[indexed.name] = known
-        out[indexed.name] = known[1]
-    for name in [n for n in cache if n not in out]:
+            cache[indexed.name] = (indexed, read(indexed))
+    for name in [n for n in cache if n not in current]:
         del cache[name]
-    return out
 
 
-def _read(indexed: IndexedSlice) -> SliceFacts:
-    spec = _spec(indexed)
-    driver = str(spec.get("driver", ""))
-    sets = {}
-    shared = spec.get("sharedCounters")
-    if isinstance(shared, list):
-        for entry in shared:
-            if isinstance(entry, Mapping) and isinstance(entry.get("name"), str):
-                sets[entry["name"]] = _counters(entry.get("counters"))
-    devices = {}
-    for raw in raw_devices(spec):
-        taints = raw.get("taints")
-        consumes = _consumes(raw)
-        devices[str(raw.get("name"))] = DeviceFacts(
-            raw,
-            tuple(t for t in taints if isinstance(t, Mapping)) if isinstance(taints, list) else (),
-            consumes,
-            _capacity(raw, driver),
-            raw.get("allowMultipleAllocations") is True,
-            tuple(
-                ((set_name, name), _number(amount))
-                for set_name, counters in consumes
-                for name, amount in counters.items()
-            ),
-        )
-    return SliceFacts(sets, devices)
+def _names(indexed: IndexedSlice) -> tuple[list[str], bool]:
+    """The node names a slice gives, and whether it has devices for nodes it does not name
+    (without Node objects: the anonymous node)."""
+    spec = spec_of(indexed)
+    holders: list[Mapping[str, Any]] = [spec]
+    if spec.get("perDeviceNodeSelection") is True:
+        holders = raw_devices(spec)
+    names: list[str] = []
+    beyond = False
+    for holder in holders:
+        names.extend(named(holder))
+        beyond = beyond or _reaches_anonymous(holder)
+    return names, beyond
 
 
-def _pool_counters(
-    slices: list[IndexedSlice],
-    newest: Mapping[tuple[str, str], int],
-    facts: Mapping[str, SliceFacts],
-) -> dict[tuple[str, str], tuple[dict[str, dict[str, Quantity]], list[Any]]]:
-    """Per pool (its newest generation): the counter sets of all its slices, and the devices
-    that consume counters (so allocated ones can be charged whatever node they are on)."""
-    out: dict[tuple[str, str], tuple[dict[str, dict[str, Quantity]], list[Any]]] = {}
-    for indexed in slices:
-        pool_id, generation = _pool_id(_spec(indexed))
-        if generation != newest.get(pool_id):
-            continue
-        sets, consumers = out.setdefault(pool_id, ({}, []))
-        found = facts[indexed.name]
-        sets.update(found.counter_sets)
-        for name, device in found.devices.items():
-            if device.consumes:
-                consumers.append(((pool_id[0], pool_id[1], name), device.consumes))
-    return out
-
-
-def _capacity(device: Mapping[str, Any], driver: str) -> dict[str, CapacitySpec]:
-    out: dict[str, CapacitySpec] = {}
-    raw = device.get("capacity")
-    if not isinstance(raw, Mapping):
-        return out
-    for name, entry in raw.items():
-        spec = capacity_spec(entry)
-        if spec is None:
-            continue
-        qualified = str(name) if "/" in str(name) else f"{driver}/{name}"
-        if spec.has_policy:
-            out[qualified] = spec
-        else:
-            out.setdefault(qualified, spec)
-    return out
-
-
-def _candidates(
-    indexed: IndexedSlice, facts: SliceFacts, pool: Pool, node: str
-) -> Iterable[Candidate]:
-    per_device = _spec(indexed).get("perDeviceNodeSelection") is True
-    for device in indexed.devices:
-        found = facts.devices.get(device.name)
-        if found is None:
-            continue
-        if per_device and not reaches(found.raw, node):
-            continue
-        yield Candidate(
-            device,
-            (pool.driver, pool.name, device.name),
-            pool,
-            found.taints,
-            found.consumes,
-            found.capacity,
-            found.allow_multiple,
-            found.usage,
-        )
-
-
-def _number(quantity: Quantity) -> int | Fraction:
-    value = quantity.value
-    return value.numerator if value.denominator == 1 else value
-
-
-def _node_names(slices: list[IndexedSlice]) -> set[str]:
-    names: set[str] = set()
-    for indexed in slices:
-        spec = _spec(indexed)
-        names.update(named(spec))
-        if spec.get("perDeviceNodeSelection") is True:
-            for device in raw_devices(spec):
-                names.update(named(device))
-    return names
-
-
-def _reaches_beyond(indexed: IndexedSlice, names: set[str]) -> bool:
-    """Whether the slice has devices for a node no slice names (allNodes, label selectors)."""
-    spec = _spec(indexed)
-    holders = raw_devices(spec) if spec.get("perDeviceNodeSelection") is True else [spec]
-    return any(reaches(h, ANY_NODE) for h in holders)
+def _reaches_anonymous(holder: Mapping[str, Any]) -> bool:
+    reach = reach_of(holder)
+    return reach is not None and reach.matches(ANY_NODE, None)

@@ -24,7 +24,10 @@ search, and a node's search first counts the devices each request could take the
 (:func:`~app.allocation.search.scan`); the nearest miss reads only the nodes it must.
 
 The devices per node are gathered when the view has synced (:meth:`Model.warm`) and kept
-current on slice events (:meth:`Model.on_change`), never on a request.
+current on slice and Node events (:meth:`Model.on_change`), never on a request. The nodes are
+the cluster's Nodes when the view holds them (their labels decide which slices reach them), else
+the names the slices give (:mod:`app.allocation.inventory`); a Node's new labels re-gather that
+node, and a memoized verdict that read it is computed again, as after a slice change.
 """
 
 from __future__ import annotations
@@ -85,7 +88,10 @@ class _Kept:
     verdict: Verdict
     nodes: frozenset[str] | None = None
     keys: tuple[tuple[str, tuple[str, ...], tuple[str, ...]], ...] = ()
-    generation: int = -1
+    at: tuple[int, int] = (-1, -1)
+    """The slice and Node generations it was computed (or last confirmed) at."""
+    epoch: int = -1
+    """The inventory's update count then (:meth:`Model._touched_since`)."""
 
 
 class Model:
@@ -106,8 +112,14 @@ class Model:
         against, never used to serve."""
         self._inventory: Inventory | None = None
         self._facts: dict[str, Any] = {}
+        self._labels: dict[str, Mapping[str, str]] = {}
+        """The cluster's Nodes and their labels (empty: the view holds no Node)."""
+        self._nodes_changed: set[str] = set()
+        """Nodes added, removed or relabelled since the inventory was gathered."""
+        self._node_generation = 0
+        self._epoch = 0
         self._touched: deque[tuple[int, frozenset[str] | None]] = deque(maxlen=TOUCHES_KEPT)
-        """(generation, nodes re-gathered then, None for all) for each inventory update."""
+        """(epoch, nodes re-gathered then, None for all) for each inventory update."""
         self._memo: BoundedCache[Any, _Kept] = BoundedCache(
             CacheName.SATISFIABILITY_VERDICTS, memo_size, max_bytes=max_bytes, size=_kept_bytes
         )
@@ -123,10 +135,33 @@ class Model:
                 self.index.matching(name, class_selectors(device_class))
 
     def on_change(self, kind: Kind, old: Any, new: Any) -> None:
-        """ClusterView listener (after the index's): once warm, keep the devices per node
-        current on every slice event, so no request re-gathers them."""
-        if kind is Kind.RESOURCE_SLICE and self._inventory is not None:
+        """ClusterView listener (after the index's): follow the Nodes' labels, and once warm
+        keep the devices per node current on every slice and Node event, so no request
+        re-gathers them."""
+        if kind is Kind.NODE:
+            if not self._node_event(old, new):
+                return
+        elif kind is not Kind.RESOURCE_SLICE:
+            return
+        if self._inventory is not None:
             self.inventory()
+
+    def _node_event(self, old: Any, new: Any) -> bool:
+        """Take a Node event; whether its name or labels changed anything."""
+        name = _node_name(new if new is not None else old)
+        if name is None:
+            return False
+        if new is None:
+            if self._labels.pop(name, None) is None:
+                return False
+        else:
+            labels = _node_labels(new)
+            if self._labels.get(name) == labels:
+                return False  # a status or annotation change: the same node for the allocator
+            self._labels[name] = labels
+        self._nodes_changed.add(name)
+        self._node_generation += 1
+        return True
 
     @property
     def memo_hits(self) -> int:
@@ -136,30 +171,57 @@ class Model:
     def memo_misses(self) -> int:
         return self._memo.misses
 
+    @property
+    def node_labels_known(self) -> bool:
+        """Whether the nodes are the cluster's Nodes (else: the names the slices give)."""
+        return bool(self._labels)
+
     def inventory(self) -> Inventory:
-        """Devices per node at the index's generation (built once per generation)."""
+        """Devices per node at the index's generation and the Nodes' (updated, or built anew
+        when Node objects appear or all go away)."""
         found = self._inventory
         generation = self.index.generation
-        if found is not None and found.generation == generation:
+        if (
+            found is not None
+            and found.generation == generation
+            and found.node_generation == self._node_generation
+        ):
             return found
+        labels = self._labels or None
         touched: set[str] | None = None
-        if found is not None:
-            changed = self.index.changed_since(found.generation)
+        rebuilt = True
+        if found is not None and (found.labels is None) == (labels is None):
+            changed = (
+                set()
+                if found.generation == generation
+                else self.index.changed_since(found.generation)
+            )
             if changed is not None:
-                touched = found.update(self.index.by_name(), generation, self._facts, changed)
-        if found is None or touched is None:
-            found = Inventory.build(self.index.slices(), generation, self._facts)
+                touched = found.update(
+                    self.index.by_name(),
+                    generation,
+                    self._facts,
+                    changed,
+                    nodes_changed=self._nodes_changed,
+                    labels=labels,
+                )
+                rebuilt = False
+        if found is None or rebuilt:
+            found = Inventory.build(self.index.slices(), generation, self._facts, labels)
             self._inventory = found
-        self._touched.append((generation, None if touched is None else frozenset(touched)))
+        found.node_generation = self._node_generation
+        self._nodes_changed.clear()
+        self._epoch += 1
+        self._touched.append((self._epoch, None if touched is None else frozenset(touched)))
         return found
 
-    def _touched_since(self, generation: int) -> set[str] | None:
-        """The nodes re-gathered after ``generation``, or None when all (or unknown)."""
-        if not self._touched or self._touched[0][0] > generation + 1:
+    def _touched_since(self, epoch: int) -> set[str] | None:
+        """The nodes re-gathered after ``epoch``, or None when all (or unknown)."""
+        if not self._touched or self._touched[0][0] > epoch + 1:
             return None
         out: set[str] = set()
         for at, nodes in self._touched:
-            if at > generation:
+            if at > epoch:
                 if nodes is None:
                     return None
                 out |= nodes
@@ -179,30 +241,30 @@ class Model:
         claim unchecked; one that does not compile at all is a problem."""
         key = (_shape(claims), allocations.generation, classes_generation)
         found = self._memo.peek(key)
-        generation = self.index.generation
-        if found is not None and (
-            found.generation == generation or self._still(found, generation, budget)
-        ):
-            found.generation = generation
+        at = (self.index.generation, self._node_generation)
+        if found is not None and (found.at == at or self._still(found, budget)):
+            found.at = at
+            found.epoch = self._epoch
             self._memo.get(key)  # counted as a hit (and made the most recent) only when kept
             return found.verdict
         self._memo.misses += 1
         kept = self._check(claims, classes, allocations, budget)
-        kept.generation = generation
+        kept.at = at
+        kept.epoch = self._epoch
         if budget is not None and not budget.memoize:
             return kept.verdict  # a review over the memo bound (app.cel.cost)
         return self._memo.put(key, kept).verdict
 
-    def _still(self, kept: _Kept, generation: int, budget: Budget | None) -> bool:
-        """Whether a verdict from an older slice generation holds now: it read only some
-        nodes (an ok verdict: the node that takes the claims), none of them was re-gathered
-        since, and no selector errs on a device of the slices changed since (the scheduler
-        would abort on it)."""
+    def _still(self, kept: _Kept, budget: Budget | None) -> bool:
+        """Whether a verdict from older slices or Nodes holds now: it read only some nodes
+        (an ok verdict: the node that takes the claims), none of them was re-gathered since,
+        and no selector errs on a device of the slices changed since (the scheduler would
+        abort on it)."""
         if kept.nodes is None:
             return False
         self.inventory()
-        touched = self._touched_since(kept.generation)
-        changed = self.index.changed_since(kept.generation)
+        touched = self._touched_since(kept.epoch)
+        changed = self.index.changed_since(kept.at[0])
         if touched is None or changed is None or touched & kept.nodes:
             return False
         return not any(self.index.erring_in(*key, changed, budget) for key in kept.keys)
@@ -332,6 +394,21 @@ class Model:
         if unchecked or any(not r.alternatives for p in plans for r in p.requests):
             return None
         return Resolved(tuple(plans), matches, self._offers)
+
+
+def _node_name(node: Any) -> str | None:
+    meta = node.get("metadata") if isinstance(node, Mapping) else None
+    name = meta.get("name") if isinstance(meta, Mapping) else None
+    return name if isinstance(name, str) and name else None
+
+
+def _node_labels(node: Any) -> Mapping[str, str]:
+    labels = node.get("metadata", {}).get("labels") if isinstance(node, Mapping) else None
+    if not isinstance(labels, Mapping):
+        return {}
+    if all(isinstance(v, str) for v in labels.values()):
+        return labels  # the view's own dict (read-only for everyone), not a copy
+    return {k: v for k, v in labels.items() if isinstance(v, str)}
 
 
 def _kept_bytes(kept: _Kept) -> int:

@@ -38,8 +38,24 @@ COLLECTIONS: dict[Kind, str] = {
     Kind.RESOURCE_CLAIM: f"{RESOURCE_API}/resourceclaims",
     Kind.RESOURCE_CLAIM_TEMPLATE: f"{RESOURCE_API}/resourceclaimtemplates",
     Kind.RESOURCE_QUOTA: "/api/v1/resourcequotas",
+    Kind.NODE: "/api/v1/nodes",
 }
 """Where each kind is listed and watched, across all namespaces (see docs/rbac.md)."""
+JSON = "application/json"
+_METADATA = "application/json;as={};g=meta.k8s.io;v=v1"
+ACCEPT: dict[Kind, tuple[str, str]] = {
+    Kind.NODE: (
+        _METADATA.format("PartialObjectMetadataList"),
+        _METADATA.format("PartialObjectMetadata"),
+    )
+}
+"""(list, watch) Accept headers of the kinds read as metadata only: a Node's spec and status
+(images, conditions, addresses) are most of it and none of it is read, so the API server is asked
+for PartialObjectMetadata only (kube-apiserver serves it for every built-in kind), never the
+whole object as a fallback."""
+OPTIONAL_KINDS = frozenset({Kind.NODE})
+"""Kinds the webhook works without: a 403 on their list means "not granted", not an outage
+(the view holds none of them and stays ready; docs/rbac.md)."""
 MERGE_PATCH = "application/merge-patch+json"
 
 
@@ -62,14 +78,15 @@ class Api:
         query: list[tuple[str, str]] | None = None,
         body: Obj | None = None,
         timeout: float,
-        content_type: str = "application/json",
+        content_type: str = JSON,
+        accept: str = JSON,
     ) -> aiohttp.ClientResponse:
         """Send one request; the response with its body not read yet (the caller releases it)."""
         params = await self.client.param_serialize(
             method=method,
             resource_path=path,
             query_params=query or None,
-            header_params={"Accept": "application/json", "Content-Type": content_type},
+            header_params={"Accept": accept, "Content-Type": content_type},
             body=body,
             auth_settings=["BearerToken"],
         )
@@ -146,6 +163,10 @@ class StatusError(Exception):
     """The API server answered a list or watch with an error status."""
 
 
+class ForbiddenError(StatusError):
+    """403: the identity may not list or watch the kind (RBAC)."""
+
+
 async def read_json(response: aiohttp.ClientResponse) -> Obj:
     try:
         data = await response.read()
@@ -171,7 +192,9 @@ def is_namespace(found: Any, name: str) -> TypeGuard[Obj]:
 
 def error_for(status: int, body: bytes) -> Exception:
     text = status_text(status, body)
-    return GoneError(text) if status == 410 else StatusError(text)
+    if status == 410:
+        return GoneError(text)
+    return ForbiddenError(text) if status == 403 else StatusError(text)
 
 
 def status_text(status: int, body: bytes) -> str:

@@ -10,6 +10,7 @@ a policy, and on a large cluster it is most of the memory. Kept, per kind:
 | DeviceClass, ResourceSlice, ResourceClaimTemplate | `spec` |
 | ResourceClaim | `spec`; `status.allocation.devices.results[]` (see below) |
 | ResourceQuota | `spec`, `status.used` |
+| Node | nothing but its name, labels, uid and resourceVersion (watched as metadata only) |
 
 An allocation result keeps {request, driver, pool, device, adminAccess, shareID,
 consumedCapacity}, the ones set (not null).
@@ -62,6 +63,9 @@ _ALLOCATION_RESULT_FIELDS = (
 """What the allocation model reads of a result: which device is taken, and whether wholly (no
 `shareID`), as a share (`consumedCapacity`), or not at all (`adminAccess`)."""
 _SCALARS = (str, int, bool)
+_NODE_METADATA = ("name", "labels", "uid", "resourceVersion")
+"""A Node is read for its labels (which slices' nodeSelectors reach it); uid and
+resourceVersion let a relist keep an unchanged one."""
 
 
 class SharedValues:
@@ -73,7 +77,7 @@ class SharedValues:
 
     def __init__(self, limit: int = 1 << 16) -> None:
         self.limit = limit
-        self._values: dict[tuple[str, object], Obj] = {}
+        self._values: dict[tuple[str, object], Any] = {}
 
     def __len__(self) -> int:
         return len(self._values)
@@ -94,6 +98,25 @@ class SharedValues:
                         if len(table) < self.limit:
                             table[slot] = value
                         kept = value
+            out[name] = kept
+        return out
+
+    def labels(self, labels: Any) -> Any:
+        """A Node's labels with each value shared with equal ones seen before (zones,
+        instance types, "true": the same on hundreds of nodes), within the same bound."""
+        if type(labels) is not dict:
+            return labels
+        table = self._values
+        out: Obj = {}
+        for name, value in labels.items():
+            kept = value
+            if type(value) is str:
+                slot = ("label", value)
+                kept = table.get(slot)
+                if kept is None:
+                    if len(table) < self.limit:
+                        table[slot] = value
+                    kept = value
             out[name] = kept
         return out
 
@@ -118,10 +141,19 @@ def slim(kind: str, obj: Obj, shared: SharedValues | None = None) -> Obj:
     is so that the view's key check reports the problem.
     """
     out: Obj = {"kind": sys.intern(str(kind))}
+    meta = obj.get("metadata")
+    if kind == "Node":
+        if isinstance(meta, dict):
+            kept_meta = {key: meta[key] for key in _NODE_METADATA if key in meta}
+            if shared is not None and "labels" in kept_meta:
+                kept_meta["labels"] = shared.labels(kept_meta["labels"])
+            out["metadata"] = kept_meta
+        elif meta is not None:
+            out["metadata"] = meta
+        return out
     api_version = obj.get("apiVersion")
     if isinstance(api_version, str):
         out["apiVersion"] = api_version
-    meta = obj.get("metadata")
     if isinstance(meta, dict):
         out["metadata"] = {key: meta[key] for key in KEPT_METADATA if key in meta}
     elif meta is not None:

@@ -31,6 +31,8 @@ class KindStats:
     events: Counter[str] = field(default_factory=Counter)
     """Watch events by type: ADDED, MODIFIED, DELETED, BOOKMARK, ERROR."""
     last_error: str = ""
+    forbidden: bool = False
+    """The last list or watch was refused with 403 (an optional kind: the view holds none)."""
 
 
 @dataclass

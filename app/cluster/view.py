@@ -37,6 +37,9 @@ class Kind(StrEnum):
     RESOURCE_CLAIM = "ResourceClaim"
     RESOURCE_CLAIM_TEMPLATE = "ResourceClaimTemplate"
     RESOURCE_QUOTA = "ResourceQuota"
+    NODE = "Node"
+    """Names and labels only (a metadata-only watch): which nodes a slice's nodeSelector
+    reaches. Optional: without permission to list Nodes the view holds none."""
 
     @property
     def namespaced(self) -> bool:

@@ -5,6 +5,11 @@ The live source (`app/cluster/live.py`, whose docstring says why it is not built
 `view.replace`, then a watch from the list's resourceVersion with bookmarks, every event applied
 to the view; 410 Gone relists, any other failure backs off and resumes; a kind out of sync for
 longer than `stale_after_seconds` is marked stale.
+
+A kind the webhook works without (`OPTIONAL_KINDS`: Nodes, read for their labels) answered 403 is
+not an outage: the view holds none of it, stays fresh and ready, one warning says what is missing
+(and `KindStats.forbidden` the metric), and the list is tried again every
+`backoff_max_seconds` in case the permission is granted later.
 """
 
 from __future__ import annotations
@@ -17,7 +22,18 @@ from typing import Any
 import aiohttp
 import orjson
 
-from app.cluster.api import COLLECTIONS, Api, GoneError, describe, error_for, read_json
+from app.cluster.api import (
+    ACCEPT,
+    COLLECTIONS,
+    JSON,
+    OPTIONAL_KINDS,
+    Api,
+    ForbiddenError,
+    GoneError,
+    describe,
+    error_for,
+    read_json,
+)
 from app.cluster.backoff import Backoff
 from app.cluster.slim import slim
 from app.cluster.stats import KindStats
@@ -49,6 +65,8 @@ class KindWatcher:
         self.kind = kind
         self._api = api
         self._path = COLLECTIONS[kind]
+        self._accept = ACCEPT.get(kind, (JSON, JSON))
+        """The Accept header of the list and of the watch (metadata only for Nodes)."""
         self._view = view
         self._stats = stats
         self._settings = settings
@@ -82,17 +100,50 @@ class KindWatcher:
                 delay = self._backoff.next_delay()
                 if self._backoff.failures > 1:  # gone again before any progress: slow down
                     await asyncio.sleep(delay)
+            except ForbiddenError as exc:
+                if self.kind not in OPTIONAL_KINDS:
+                    await self._retry(exc)
+                    continue
+                self._not_granted(exc)
+                await asyncio.sleep(self._settings.backoff_max_seconds)
             except Exception as exc:  # never let the task die: keep retrying with backoff
-                self._lost(describe(exc))
-                delay = self._backoff.next_delay()
-                logger.warning(
-                    "cluster %s: %s; retrying in %.2fs",
-                    self.kind.value,
-                    describe(exc),
-                    delay,
-                    extra={"kind": self.kind.value, "failures": self._backoff.failures},
-                )
-                await asyncio.sleep(delay)
+                await self._retry(exc)
+
+    async def _retry(self, exc: Exception) -> None:
+        """Any failure but 410: keep the view, back off, resume from the last version."""
+        self._lost(describe(exc))
+        delay = self._backoff.next_delay()
+        logger.warning(
+            "cluster %s: %s; retrying in %.2fs",
+            self.kind.value,
+            describe(exc),
+            delay,
+            extra={"kind": self.kind.value, "failures": self._backoff.failures},
+        )
+        await asyncio.sleep(delay)
+
+    def _not_granted(self, exc: ForbiddenError) -> None:
+        """403 on a kind the webhook works without: the view holds none of it (what it knew
+        may be outdated by now) and is synced and fresh for it; said once."""
+        self._version = None
+        if not self._stats.forbidden:
+            self._stats.forbidden = True
+            self._stats.errors += 1
+            self._stats.last_error = str(exc)
+            logger.warning(
+                "cluster %s: %s; without it node selectors on labels are taken to match "
+                "(grant list and watch on nodes: docs/rbac.md)",
+                self.kind.value,
+                exc,
+                extra={"kind": self.kind.value},
+            )
+        if self._view.objects(self.kind) or self.kind not in self._view.synced_kinds():
+            self._view.replace(self.kind, [])
+        self._stats.in_sync = False
+        self._out_of_sync = False
+        self.close()
+        if self.kind in self._view.stale_kinds:
+            self._view.mark_fresh(self.kind)
 
     def close(self) -> None:
         if self._stale_timer is not None:
@@ -111,7 +162,11 @@ class KindWatcher:
             if token is not None:
                 query.append(("continue", token))
             response = await self._api.open(
-                "GET", self._path, query=query, timeout=self._settings.list_timeout_seconds
+                "GET",
+                self._path,
+                query=query,
+                timeout=self._settings.list_timeout_seconds,
+                accept=self._accept[0],
             )
             try:
                 page = await read_json(response)
@@ -134,6 +189,9 @@ class KindWatcher:
         self._view.replace(self.kind, items)
         self._stats.lists += 1
         self._stats.listed = True
+        if self._stats.forbidden:
+            self._stats.forbidden = False
+            logger.info("cluster %s: readable again", self.kind.value)
         logger.info(
             "cluster %s listed",
             self.kind.value,
@@ -176,6 +234,7 @@ class KindWatcher:
             self._path,
             query=query,
             timeout=timeout + self._settings.api_timeout_seconds,
+            accept=self._accept[1],
         )
         progressed = False
         confirm: asyncio.TimerHandle | None = None

@@ -2,8 +2,9 @@
 
 One slice per node (pool = node name): whole GPUs (type gpu) and, on GPUs in MIG mode, MIG
 devices (type mig) drawing on the GPU's counter set `gpu-<i>-counter-set` (memory,
-multiprocessors and seven `memory-slice-<k>` counters of 1): the whole GPU consumes all of
-them, a MIG device its share and the memory slices of its placement.
+multiprocessors and eight `memory-slice-<k>` counters of 1, as an H100 has): the whole GPU
+consumes all of them, a MIG device its share and the memory slices of its placement (a placement
+consuming a counter its set lacks would make the pool invalid, as upstream's allocator holds).
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from tests.e2e.objects import typed_device_class
 
 Obj = dict[str, Any]
 DRIVER = "gpu.nvidia.com"
-SLICES = 7
+SLICES = 8
 MIG_PROFILES = {"1g.10gb": (1, 16, "10Gi"), "3g.40gb": (4, 60, "40Gi"), "7g.80gb": (7, 132, "80Gi")}
 
 

@@ -147,7 +147,7 @@ def test_a_gpu_whose_partition_is_allocated_is_not_now_with_the_counters_left(
     assert verdict.outcome == NOT_NOW
     assert messages(verdict) == [
         "spec.devices.requests[0]: not now: 0 of 1 matching devices are allocated to other "
-        "claims; counter set gpu-0-counter-set has 6 of 7 memory slices left"
+        "claims; counter set gpu-0-counter-set has 7 of 8 memory slices left"
     ]
 
 
@@ -316,9 +316,12 @@ def test_a_repeated_shape_is_a_memo_hit_until_something_changes(cluster: Make) -
     hits = c.model.memo_hits
     c.check(spec(request(count=2)))
     assert c.model.memo_hits == hits + 1
-    c.view.apply(Kind.RESOURCE_SLICE, node_slice("node-c"))
+    c.view.apply(Kind.RESOURCE_SLICE, node_slice("node-c"))  # a node the verdict did not read
     c.check(spec(request(count=2)))
-    assert c.model.memo_hits == hits + 1
+    assert c.model.memo_hits == hits + 2
+    c.view.apply(Kind.RESOURCE_SLICE, node_slice("node-a", generation=2))  # the one it read
+    c.check(spec(request(count=2)))
+    assert c.model.memo_hits == hits + 2
 
 
 def test_a_class_this_engine_cannot_evaluate_leaves_the_claim_unchecked(cluster: Make) -> None:

@@ -10,6 +10,9 @@ It speaks the parts of the API the live source uses, in the real wire format:
   happen, until T passes. A resourceVersion older than the compaction point is answered like
   kube-apiserver does, with HTTP 200 and an ERROR event holding a 410 `Expired` Status ("too old
   resource version"), or with HTTP 410 when `gone_as_http` is set.
+- Nodes as the metadata client reads them: with `Accept: application/json;as=PartialObjectMetadataList;
+  g=meta.k8s.io;v=v1` (lists) or `as=PartialObjectMetadata` (watches) the items are
+  PartialObjectMetadata (metadata only); other Accept headers get whole Nodes.
 - `GET /api/v1/namespaces/{name}` and `GET .../namespaces/{ns}/resourceclaims/{name}`: the
   object or 404.
 - `POST .../namespaces/{ns}/resourceclaimtemplates`: 201 with the stored object, or 409
@@ -49,6 +52,7 @@ RESOURCE_API = "/apis/resource.k8s.io/v1"
 COLLECTIONS: dict[str, tuple[Kind, str]] = {
     "/api/v1/namespaces": (Kind.NAMESPACE, "v1"),
     "/api/v1/resourcequotas": (Kind.RESOURCE_QUOTA, "v1"),
+    "/api/v1/nodes": (Kind.NODE, "v1"),
     f"{RESOURCE_API}/deviceclasses": (Kind.DEVICE_CLASS, "resource.k8s.io/v1"),
     f"{RESOURCE_API}/resourceslices": (Kind.RESOURCE_SLICE, "resource.k8s.io/v1"),
     f"{RESOURCE_API}/resourceclaims": (Kind.RESOURCE_CLAIM, "resource.k8s.io/v1"),
@@ -58,6 +62,16 @@ COLLECTIONS: dict[str, tuple[Kind, str]] = {
     ),
 }
 API_VERSION = {kind: version for kind, version in COLLECTIONS.values()}
+METADATA = "application/json;as={};g=meta.k8s.io;v=v1"
+
+
+def as_metadata(obj: Obj) -> Obj:
+    """The PartialObjectMetadata of an object (what a metadata-only list or watch sends)."""
+    return {
+        "kind": "PartialObjectMetadata",
+        "apiVersion": "meta.k8s.io/v1",
+        "metadata": obj["metadata"],
+    }
 
 
 def status(code: int, reason: str, message: str) -> Obj:
@@ -90,6 +104,8 @@ class _Watch:
     drop: bool = False
     pending_bookmarks: int = 0
     garble: bool = False
+    metadata: bool = False
+    """The client asked for PartialObjectMetadata."""
 
 
 @dataclass
@@ -122,6 +138,8 @@ class FakeApiServer:
         """Runs after a DELETE is received, before its preconditions are checked (a race)."""
         self.requests: list[tuple[str, str, dict[str, str]]] = []
         """(method, path, query) of every request, in order."""
+        self.accepts: list[tuple[str, str]] = []
+        """(path, Accept header) of every request, in order."""
         self.port = 0
         self._watches: set[_Watch] = set()
         self._snapshots: dict[str, Snapshot] = {}
@@ -259,6 +277,7 @@ class FakeApiServer:
 
     async def _handle(self, request: web.Request) -> web.StreamResponse:
         self.requests.append((request.method, request.path, dict(request.query)))
+        self.accepts.append((request.path, request.headers.get("Accept", "")))
         if request.headers.get("Authorization") != f"Bearer {TOKEN}":
             return _status_response(status(401, "Unauthorized", "Unauthorized"))
         path = request.path
@@ -343,6 +362,9 @@ class FakeApiServer:
             "metadata": metadata,
             "items": snapshot.items[offset:end],
         }
+        if request.headers.get("Accept") == METADATA.format("PartialObjectMetadataList"):
+            body["kind"], body["apiVersion"] = "PartialObjectMetadataList", "meta.k8s.io/v1"
+            body["items"] = [as_metadata(item) for item in body["items"]]
         return web.Response(body=orjson.dumps(body), content_type="application/json")
 
     async def _watch(self, request: web.Request, kind: Kind) -> web.StreamResponse:
@@ -356,7 +378,11 @@ class FakeApiServer:
         if since < self.compacted:
             await _send(response, {"type": "ERROR", "object": too_old})
             return response
-        watch = _Watch(kind, request.query.get("allowWatchBookmarks") == "true")
+        watch = _Watch(
+            kind,
+            request.query.get("allowWatchBookmarks") == "true",
+            metadata=request.headers.get("Accept") == METADATA.format("PartialObjectMetadata"),
+        )
         watch.garble = self.broken_watches
         self._watches.add(watch)
         loop = asyncio.get_running_loop()
@@ -381,7 +407,8 @@ class FakeApiServer:
                 if kind not in self.held:
                     for event in [e for e in self.history if e.kind is kind]:
                         if event.version > position:
-                            await _send(response, {"type": event.type, "object": event.object})
+                            sent = as_metadata(event.object) if watch.metadata else event.object
+                            await _send(response, {"type": event.type, "object": sent})
                             position = event.version
                 while watch.pending_bookmarks:
                     watch.pending_bookmarks -= 1

@@ -245,3 +245,110 @@ def served_slice(i: int, devices: int = 8) -> Obj:
         index = device["attributes"]["index"]["int"]
         device["attributes"]["uuid"] = {"string": f"GPU-{i:08x}-9f5c-4c1d-8a2e-{index:012x}"}
     return obj
+
+
+def node_labels(i: int, rack: int | None = None) -> dict[str, str]:
+    """The labels of a GPU node as a managed cluster and NVIDIA's GPU feature discovery set
+    them (about 40: hostname, zone, instance type, the GPU's product, memory, count, MIG...)."""
+    labels = {
+        "beta.kubernetes.io/arch": "amd64",
+        "beta.kubernetes.io/instance-type": "p5.48xlarge",
+        "beta.kubernetes.io/os": "linux",
+        "kubernetes.io/arch": "amd64",
+        "kubernetes.io/hostname": f"gpu-node-{i:05d}",
+        "kubernetes.io/os": "linux",
+        "node.kubernetes.io/instance-type": "p5.48xlarge",
+        "topology.kubernetes.io/region": "us-east-1",
+        "topology.kubernetes.io/zone": f"us-east-1{'abcd'[i % 4]}",
+        "topology.k8s.aws/network-node-layer-1": f"nn-{i // 512:04x}",
+        "topology.k8s.aws/network-node-layer-2": f"nn-{i // 64:04x}",
+        "topology.k8s.aws/network-node-layer-3": f"nn-{i // 16:04x}",
+        "eks.amazonaws.com/nodegroup": "gpu-h100",
+        "eks.amazonaws.com/capacityType": "ON_DEMAND",
+        "feature.node.kubernetes.io/pci-10de.present": "true",
+        "feature.node.kubernetes.io/cpu-model.vendor_id": "Intel",
+        "feature.node.kubernetes.io/kernel-version.full": "6.1.119-129.201.amzn2023.x86_64",
+        "feature.node.kubernetes.io/system-os_release.ID": "amzn",
+        "nvidia.com/cuda.driver-version.full": "570.124.06",
+        "nvidia.com/cuda.driver.major": "570",
+        "nvidia.com/cuda.runtime-version.full": "12.8",
+        "nvidia.com/gfd.timestamp": str(1764000000 + i),
+        "nvidia.com/gpu.compute.major": "9",
+        "nvidia.com/gpu.compute.minor": "0",
+        "nvidia.com/gpu.count": "8",
+        "nvidia.com/gpu.family": "hopper",
+        "nvidia.com/gpu.machine": "p5.48xlarge",
+        "nvidia.com/gpu.memory": "81559",
+        "nvidia.com/gpu.mode": "compute",
+        "nvidia.com/gpu.present": "true",
+        "nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3",
+        "nvidia.com/gpu.replicas": "1",
+        "nvidia.com/gpu.sharing-strategy": "none",
+        "nvidia.com/mig.capable": "true",
+        "nvidia.com/mig.strategy": "single",
+        "nvidia.com/mps.capable": "false",
+        "nvidia.com/gpu.deploy.dcgm-exporter": "true",
+        "nvidia.com/gpu.deploy.device-plugin": "false",
+        "nvidia.com/gpu.deploy.driver": "pre-installed",
+        "nvidia.com/gpu.clique": f"cluster-{i // 18:04d}.{i % 18}",
+    }
+    if rack is not None:
+        labels["example.com/rack"] = f"rack-{rack:03d}"
+    return labels
+
+
+def node(i: int, rack: int | None = None, *, version: int | None = None) -> Obj:
+    """A Node as the API server stores it: labels, the annotations and managed fields of
+    kubelet and the node controllers, and a status (images, conditions, addresses, capacity)
+    that is most of its size and none of which the webhook reads."""
+    name = f"gpu-node-{i:05d}"
+    meta: Obj = {
+        "name": name,
+        "uid": f"8e2f4c1a-0000-4000-8000-{i:012d}",
+        "labels": node_labels(i, rack),
+        "annotations": {
+            "alpha.kubernetes.io/provided-node-ip": f"10.0.{i // 250}.{i % 250}",
+            "node.alpha.kubernetes.io/ttl": "0",
+            "volumes.kubernetes.io/controller-managed-attach-detach": "true",
+            "nfd.node.kubernetes.io/feature-labels": "cpu-model.vendor_id,kernel-version.full,"
+            "pci-10de.present,system-os_release.ID",
+            "csi.volume.kubernetes.io/nodeid": f'{{"ebs.csi.aws.com":"i-{i:017x}"}}',
+        },
+        "managedFields": [
+            _managed("kubelet", {"f:metadata": {"f:labels": {"f:kubernetes.io/hostname": {}}}}),
+            _managed("nfd-worker", {"f:metadata": {"f:labels": {".": {}}}}),
+            _managed("kubelet", {"f:status": {"f:conditions": {}, "f:images": {}}}, "status"),
+        ],
+    }
+    if version is not None:
+        meta["resourceVersion"] = str(version)
+    images = [
+        {"names": [f"nvcr.io/nvidia/cuda@sha256:{k:064x}", f"nvcr.io/nvidia/cuda:12.{k}"],
+         "sizeBytes": 4_000_000_000 + k}
+        for k in range(12)
+    ]  # fmt: skip
+    conditions = [
+        {"type": kind, "status": "False", "reason": f"Kubelet{kind}", "message": "ok",
+         "lastHeartbeatTime": "2026-11-27T06:00:00Z", "lastTransitionTime": "2026-11-20T06:00:00Z"}
+        for kind in ("MemoryPressure", "DiskPressure", "PIDPressure", "Ready")
+    ]  # fmt: skip
+    return {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": meta,
+        "spec": {"providerID": f"aws:///us-east-1a/i-{i:017x}", "podCIDR": "10.244.0.0/24"},
+        "status": {
+            "capacity": {"cpu": "192", "memory": "2097152Mi", "nvidia.com/gpu": "0", "pods": "110"},
+            "allocatable": {"cpu": "191", "memory": "2000000Mi", "pods": "110"},
+            "conditions": conditions,
+            "addresses": [
+                {"type": "InternalIP", "address": f"10.0.{i // 250}.{i % 250}"},
+                {"type": "Hostname", "address": name},
+            ],
+            "images": images,
+            "nodeInfo": {
+                "kubeletVersion": "v1.36.2",
+                "containerRuntimeVersion": "containerd://2.1.4",
+            },
+        },
+    }
