@@ -37,13 +37,16 @@ class Decision:
     """Policies (or `invalid-object`, `internal-error`...) that denied: metric labels."""
     findings: int = 0
     excepted: tuple[tuple[str, str], ...] = ()
+    """(check, exception) for every policy exception a check applied: metric labels."""
     translated: tuple[str, ...] = ()
     """Translated requests, by mapping rule (`Result.translated`)."""
-    """(check, exception) for every policy exception a check applied: metric labels."""
     policies: tuple[str, ...] = field(default=())
     """Names of the policies that ran."""
     failed_checks: tuple[str, ...] = ()
     """Checks that raised an internal error (answered per failure.internalError, each alone)."""
+    vouched: bool = False
+    """A pod's mutating call that judged it whole, as its validating call would: the patch marks
+    it so (app.policies.translate_judged)."""
 
     @property
     def label(self) -> str:
@@ -200,7 +203,9 @@ def _build_denial_text(result: Result) -> str:
 
 
 def _bounded_warnings(warnings: Iterable[str]) -> tuple[str, ...]:
-    items = list(warnings)
+    """Each warning once (two checks of one call may see the same thing: translation's quota
+    foresight and the pod's quota check), cut as kubectl and the API server show them."""
+    items = list(dict.fromkeys(warnings))
     kept = [
         w if len(w) <= MAX_WARNING_CHARS else w[: MAX_WARNING_CHARS - 3] + "..."
         for w in items[:MAX_WARNINGS]

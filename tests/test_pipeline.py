@@ -91,16 +91,51 @@ def all_reviews() -> list[tuple[Endpoint, dict[str, Any]]]:
             ("dra-only", "pod-satisfiability", "claim-quota", "device-classes"),
         ),
         (
+            # one call per translated pod: its validating checks too, but the joint
+            # satisfiability translation did with the claims it made
             Endpoint.MUTATE,
             "pod-create-legacy-gpu",
             "ml-research",
+            (
+                "translate",
+                "translate-quota",
+                "device-classes-translate",
+                "dra-only",
+                "claim-quota",
+                "device-classes",
+            ),
+        ),
+        (
+            Endpoint.MUTATE,
+            "pod-create-with-resourceclaims",
+            "ml-research",
+            (
+                "translate",
+                "translate-quota",
+                "device-classes-translate",
+                "dra-only",
+                "pod-satisfiability",
+                "claim-quota",
+                "device-classes",
+            ),
+        ),
+        (
+            Endpoint.MUTATE,
+            "pod-create-legacy-gpu",
+            "gpu-e2e",
             ("translate", "translate-quota", "device-classes-translate"),
         ),
         (
             Endpoint.VALIDATE,
             "deployment-create-legacy-gpu",
             "ml-research",
-            ("dra-only", "translate-validate", "claim-quota", "device-classes"),
+            (
+                "dra-only",
+                "translate-validate",
+                "pod-satisfiability",
+                "claim-quota",
+                "device-classes",
+            ),
         ),
         (
             Endpoint.MUTATE,

@@ -22,10 +22,13 @@ otherwise the pod is translated and the warning says why the exception did not a
 from __future__ import annotations
 
 from collections.abc import Iterable
+from contextlib import suppress
 
 from app.allocation import ClaimInput
+from app.cluster.view import Kind
+from app.errors import ObjectShapeError
 from app.k8s import patch as jsonpatch
-from app.k8s.claims import parse_claim_spec
+from app.k8s.claims import SELECTING, parse_claim_spec, template_claim_spec
 from app.k8s.objects import PodSpecRef
 from app.k8s.patch import PatchOp
 from app.policies import satisfiability
@@ -137,7 +140,11 @@ def _translate_spec(request: Request, ctx: Context, spec: PodSpecRef) -> Result:
         return _denial(request, _mode_label(ctx), [planned.over_cap], planned.notes)
     # Nobody else is told whether the claims made here can be allocated: the templates are
     # created by this webhook, so their own admission answers to it, not to the pod's author.
-    verdict = satisfiability.pod_verdict(ctx, _claims_made(planned), subject(request))
+    # They are judged with the claims the pod already has, all on one node as the scheduler
+    # allocates them: the pod's validation need not judge them again (app.pipeline).
+    made = _claims_made(planned)
+    kept = _claims_kept(spec, planned, request.namespace, ctx) if made else []
+    verdict = satisfiability.pod_verdict(ctx, [*kept, *made], subject(request))
     if verdict.denied:
         return verdict
     return Result(
@@ -207,6 +214,39 @@ def _claims_made(planned: TranslationPlan) -> list[ClaimInput]:
         label = f"claim {claim.name} (template {claim.template.name})"
         made.append(ClaimInput(label, parse_claim_spec(spec), f"{label}: "))
     return made
+
+
+def _claims_kept(
+    spec: PodSpecRef, planned: TranslationPlan, namespace: str, ctx: Context
+) -> list[ClaimInput]:
+    """The claims the pod already names (not an earlier translation's, which the plan
+    replaces), as the pod's own satisfiability check reads them (`satisfiability.check_pod`):
+    from the view; one that is unknown, already allocated (its node is fixed) or malformed is
+    left out, its own admission answers for it."""
+    entries = spec.spec.get("resourceClaims")
+    if not isinstance(entries, list):
+        return []
+    kept = []
+    for index, entry in enumerate(entries):
+        if index in planned.stale or not isinstance(entry, dict):
+            continue
+        name, template = entry.get("resourceClaimName"), entry.get("resourceClaimTemplateName")
+        parsed, label = None, ""
+        if isinstance(name, str) and name:
+            claim = ctx.view.get(Kind.RESOURCE_CLAIM, name, namespace)
+            if claim is not None and not (claim.get("status") or {}).get("allocation"):
+                parsed, label = parse_claim_spec(claim.get("spec")), f"claim {name}"
+        elif isinstance(template, str) and template:
+            found = ctx.view.get(Kind.RESOURCE_CLAIM_TEMPLATE, template, namespace)
+            with suppress(ObjectShapeError):
+                if found is not None:
+                    parsed = parse_claim_spec(*template_claim_spec(found))
+                    label = f"template {template}"
+        if parsed is None or parsed.first_error(SELECTING) is not None or not parsed.requests:
+            continue
+        where = f"{spec.path}.resourceClaims[{index}] ({label}) "
+        kept.append(ClaimInput(label, parsed, where))
+    return kept
 
 
 def _exception(request: Request, ctx: Context, spec: PodSpecRef) -> tuple[Result | None, list[str]]:

@@ -122,10 +122,12 @@ class _Webhook:
             decision = self.pipeline.review(endpoint, request)
             if decision.templates and decision.allowed:
                 decision = await self._provision(request, decision)
+                # admitted untranslated (failure.templateCreate: open): judged no more
+                decision = self.pipeline.settle(endpoint, request, decision)
             answer = Answer(200, encode(review_response(request.uid, decision)))
         except Exception:  # a bug: answer per failure policy, never a 500 to the API server
             logger.exception("internal error while answering", extra={"uid": request.uid})
-            decision = self.pipeline.internal_failure()
+            decision = self.pipeline.settle(endpoint, request, self.pipeline.internal_failure())
             answer = Answer(200, encode(review_response(request.uid, decision)))
 
         self.metrics.observe_review(

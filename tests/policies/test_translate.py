@@ -13,6 +13,7 @@ import pytest
 from app.config.policy import Policy
 from app.errors import PolicyError
 from app.pipeline import Decision, Endpoint
+from app.policies.translate_judged import JUDGED_ANNOTATION
 from tests.helpers import (
     DEMO_NAMESPACES,
     load_fixture,
@@ -109,7 +110,6 @@ def test_running_on_its_own_output_changes_nothing() -> None:
         ("kube-system", "pod-create-legacy-gpu"),
         (NS, "pod-update-legacy-gpu"),  # Pods are translated on CREATE only
         (NS, "deployment-create-legacy-gpu"),  # workloads only with translateWorkloads
-        (NS, "pod-create-with-resourceclaims"),
     ],
 )
 def test_reviews_translation_does_not_apply_to_are_left_unchanged(
@@ -119,6 +119,19 @@ def test_reviews_translation_does_not_apply_to_are_left_unchanged(
     assert decision.allowed
     assert decision.patch == ()
     assert decision.templates == ()
+
+
+def test_a_pod_already_asking_through_dra_is_only_marked_with_the_claims_its_call_judged() -> None:
+    decision = decide(review("pod-create-with-resourceclaims", namespace=NS))
+    assert decision.allowed
+    assert decision.templates == ()
+    assert decision.patch == (
+        {
+            "op": "add",
+            "path": "/metadata/annotations",
+            "value": {JUDGED_ANNOTATION: "c:gpu-claim,t:gpu-template"},
+        },
+    )
 
 
 # -- the patch -----------------------------------------------------------------------------

@@ -23,6 +23,7 @@ from hypothesis import strategies as st
 
 from app.pipeline import Endpoint, Pipeline
 from app.policies.translate import TRANSLATED_ANNOTATION
+from app.policies.translate_judged import JUDGED_ANNOTATION
 from app.transport.review import decode_review
 from tests.helpers import DEMO_NAMESPACES, make_pipeline, policy_from, wrap
 from tests.policies.translate_support import (
@@ -203,6 +204,7 @@ def _without_translation(after: Obj, before: Obj, ours: set[str]) -> Obj:
     result = copy.deepcopy(after)
     annotations = result["metadata"].get("annotations", {})
     annotations.pop(TRANSLATED_ANNOTATION, None)  # what translation says it did
+    annotations.pop(JUDGED_ANNOTATION, None)  # and the claims its call judged
     if not annotations and "annotations" not in before["metadata"]:
         result["metadata"].pop("annotations", None)
     spec, old_spec = result["spec"], before["spec"]

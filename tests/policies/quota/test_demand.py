@@ -434,8 +434,13 @@ def test_the_quota_forecast_for_a_legacy_pod_matches_the_claims_translation_make
     pod = _legacy_pod(init, app)
     forecast = _forecast(pipeline, pod)
     _assert_denied_with(decide(pipeline, pod), *forecast)
+    # the pod's mutating call in a translate namespace is its only one: denied there too
+    _assert_denied_with(decide(pipeline, pod, endpoint=Endpoint.MUTATE), *forecast)
 
-    mutated = decide(pipeline, pod, endpoint=Endpoint.MUTATE)
+    unlimited = make_pipeline(
+        cluster_objects(), policy_from(f"translation: {{initContainers: {init_mode}}}\n")
+    )
+    mutated = decide(unlimited, pod, endpoint=Endpoint.MUTATE)
     assert mutated.allowed and mutated.patch, mutated.message
     for made in mutated.templates:  # as the transport creates them before answering
         pipeline.view.apply(Kind.RESOURCE_CLAIM_TEMPLATE, made)

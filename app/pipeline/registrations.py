@@ -1,0 +1,293 @@
+"""Which checks see which reviews: the registration table (what runs where fits on one screen).
+
+Each registration names the endpoint, the kinds and operations its check sees, and what the
+check reads besides the request: the view kinds (`reads`: a stale one answers per
+`failure.staleView`), the parts it builds from the policy at load (`builds`, see
+`app/policies/parts.py`) and the derived indexes of the view (`indexes`). The pipeline
+(`app.pipeline`) builds and subscribes them when it is made, and routes by this table.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any
+
+from app import workloads
+from app.allocation import Allocations
+from app.cluster.templates import ManagedTemplates
+from app.cluster.usage import ClaimUsage, SliceNodes, TemplateCounts
+from app.cluster.view import DerivedIndex, Kind
+from app.config import Policy
+from app.policies import defaults, dra_only, rules, satisfiability, selectors, translate
+from app.policies.admin_access import NAMESPACE_KINDS, admin_access_rules, check_claims, check_label
+from app.policies.base import Context, Request, Result
+from app.policies.builders import legacy_matcher, translation_rules
+from app.policies.cel_runtime import cel_runtime
+from app.policies.device_classes import check_classes, check_translated, class_allow_lists
+from app.policies.exceptions import policy_exceptions
+from app.policies.parts import Builder
+from app.policies.quota import check as quota
+from app.policies.quota.capacity import ClassPolicies
+from app.policies.quota.rules import quota_rules
+from app.policies.workloads import workload_catalogue
+from app.translation.sharing import PublishedCapacities
+
+__all__ = [
+    "ANY_KIND",
+    "CLAIM_KINDS",
+    "DEVICE_CLASS",
+    "JUDGED_BY_TRANSLATION",
+    "POD_BEARING",
+    "READ_THE_FINAL_POD",
+    "REGISTRATIONS",
+    "RULE_KINDS",
+    "WORKLOADS",
+    "Endpoint",
+    "Registration",
+    "rule_registrations",
+]
+
+
+class Endpoint(StrEnum):
+    MUTATE = "mutate"
+    VALIDATE = "validate"
+
+
+Check = Callable[[Request, Context], Result]
+GroupKind = tuple[str, str]
+
+_RESOURCE = "resource.k8s.io"
+
+POD_BEARING: frozenset[GroupKind] = workloads.builtin().kinds()
+"""Every kind of the shipped workload catalogue (`app/workloads/catalogue.yaml`): the built-in
+kinds and the operators' custom resources; a policy's `workloadKinds` adds to it (`Pipeline`)."""
+
+WORKLOADS: frozenset[GroupKind] = POD_BEARING - {("", "Pod")}
+
+CLAIM_KINDS: frozenset[GroupKind] = frozenset(
+    {(_RESOURCE, "ResourceClaim"), (_RESOURCE, "ResourceClaimTemplate")}
+)
+DEVICE_CLASS: frozenset[GroupKind] = frozenset({(_RESOURCE, "DeviceClass")})
+
+
+@dataclass(frozen=True, slots=True)
+class Registration:
+    """Which requests a policy sees."""
+
+    name: str
+    endpoint: Endpoint
+    kinds: frozenset[GroupKind]
+    operations: frozenset[str]
+    check: Check
+    reads: frozenset[Kind] = frozenset(Kind)
+    """Kinds of the cluster view the check consults (Namespace always, for the mode): while one
+    of them is stale the check answers per the policy's failure.staleView."""
+    builds: tuple[Builder[Any], ...] = ()
+    """What the check reads from `ctx.parts`, built from the policy at load."""
+    indexes: tuple[type[DerivedIndex], ...] = ()
+    """Derived indexes of the view the check reads (`ctx.view.index`), subscribed at load."""
+    workloads: bool = False
+    """Also every kind the policy's `workloadKinds` adds to the catalogue."""
+
+
+_TRANSLATE_READS = frozenset(
+    {Kind.NAMESPACE, Kind.DEVICE_CLASS, Kind.RESOURCE_CLAIM, Kind.RESOURCE_CLAIM_TEMPLATE}
+)
+"""Extended-resource mappings, and the claims and templates a pod already references."""
+_TRANSLATE_BUILDS = (
+    translation_rules,
+    policy_exceptions,
+    cel_runtime,
+    workload_catalogue,
+)
+_TRANSLATE_INDEXES = (ManagedTemplates, Allocations, PublishedCapacities)
+"""Templates already made for the namespace count against translation's cap; the claims it
+makes are checked by the allocation model (what allocated claims hold); a share's compute
+limit asks for the capacity the class's devices publish."""
+
+REGISTRATIONS: tuple[Registration, ...] = (
+    Registration(
+        "dra-only",
+        Endpoint.VALIDATE,
+        POD_BEARING,
+        frozenset({"CREATE", "UPDATE"}),
+        dra_only.check,
+        reads=frozenset({Kind.NAMESPACE, Kind.DEVICE_CLASS}),
+        builds=(
+            translation_rules,
+            policy_exceptions,
+            dra_only.answers,
+            workload_catalogue,
+        ),
+        # the fix is translation's plan: its cap on the namespace's templates, a share's capacity
+        indexes=(ManagedTemplates, PublishedCapacities),
+        workloads=True,
+    ),
+    Registration(
+        "translate",
+        Endpoint.MUTATE,
+        frozenset({("", "Pod")}),
+        frozenset({"CREATE"}),
+        translate.check_pod,
+        reads=_TRANSLATE_READS,
+        builds=_TRANSLATE_BUILDS,
+        indexes=_TRANSLATE_INDEXES,
+    ),
+    Registration(
+        "translate-workloads",
+        Endpoint.MUTATE,
+        WORKLOADS,
+        frozenset({"CREATE", "UPDATE"}),
+        translate.check_workload,
+        reads=_TRANSLATE_READS,
+        builds=_TRANSLATE_BUILDS,
+        indexes=_TRANSLATE_INDEXES,
+        workloads=True,
+    ),
+    Registration(
+        "translate-quota",
+        Endpoint.MUTATE,
+        POD_BEARING,
+        frozenset({"CREATE"}),
+        quota.check_translation,
+        reads=_TRANSLATE_READS,
+        builds=(quota_rules, *_TRANSLATE_BUILDS),
+        indexes=(ClassPolicies, *_TRANSLATE_INDEXES),
+        workloads=True,
+    ),
+    Registration(
+        "translate-validate",
+        Endpoint.VALIDATE,
+        WORKLOADS,
+        frozenset({"CREATE", "UPDATE"}),
+        translate.validate,
+        reads=_TRANSLATE_READS,
+        builds=_TRANSLATE_BUILDS,
+        indexes=_TRANSLATE_INDEXES,
+        workloads=True,
+    ),
+    Registration(
+        "cel-selectors",
+        Endpoint.VALIDATE,
+        CLAIM_KINDS | DEVICE_CLASS,
+        frozenset({"CREATE", "UPDATE"}),
+        selectors.check,
+        reads=frozenset({Kind.DEVICE_CLASS, Kind.RESOURCE_SLICE}),
+        builds=(cel_runtime,),
+        indexes=(Allocations,),
+    ),
+    Registration(
+        "pod-satisfiability",
+        Endpoint.VALIDATE,
+        POD_BEARING,  # workloads: the pods of a template asking for names a DeviceClass maps
+        frozenset({"CREATE", "UPDATE"}),
+        satisfiability.check_pod,
+        reads=frozenset(
+            {
+                Kind.DEVICE_CLASS,
+                Kind.RESOURCE_SLICE,
+                Kind.RESOURCE_CLAIM,
+                Kind.RESOURCE_CLAIM_TEMPLATE,
+            }
+        ),
+        builds=(cel_runtime, legacy_matcher, policy_exceptions, workload_catalogue),
+        indexes=(Allocations,),
+        workloads=True,
+    ),
+    Registration(
+        "claim-defaults",
+        Endpoint.MUTATE,
+        CLAIM_KINDS,
+        frozenset({"CREATE"}),
+        defaults.check,
+        reads=frozenset({Kind.NAMESPACE}),
+        builds=(defaults.claim_defaults,),
+    ),
+    Registration(
+        "claim-quota",
+        Endpoint.VALIDATE,
+        CLAIM_KINDS | POD_BEARING,
+        frozenset({"CREATE", "UPDATE"}),
+        quota.check,
+        builds=(quota_rules, cel_runtime, *_TRANSLATE_BUILDS),
+        indexes=(ClaimUsage, SliceNodes, TemplateCounts, ClassPolicies, *_TRANSLATE_INDEXES),
+        workloads=True,
+    ),
+    # tenancy (docs/tenancy.md): who may turn admin access on, which DeviceClasses a namespace
+    # may use (also in the claims translation writes, and the pods translation will make)
+    Registration(
+        "admin-access",
+        Endpoint.VALIDATE,
+        NAMESPACE_KINDS,
+        frozenset({"CREATE", "UPDATE"}),
+        check_label,
+        reads=frozenset({Kind.NAMESPACE}),
+        builds=(admin_access_rules,),
+    ),
+    Registration(
+        "admin-access-claims",
+        Endpoint.VALIDATE,
+        CLAIM_KINDS,
+        frozenset({"CREATE"}),
+        check_claims,
+        reads=frozenset({Kind.NAMESPACE}),
+        builds=(admin_access_rules,),
+    ),
+    Registration(
+        "device-classes",
+        Endpoint.VALIDATE,
+        CLAIM_KINDS | POD_BEARING,
+        frozenset({"CREATE", "UPDATE"}),
+        check_classes,
+        reads=_TRANSLATE_READS,
+        builds=(class_allow_lists, *_TRANSLATE_BUILDS),
+        indexes=_TRANSLATE_INDEXES,
+        workloads=True,
+    ),
+    Registration(
+        "device-classes-translate",
+        Endpoint.MUTATE,
+        POD_BEARING,
+        frozenset({"CREATE", "UPDATE"}),
+        check_translated,
+        reads=_TRANSLATE_READS,
+        builds=(class_allow_lists, *_TRANSLATE_BUILDS),
+        indexes=_TRANSLATE_INDEXES,
+        workloads=True,
+    ),
+)
+READ_THE_FINAL_POD = frozenset({"cel-rules"})
+"""Validating checks of pods that the mutating call of a translate namespace does not run: an
+admin's CEL rule may read any field of the pod as it finally is, after every mutation (the chart
+keeps the validating call where rules match Pods)."""
+JUDGED_BY_TRANSLATION = frozenset({"pod-satisfiability"})
+"""Validating checks a translation that made claims has already done: it judged the claims it
+made together with the pod's own (`policies.translate`)."""
+
+ANY_KIND = frozenset({"dra-only", "translate-validate"})
+"""The checks offline `check` runs on a kind nothing routes (`Pipeline.review_any_kind`): their
+workload scan finds a GPU request in any object."""
+
+RULE_KINDS: frozenset[GroupKind] = POD_BEARING | CLAIM_KINDS | DEVICE_CLASS
+"""Kinds an admin CEL rule (policy `cel.rules`) can match: the ones this webhook receives."""
+
+
+def rule_registrations(policy: Policy) -> tuple[Registration, ...]:
+    """The `cel-rules` check, routed only to the kinds and operations some rule matches."""
+    kinds = {kind for rule in policy.cel.rules for kind in rule.match.kinds}
+    operations = {op for rule in policy.cel.rules for op in rule.match.operations}
+    matched = frozenset(gk for gk in RULE_KINDS if gk[1] in kinds)
+    if not matched:
+        return ()
+    return (
+        Registration(
+            "cel-rules",
+            Endpoint.VALIDATE,
+            matched,
+            frozenset(operations),
+            rules.check,
+            builds=(cel_runtime, rules.admin_rules),
+        ),
+    )

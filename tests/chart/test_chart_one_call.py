@@ -1,0 +1,380 @@
+"""One webhook call per pod in translate namespaces, as the chart renders it (real helm): the
+validating pods entry skips a pod its mutating call judged whole, by a matchCondition on the
+`dra-webhook/judged-claims` annotation the pipeline writes; the mutating entry sends every pod
+that carries it; the ValidatingAdmissionPolicy refuses a judged pod given legacy names again.
+
+The conditions are evaluated with this project's CEL engine on both backends, against pods as
+the real pipeline answers them (app/policies/translate_judged.py says why none of this lets a
+pod's author skip validation), then changed as a later mutation would change them.
+"""
+
+from __future__ import annotations
+
+import copy
+import re
+import subprocess
+from collections.abc import Callable
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import jsonpatch
+import orjson
+import pytest
+import yaml
+
+from app.cel.engine import ADMISSION, ADMISSION_MESSAGE, BACKENDS
+from app.cel.factory import get_engine
+from app.config.policy import parse_policy
+from app.pipeline import Endpoint
+from app.policies.translate_judged import JUDGED_ANNOTATION
+from app.transport.review import decode_review
+from tests.assets import k8s_tool
+from tests.helpers import DEMO_NAMESPACES, make_pipeline, wrap
+
+REPO = Path(__file__).resolve().parents[2]
+CHART = REPO / "charts" / "dra-webhook"
+RELEASE, NAMESPACE, NS = "rel", "dra-system", "ml-research"
+Obj = dict[str, Any]
+
+by_backend = pytest.mark.parametrize("backend", BACKENDS)
+
+
+@cache
+def _render(*args: str) -> tuple[Obj, ...]:
+    result = subprocess.run(
+        [k8s_tool("helm"), "template", RELEASE, str(CHART), "-n", NAMESPACE, *args],
+        check=False, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    return tuple(doc for doc in yaml.safe_load_all(result.stdout) if doc)
+
+
+def _entries(docs: tuple[Obj, ...], kind: str) -> dict[str, Obj]:
+    return {
+        webhook["name"].split(".", 1)[0]: webhook
+        for doc in docs
+        if doc["kind"] == kind
+        for webhook in doc["webhooks"]
+    }
+
+
+def _condition(webhook: Obj, name: str) -> str:
+    (found,) = [c["expression"] for c in webhook["matchConditions"] if c["name"] == name]
+    return str(found)
+
+
+@cache
+def _compile(expression: str, backend: str, message: bool = False) -> Callable[[Obj], Any]:
+    engine = get_engine(backend)
+    environment = ADMISSION_MESSAGE if message else ADMISSION
+    program = engine.compile(expression, environment)
+
+    def evaluate(variables: Obj) -> Any:
+        return program.evaluate(engine.activation(environment, {**variables, "params": None}))
+
+    return evaluate
+
+
+def _sent(expression: str, obj: Obj, backend: str) -> bool:
+    variables = {"object": obj, "oldObject": None, "request": {}, "namespaceObject": None}
+    result = _compile(expression, backend)(variables)
+    assert isinstance(result, bool)
+    return result
+
+
+# -- pods as the pipeline answers them --------------------------------------------------------
+
+
+def _pod(spec: Obj, **meta: Any) -> Obj:
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "p", "namespace": NS, **meta},
+        "spec": spec,
+    }
+
+
+def _gpu(name: str = "cuda", count: int = 1, **resources: Any) -> Obj:
+    limits = {"nvidia.com/gpu": str(count), **resources}
+    return {"name": name, "image": "cuda:12", "resources": {"limits": limits, "requests": limits}}
+
+
+LEGACY = _pod({"containers": [_gpu()]})
+CLAIMS = _pod(
+    {
+        "containers": [{"name": "c", "image": "i", "resources": {"claims": [{"name": "a"}]}}],
+        "resourceClaims": [{"name": "a", "resourceClaimName": "mine"}],
+    }
+)
+MIXED = _pod({**CLAIMS["spec"], "containers": [*CLAIMS["spec"]["containers"], _gpu()]})
+
+
+@cache
+def _policy() -> Any:
+    docs = _render()
+    (config,) = [d for d in docs if d["kind"] == "ConfigMap"]
+    return parse_policy(config["data"]["policy.yaml"], "the chart's ConfigMap")
+
+
+def _mutated(pod: Obj) -> Obj:
+    """The pod as the API server stores it after the pipeline's mutating answer (the
+    chart's own policy, the demo namespaces)."""
+    pipeline = make_pipeline(DEMO_NAMESPACES, _policy())
+    decision = pipeline.review(Endpoint.MUTATE, decode_review(orjson.dumps(wrap(pod))))
+    assert decision.allowed, decision.message
+    assert decision.vouched
+    patched: Obj = jsonpatch.apply_patch(pod, list(decision.patch))
+    return patched
+
+
+def _with(pod: Obj, change: Callable[[Obj], None]) -> Obj:
+    pod = copy.deepcopy(pod)
+    change(pod)
+    return pod
+
+
+def _claims(pod: Obj) -> list[Obj]:
+    found: list[Obj] = pod["spec"]["resourceClaims"]
+    return found
+
+
+def _add_claim(pod: Obj) -> None:
+    _claims(pod).append({"name": "more", "resourceClaimTemplateName": "eight-gpus"})
+
+
+def _swap_template(pod: Obj) -> None:
+    _claims(pod)[0]["resourceClaimTemplateName"] = "eight-gpus"
+
+
+def _readd_gpu(pod: Obj) -> None:
+    pod["spec"]["containers"][0]["resources"]["limits"] = {"nvidia.com/gpu": "1"}
+
+
+def _other_extended(pod: Obj) -> None:
+    pod["spec"]["containers"][0]["resources"]["limits"] = {"rdma/hca": "1"}
+
+
+def _reorder(pod: Obj) -> None:
+    _claims(pod).reverse()
+
+
+def _forge(pod: Obj) -> None:
+    pod["metadata"].setdefault("annotations", {})[JUDGED_ANNOTATION] = "c:mine"
+
+
+def _relabel(pod: Obj) -> None:
+    pod["metadata"]["labels"] = {"team": "a"}
+    pod["spec"]["containers"].append({"name": "sidecar", "image": "proxy"})
+
+
+def _judged_pods() -> list[tuple[str, Obj]]:
+    return [
+        ("translated legacy pod", _mutated(LEGACY)),
+        ("pod with its own claims", _mutated(CLAIMS)),
+        ("own claims and a translated request", _mutated(MIXED)),
+    ]
+
+
+# -- the validating pods entry ---------------------------------------------------------------
+
+
+@by_backend
+def test_a_pod_its_mutating_call_judged_is_not_sent_to_the_validating_entry(backend: str) -> None:
+    entry = _entries(_render(), "ValidatingWebhookConfiguration")["pods"]
+    selector = {e["key"]: e for e in entry["namespaceSelector"]["matchExpressions"]}
+    assert selector["gpu-mode"]["values"] == ["translate"]
+    uses, judged = (_condition(entry, n) for n in ("pod-uses-devices", "not-judged-at-mutation"))
+    for case, pod in _judged_pods():
+        assert pod["metadata"]["annotations"][JUDGED_ANNOTATION], case
+        assert _sent(uses, pod, backend), case  # it uses devices...
+        assert not _sent(judged, pod, backend), case  # ...and was judged whole: no call
+        # a mutation after it that leaves the claims alone keeps it so
+        assert not _sent(judged, _with(pod, _relabel), backend), case
+
+
+CHANGED_AFTER = [
+    ("a claim added", _add_claim),
+    ("a template swapped", _swap_template),
+    ("claims reordered", _reorder),
+    ("a legacy name added again", _readd_gpu),
+    ("another extended resource", _other_extended),
+]
+
+
+@by_backend
+@pytest.mark.parametrize(("case", "change"), CHANGED_AFTER, ids=[c[0] for c in CHANGED_AFTER])
+def test_a_judged_pod_changed_after_its_mutating_call_is_validated(
+    case: str, change: Callable[[Obj], None], backend: str
+) -> None:
+    entry = _entries(_render(), "ValidatingWebhookConfiguration")["pods"]
+    judged = _condition(entry, "not-judged-at-mutation")
+    pod = _mutated(MIXED)
+    assert not _sent(judged, pod, backend)
+    assert _sent(judged, _with(pod, change), backend), case
+
+
+@by_backend
+def test_a_mark_the_pipeline_did_not_write_never_spares_the_validating_call(backend: str) -> None:
+    """The author's own value, even one that matches: the mutating entry sends the pod (it
+    carries the annotation), and the pipeline rewrites a wrong value and removes one it does
+    not vouch for (tests/transport/test_judged_at_mutation.py)."""
+    validating = _entries(_render(), "ValidatingWebhookConfiguration")["pods"]
+    mutating = _entries(_render(), "MutatingWebhookConfiguration")["pods"]
+    plain = _pod({"containers": [{"name": "c", "image": "i"}]})
+    wrong = _with(
+        _with(CLAIMS, _forge),
+        lambda p: p["metadata"]["annotations"].update({JUDGED_ANNOTATION: "x"}),
+    )
+    assert _sent(_condition(validating, "not-judged-at-mutation"), wrong, backend)
+    for pod in (_with(plain, _forge), _with(CLAIMS, _forge), wrong):
+        assert _sent(_condition(mutating, "pod-uses-devices"), pod, backend)
+    assert not _sent(_condition(mutating, "pod-uses-devices"), plain, backend)
+    # the pipeline's answer to a forged mark on a pod it judges: its own value
+    assert _mutated(wrong)["metadata"]["annotations"][JUDGED_ANNOTATION] == "c:mine"
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("--set", "webhook.mutating.failurePolicy=Ignore"),
+        ("--set", "webhook.mutating.enabled=false"),
+        (
+            "--set-json",
+            'policy.cel.rules=[{"name": "r", "match": {"kinds": ["Pod"]},'
+            ' "expression": "true", "message": "m"}]',
+        ),
+    ],
+    ids=["mutating-fails-open", "no-mutating-entry", "admin-rules-on-pods"],
+)
+def test_without_a_mutating_call_that_always_runs_every_pod_is_validated(
+    args: tuple[str, ...],
+) -> None:
+    for name, entry in _entries(_render(*args), "ValidatingWebhookConfiguration").items():
+        if name.startswith("pods"):
+            assert [c["name"] for c in entry["matchConditions"]] == ["pod-uses-devices"], name
+
+
+@by_backend
+def test_where_the_pods_entry_sees_every_mode_translate_namespaces_get_their_own(
+    backend: str,
+) -> None:
+    entries = _entries(
+        _render("--set", "admissionPolicy.enabled=false"), "ValidatingWebhookConfiguration"
+    )
+    modes = {
+        name: next(
+            e["values"]
+            for e in entries[name]["namespaceSelector"]["matchExpressions"]
+            if e["key"] == "gpu-mode"
+        )
+        for name in ("pods", "pods-translate")
+    }
+    assert modes == {"pods": ["dra-only", "audit"], "pods-translate": ["translate"]}
+    assert [c["name"] for c in entries["pods"]["matchConditions"]] == ["pod-uses-devices"]
+    judged = _condition(entries["pods-translate"], "not-judged-at-mutation")
+    assert not _sent(judged, _mutated(LEGACY), backend)
+
+
+def test_the_reinvocation_policy_of_every_mutating_entry_is_the_value() -> None:
+    for value in ("Never", "IfNeeded"):
+        args = ("--set", f"webhook.mutating.reinvocationPolicy={value}")
+        args += ("--set", "policy.translation.translateWorkloads=true")
+        entries = _entries(_render(*args), "MutatingWebhookConfiguration")
+        assert len(entries) > 2
+        assert {e["reinvocationPolicy"] for e in entries.values()} == {value}
+    bad = subprocess.run(
+        [k8s_tool("helm"), "template", RELEASE, str(CHART),
+         "--set", "webhook.mutating.reinvocationPolicy=Always"],
+        check=False, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert bad.returncode != 0 and "reinvocationPolicy" in bad.stderr
+
+
+# -- the admission policy in translate namespaces --------------------------------------------
+
+
+def _admission_policy() -> Obj:
+    (found,) = [d for d in _render() if d["kind"] == "ValidatingAdmissionPolicy" and
+                d["metadata"]["name"].endswith("-dra-only")]  # fmt: skip
+    return found
+
+
+def _inline(policy: Obj, expression: str) -> str:
+    """`expression` with every `variables.<name>` replaced by its expression (the project's
+    engine has no `variables`)."""
+    known = {
+        v["name"]: v["expression"] if v["name"].startswith("legacy") else f"({v['expression']})"
+        for v in policy["spec"]["variables"]
+    }
+    pattern = re.compile(r"\bvariables\.(\w+)")
+    while pattern.search(expression):
+        expression = pattern.sub(lambda m: known[m.group(1)], expression)
+    return expression
+
+
+def _verdict(pod: Obj, mode: str, backend: str) -> tuple[bool, str]:
+    policy = _admission_policy()
+    variables = {
+        "object": pod,
+        "oldObject": None,
+        "request": {
+            "kind": {"group": "", "version": "v1", "kind": "Pod"},
+            "namespace": NS,
+            "operation": "CREATE",
+        },
+        "namespaceObject": {"metadata": {"name": NS, "labels": {"gpu-mode": mode}}},
+    }
+    (validation,) = policy["spec"]["validations"]
+    if _compile(_inline(policy, validation["expression"]), backend)(variables):
+        return True, ""
+    text = _compile(_inline(policy, validation["messageExpression"]), backend, True)(variables)
+    return False, str(text)
+
+
+@by_backend
+def test_a_judged_pod_given_legacy_names_again_is_refused_in_the_api_server(backend: str) -> None:
+    translated = _mutated(LEGACY)
+    assert _verdict(translated, "translate", backend) == (True, "")
+    allowed, message = _verdict(_with(translated, _readd_gpu), "translate", backend)
+    assert not allowed
+    assert message.startswith(
+        f"namespace {NS} translates device-plugin requests into DRA claims (gpu-mode=translate), "
+        "but the pod asks for legacy extended resources again after dra-webhook translated it: "
+        "container cuda asks for nvidia.com/gpu: 1 -> use DeviceClass gpu.nvidia.com (count 1)."
+    )
+    assert "runs after dra-webhook" in message
+
+
+@by_backend
+def test_a_legacy_pod_the_webhook_did_not_judge_is_left_to_it_in_translate_namespaces(
+    backend: str,
+) -> None:
+    """Admitted untranslated under a fail-open policy (a stale view, a failed template create):
+    no mark, so the admission policy leaves it, as it did before, to the validating entry."""
+    assert _verdict(LEGACY, "translate", backend) == (True, "")
+    assert not _verdict(LEGACY, "dra-only", backend)[0]  # (the dra-only rule is unchanged)
+
+
+def test_the_translate_binding_holds_pods_of_translate_namespaces_only() -> None:
+    (binding,) = [
+        d for d in _render()
+        if d["kind"] == "ValidatingAdmissionPolicyBinding"
+        and d["metadata"]["name"].endswith("-dra-only-translated")
+    ]  # fmt: skip
+    spec = binding["spec"]
+    assert spec["validationActions"] == ["Deny"]
+    assert spec["policyName"] == _admission_policy()["metadata"]["name"]
+    (rule,) = spec["matchResources"]["resourceRules"]
+    assert (rule["apiGroups"], rule["resources"], rule["operations"]) == (
+        [""],
+        ["pods"],
+        ["CREATE"],
+    )
+    selector = {
+        e["key"]: e for e in spec["matchResources"]["namespaceSelector"]["matchExpressions"]
+    }
+    assert selector["gpu-mode"] == {"key": "gpu-mode", "operator": "In", "values": ["translate"]}
+    assert NAMESPACE in selector["kubernetes.io/metadata.name"]["values"]
+    without = _render("--set", "webhook.mutating.enabled=false")
+    assert not [d for d in without if d["metadata"]["name"].endswith("-dra-only-translated")]
