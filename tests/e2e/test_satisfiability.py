@@ -231,3 +231,131 @@ def _settle(kube: Kube, namespace: str, name: str, seconds: float = 3) -> str:
         )
     except AssertionError:
         return "unschedulable"
+
+
+# -- a fabric-level pool: devices reaching the nodes a label selects ---------------------------
+
+FABRIC_DRIVER = "fabric.example.com"
+FABRIC_CLASS = "gpu.fabric.example.com"
+FABRIC_LABEL = "example.com/fabric"
+FABRIC_NODES = {"fabric-h100": "NVIDIA H100 80GB HBM3", "fabric-l4": "NVIDIA L4"}
+"""Two node types, each with two GPUs of its own; only fabric-h100 starts on the fabric."""
+
+
+def _fabric_gpu(name: str, product: str) -> Device:
+    return {
+        "name": name,
+        "attributes": {"type": {"string": "gpu"}, "productName": {"string": product}},
+        "capacity": {"memory": {"value": "80Gi"}},
+    }
+
+
+def _fabric_slice(name: str, devices: list[Device], **selection: Any) -> Any:
+    return {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceSlice",
+        "metadata": {"name": name},
+        "spec": {
+            "driver": FABRIC_DRIVER,
+            "pool": {"name": name, "generation": 1, "resourceSliceCount": 1},
+            "devices": devices,
+            **selection,
+        },
+    }
+
+
+@pytest.fixture(scope="module")
+def fabric(kube: Kube) -> Iterator[str]:
+    """The two nodes, their GPUs, and a fabric-attached pool (a ResourceSlice whose
+    nodeSelector picks the nodes labelled example.com/fabric=ib-0): two GB200s. Yields the
+    namespace the claims go to."""
+    for name, product in FABRIC_NODES.items():
+        labels = {"kubernetes.io/hostname": name, "example.com/node-type": product.split()[1]}
+        if name == "fabric-h100":
+            labels[FABRIC_LABEL] = "ib-0"
+        kube.apply(
+            {"apiVersion": "v1", "kind": "Node", "metadata": {"name": name, "labels": labels}}
+        )
+        kube.patch("Node", name, None, {"spec": {"taints": None}})
+        kube.patch("Node", name, None, fleet._STATUS, subresource="status")
+        gpus = [_fabric_gpu(f"gpu-{i}", product) for i in range(2)]
+        kube.apply(_fabric_slice(name, gpus, nodeName=name))
+    selector = {"nodeSelectorTerms": [{"matchExpressions": [
+        {"key": FABRIC_LABEL, "operator": "In", "values": ["ib-0"]}]}]}  # fmt: skip
+    fabric_gpus = [_fabric_gpu(f"gb200-{i}", "NVIDIA GB200") for i in range(2)]
+    kube.apply(_fabric_slice("fabric-ib-0", fabric_gpus, nodeSelector=selector))
+    kube.apply(o.typed_device_class(FABRIC_CLASS, FABRIC_DRIVER, "gpu"))
+    name = kube.namespace("satisfiability-fabric", **{"gpu-mode": "dra-only"})
+    yield name
+    release_devices(kube, name)
+    for slice_name in (*FABRIC_NODES, "fabric-ib-0"):
+        kube.delete("ResourceSlice", slice_name)
+    kube.delete("DeviceClass", FABRIC_CLASS)
+    for node_name in FABRIC_NODES:
+        kube.delete("Node", node_name)
+
+
+def _product(prefix: str) -> str:
+    return f'device.attributes["{FABRIC_DRIVER}"].productName.startsWith("{prefix}")'
+
+
+PAIR = {
+    "devices": {
+        "requests": [
+            {"name": "fabric", "exactly": o.exactly(FABRIC_CLASS, 1, _product("NVIDIA GB200"))},
+            {"name": "l4", "exactly": o.exactly(FABRIC_CLASS, 1, _product("NVIDIA L4"))},
+        ]
+    }
+}
+"""A fabric-attached GPU and an L4, which only the fabric-l4 node has: one pod, one node."""
+NEVER_WARNING = re.compile(r"^spec(\.devices\.(requests|constraints)\[\d+\])?: (?!not now:)")
+
+
+def _verdict(kube: Kube, ns: str) -> list[str]:
+    return [
+        w
+        for w in kube.create(o.claim("probe", ns, PAIR), dry_run=True).warnings
+        if NEVER_WARNING.match(w)
+    ]
+
+
+def _run(kube: Kube, ns: str, name: str) -> tuple[list[str], str, Any]:
+    """The webhook's "never" warnings on the pair, what the scheduler does with a pod using it,
+    and the claim as allocated (or not); both are deleted before returning."""
+    answer = kube.create(o.claim(name, ns, PAIR))
+    pod_spec = o.pod_spec(
+        o.container("cuda", claims=("gpu",)), claims=[{"name": "gpu", "resourceClaimName": name}]
+    )
+    kube.create(o.pod(name, ns, pod_spec))
+    try:
+        outcome = kube.wait(lambda: _outcome(kube, ns, name), f"the verdict on {name}", 30)
+        claim = kube.get("ResourceClaim", name, ns)
+        placed = kube.get("Pod", namespace=ns, name=name)["spec"].get("nodeName")
+    finally:
+        kube.delete("Pod", name, ns, now=True)
+        kube.delete("ResourceClaim", name, ns)
+        kube.wait(lambda: kube.find("ResourceClaim", name, ns) is None, f"claim {name} gone")
+    never = [w for w in answer.warnings if NEVER_WARNING.match(w)]
+    return never, outcome, (placed, o.allocated_devices(claim))
+
+
+def test_a_fabric_gpu_and_a_gpu_only_another_node_type_has_is_never_until_one_node_has_both(
+    kube: Kube, fabric: str, webhook: Any
+) -> None:
+    _, metrics = webhook.get("/metrics")
+    assert "dra_webhook_node_labels_available 1.0" in metrics  # the chart's role grants nodes
+    kube.wait(lambda: _verdict(kube, fabric), "the webhook to see the fabric", 30)
+
+    never, outcome, _ = _run(kube, fabric, "pair-apart")
+    assert never, "the webhook must warn: no node has both a fabric GPU and an L4"
+    assert outcome == "unschedulable"  # and the scheduler leaves the pod Pending
+
+    kube.patch("Node", "fabric-l4", None, {"metadata": {"labels": {FABRIC_LABEL: "ib-0"}}})
+    kube.wait(lambda: not _verdict(kube, fabric), "the webhook to see the new label", 30)
+    never, outcome, (node, devices) = _run(kube, fabric, "pair-together")
+    assert never == []
+    if outcome != "allocated":
+        outcome = _settle(kube, fabric, "pair-together")
+    assert outcome == "allocated"
+    assert node == "fabric-l4"
+    assert len(devices) == 2
