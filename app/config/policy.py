@@ -23,6 +23,7 @@ from pydantic import (
 
 from app.config.base import LabelSelector
 from app.config.base import StrictModel as _Model
+from app.config.dra_only import DraOnly
 from app.config.exceptions import PolicyException, unique_exception_names
 from app.config.files import one_line, read_text
 from app.config.sharing import DEFAULT_SHARING, SharingRule, unique_names
@@ -108,22 +109,6 @@ DEFAULT_MAPPINGS = (
     ),
     MappingRule(resource="amd.com/gpu", deviceClassName="gpu.amd.com"),
 )
-
-
-class DraOnly(_Model):
-    """dra-only enforcement options."""
-
-    allow_device_class_extended_resources: bool = Field(
-        default=False, alias="allowDeviceClassExtendedResources"
-    )
-    """Allow a legacy name that a DeviceClass maps via spec.extendedResourceName (KEP-5004)."""
-    audit_warned_by_admission_policy: bool = Field(
-        default=False, alias="auditWarnedByAdmissionPolicy"
-    )
-    """Set by the chart when its ValidatingAdmissionPolicy enforces the rule: in audit
-    namespaces that policy already warns on CREATE of a Pod or a built-in workload, so the
-    webhook (which still sees workloads, for quotas and translation) counts the finding but does
-    not warn a second time; objects a policy exception selects are still its own."""
 
 
 _DNS_LABEL_PREFIX = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")

@@ -26,6 +26,7 @@ from app.k8s.quantity import is_zero
 from app.policies.base import ALLOW, Context, Mode, Request, Result, Violation
 from app.policies.builders import legacy_matcher, mapping_resolver, plan_for, translation_rules
 from app.policies.exceptions import Applied, cover, policy_exceptions
+from app.policies.mapped import scheduler_class
 from app.policies.parts import Parts
 from app.policies.workloads import combine, finding_result, findings, per_template, templates
 from app.translation.legacy import (
@@ -143,9 +144,7 @@ def _check_spec(request: Request, ctx: Context, spec: PodSpecRef, old: PodSpecRe
         if selecting:
             return _excepted(request, ctx, spec, old, selecting)
     is_legacy = ctx.parts[legacy_matcher]
-    if request.operation == "CREATE" and not (
-        ctx.policy.dra_only.allow_device_class_extended_resources
-    ):
+    if request.operation == "CREATE" and not ctx.policy.dra_only.allows_mapped_names:
         # the common case: a shape seen before costs a scan of the dicts and a lookup
         shape = _raw_shape(spec, is_legacy)
         if shape == ():
@@ -155,20 +154,51 @@ def _check_spec(request: Request, ctx: Context, spec: PodSpecRef, old: PodSpecRe
             known = ctx.parts[answers].get(key)
             if known is not None:
                 return known
-    found = _found(spec, ctx)
-    if not found:
-        return ALLOW
-    return _judge(request, ctx, spec, old, found, warned=_warned(request, ctx))
+    found, mapped = _found(spec, ctx)
+    result = (
+        _judge(request, ctx, spec, old, found, warned=_warned(request, ctx)) if found else ALLOW
+    )
+    return _served(ctx, result, mapped, old) if mapped else result
 
 
-def _found(spec: PodSpecRef, ctx: Context) -> list[LegacyRequest]:
-    """The legacy requests of a pod spec the rule is about."""
+def _found(
+    spec: PodSpecRef, ctx: Context
+) -> tuple[list[LegacyRequest], list[tuple[LegacyRequest, str]]]:
+    """The legacy requests of a pod spec the rule is about, and (with `draOnly.mappedNames:
+    allow`) those it lets through because a DeviceClass maps their name, with that class."""
     found = legacy_requests(spec, ctx.parts[legacy_matcher])
-    if found and ctx.policy.dra_only.allow_device_class_extended_resources:
-        found = [
-            r for r in found if ctx.view.device_class_for_extended_resource(r.resource) is None
-        ]
-    return found
+    if not found or not ctx.policy.dra_only.allows_mapped_names:
+        return found, []
+    offences, mapped = [], []
+    for r in found:
+        served = scheduler_class(r.resource, ctx.view)
+        if served is None:
+            offences.append(r)
+        else:
+            mapped.append((r, served[0]))
+    return offences, mapped
+
+
+def _served(
+    ctx: Context,
+    result: Result,
+    mapped: list[tuple[LegacyRequest, str]],
+    old: PodSpecRef | None,
+) -> Result:
+    """`result` with a warning per legacy request let through because a DeviceClass maps its
+    name (`draOnly.mappedNames: allow`): which class serves it, and that a node still running
+    the device plugin for the name serves it there, outside DRA (the scheduler prefers the
+    plugin where one advertises the name). Said when the object (or its pod template) is new;
+    an UPDATE of what was admitted before is not told again."""
+    if old is not None:
+        return result
+    effect = "allowed" if ctx.mode is Mode.DRA_ONLY else "would be allowed in dra-only"
+    warnings = tuple(
+        f"{r.path}: {_offence(r)}: {effect}: the scheduler serves it from DeviceClass "
+        f"{device_class}; nodes still running the device plugin would serve it there"
+        for r, device_class in mapped
+    )
+    return dataclasses.replace(result, warnings=(*result.warnings, *warnings))
 
 
 def _judge(
@@ -209,9 +239,9 @@ def _excepted(
     """An object some policy exception selects: what an active one covers is allowed (in
     audit namespaces: not reported as an offence) with the exception's warning, the rest is
     judged as usual. Not memoized: the answer depends on the date."""
-    found = _found(spec, ctx)
+    found, mapped = _found(spec, ctx)
     if not found:
-        return ALLOW
+        return _served(ctx, ALLOW, mapped, old) if mapped else ALLOW
     coverage = cover(selecting, found)
     result = _judge(request, ctx, spec, old, coverage.rest) if coverage.rest else ALLOW
     effect = (
@@ -220,6 +250,8 @@ def _excepted(
         else "would be allowed in a dra-only namespace"
     )
     ended = [f"exception {a.name} {a.when()} no longer applies" for a in coverage.ended]
+    if mapped:
+        result = _served(ctx, result, mapped, old)
     return dataclasses.replace(
         result,
         warnings=(*coverage.warnings(effect), *result.warnings),

@@ -14,6 +14,17 @@ Three callers: the selector check, for one claim or template once its selectors 
 (:func:`claim_verdict`); the ``pod-satisfiability`` check, for a pod's claims together
 (:func:`check_pod`); and translation, for the claims it is about to make (:func:`pod_verdict`).
 
+A pod's extended resources that a DeviceClass maps (``nvidia.com/gpu`` under
+``spec.extendedResourceName``, ``deviceclass.resource.kubernetes.io/<class>``) are the one
+claim the scheduler makes for them (:mod:`app.policies.mapped`), judged with the pod's own
+claims, per node, in a pod and in a workload's pod templates: "spec.containers[0].resources.
+limits[nvidia.com/gpu]: asks for 16 nvidia.com/gpu, which the scheduler serves from DeviceClass
+gpu.nvidia.com (extendedResourceName): never: the most on any node is 8 (node-a)". Every node
+counts as one without a device plugin for the name (the view holds no Node status): where a
+plugin still serves it, the scheduler uses the plugin there, so a name a class maps through
+`extendedResourceName` is only ever warned about; the implicit names, which no device plugin
+can serve, are denied where the policy says so.
+
 The scheduler would otherwise leave the pod Pending with no message. Devices come from the cluster
 view through :class:`~app.devices.index.DeviceIndex`; the verdict is memoized by the claim's
 shape and the view's generations, so a repeated claim shape costs a lookup.
@@ -30,8 +41,11 @@ from app.cluster.view import Kind
 from app.errors import ObjectShapeError
 from app.k8s import claims
 from app.k8s.claims import SELECTING
+from app.k8s.objects import PodSpecRef
 from app.policies.base import ALLOW, Context, Request, Result, Violation, failure_answer, subject
 from app.policies.cel_runtime import cel_runtime
+from app.policies.mapped import MappedRequest, left_to_scheduler, reword, special_claim
+from app.policies.workloads import combine, old_specs, templates
 
 
 def claim_verdict(
@@ -71,41 +85,113 @@ def claim_verdict(
 
 
 def check_pod(request: Request, ctx: Context) -> Result:
-    """A pod's claims taken together: the scheduler allocates all of them on one node.
+    """A pod's claims taken together: the scheduler allocates all of them on one node, and with
+    them the claim it makes for the pod's mapped names (:mod:`app.policies.mapped`).
 
     Each claim was checked alone when it (or its template) was created; a pod with two or more
     claims is checked here jointly (a pod with two 2-GPU claims on 2-GPU nodes is never
-    schedulable though each claim is fine); one with a single claim is not checked again. A named
-    claim that is already allocated is left out: its devices are taken and its node is fixed,
-    which the view (no Node objects, no allocation node selectors) cannot match against the
-    others. Within the review's CEL budget, as the selector check.
+    schedulable though each claim is fine); one with a single claim is not checked again,
+    unless it also asks for a name a DeviceClass maps (`nvidia.com/gpu: 16` served from
+    gpu.nvidia.com: never, on 8-GPU nodes). A named claim that is already allocated is left out:
+    its devices are taken and its node is fixed, which the view (no allocation node selectors)
+    cannot match against the others. Within the review's CEL budget, as the selector check.
+
+    A workload (Deployment, Job, an operator's kind) is judged per pod template when its pods
+    ask for mapped names, on CREATE and when an UPDATE changes them: its user learns at apply
+    time, not from Pending pods.
     """
     obj = request.object
-    spec = obj.get("spec") if obj is not None else None
-    entries = spec.get("resourceClaims") if isinstance(spec, Mapping) else None
-    action = _action(ctx)
-    if not isinstance(entries, list) or len(entries) < 2 or action == "off":
+    if obj is None or _action(ctx) == "off":
+        return ALLOW
+    if request.kind != "Pod":
+        return _check_templates(request, ctx)
+    spec = obj.get("spec")
+    if request.operation != "CREATE" or not isinstance(spec, dict):
+        return ALLOW
+    entries = spec.get("resourceClaims")
+    meta = obj.get("metadata")
+    ref = PodSpecRef(spec, "spec", "/spec", meta if isinstance(meta, dict) else {})
+    mapped = _mapped(request.kind, ref, ctx)
+    if not mapped and (not isinstance(entries, list) or len(entries) < 2):
         return ALLOW  # (most pods: nothing to read)
     if Kind.RESOURCE_SLICE not in ctx.view.synced_kinds():
         return ALLOW
+    claims_in = _claims_of(ref, request.namespace, ctx)
+    if not mapped and len(claims_in) < 2:
+        return ALLOW
+    return pod_verdict(ctx, claims_in, subject(request), mapped=mapped, spec_path=ref.path)
+
+
+def _check_templates(request: Request, ctx: Context) -> Result:
+    """The pod templates of a workload whose pods ask for mapped names (new ones on UPDATE)."""
+    if Kind.RESOURCE_SLICE not in ctx.view.synced_kinds():
+        return ALLOW
+    try:
+        found = templates(request, ctx)
+        old = old_specs(request, ctx)
+    except ObjectShapeError:
+        return ALLOW  # (dra-only and translation name the field)
+    results = []
+    for template in found:
+        spec = template.spec
+        mapped = _mapped(request.kind, spec, ctx)
+        if not mapped:
+            continue
+        before = old.get(spec.path)
+        if before is not None and _same(_mapped(request.kind, before, ctx), mapped):
+            continue  # judged when it was written
+        claims_in = _claims_of(spec, request.namespace, ctx)
+        what = f"the pods of {subject(request)}"
+        results.append(pod_verdict(ctx, claims_in, what, mapped=mapped, spec_path=spec.path))
+    return combine(results)
+
+
+def _mapped(kind: str, spec: PodSpecRef, ctx: Context) -> tuple[MappedRequest, ...]:
+    """The spec's requests for names a DeviceClass maps that reach the scheduler as written."""
+    try:
+        return left_to_scheduler(kind, spec, ctx)
+    except ObjectShapeError:
+        return ()  # (dra-only and translation name the field)
+
+
+def _same(a: Sequence[MappedRequest], b: Sequence[MappedRequest]) -> bool:
+    def key(m: MappedRequest) -> tuple[str, str, int, str]:
+        return (m.request_name, m.resource, m.count, m.device_class)
+
+    return [key(m) for m in a] == [key(m) for m in b]
+
+
+def _claims_of(spec: PodSpecRef, namespace: str, ctx: Context) -> list[ClaimInput]:
+    """The claims of a pod spec's `resourceClaims` the view knows and can judge."""
+    entries = spec.spec.get("resourceClaims")
     claims_in = []
-    for i, entry in enumerate(entries):
-        found = _pod_claim(entry, request.namespace, ctx)
+    for i, entry in enumerate(entries if isinstance(entries, list) else ()):
+        found = _pod_claim(entry, namespace, ctx)
         if found is not None:
             label, parsed = found
-            claims_in.append(ClaimInput(label, parsed, f"spec.resourceClaims[{i}] ({label}) "))
-    if len(claims_in) < 2:
-        return ALLOW
-    return pod_verdict(ctx, claims_in, subject(request))
+            where = f"{spec.path}.resourceClaims[{i}] ({label}) "
+            claims_in.append(ClaimInput(label, parsed, where))
+    return claims_in
 
 
-def pod_verdict(ctx: Context, claims_in: Sequence[ClaimInput], what: str) -> Result:
+def pod_verdict(
+    ctx: Context,
+    claims_in: Sequence[ClaimInput],
+    what: str,
+    *,
+    mapped: Sequence[MappedRequest] = (),
+    spec_path: str = "spec",
+) -> Result:
     """The allocation model's verdict on claims a pod uses together, as an admission result:
     "never" denied or warned per `cel.selectors.unsatisfiable`, "not now" warned. Also what
-    translation asks about the claims it is about to make (`policies.translate`)."""
+    translation asks about the claims it is about to make (`policies.translate`). `mapped`:
+    the pod's requests the scheduler serves from DeviceClasses, judged as the one claim it
+    makes for them (`mapped.special_claim`), their problems put on the containers' fields."""
     action = _action(ctx)
     if action == "off" or Kind.RESOURCE_SLICE not in ctx.view.synced_kinds():
         return ALLOW
+    if mapped:
+        claims_in = [*claims_in, special_claim(mapped, spec_path)]
     budget = Budget(ctx.policy.cel.review_budget)
     alternatives = (a for c in claims_in for r in c.spec.requests for a in r.alternatives)
     budget.memoize_unless_over(e for a in alternatives for _, e in a.selectors)
@@ -121,13 +207,30 @@ def pod_verdict(ctx: Context, claims_in: Sequence[ClaimInput], what: str) -> Res
         # open whatever failure.celBudget says: each claim was judged alone, under it, when it
         # was admitted; the budget only cut the joint check short
         return failure_answer("open", f"{what}: {exc}", skipped="claims not checked together")
-    problems = tuple(Violation(p.path, p.message) for p in verdict.problems)
+    found = verdict.problems
+    if mapped:
+        words = "never" if verdict.outcome == NEVER else "not now"
+        found = reword(found, mapped, words, spec_path)
+    problems = tuple(Violation(p.path, p.message) for p in found)
+    if any(not m.implicit for m in mapped):
+        # never from the class's devices, yet a node whose device plugin still advertises the
+        # name would take the pod: not ours to refuse (app.policies.mapped, "Nodes with a
+        # device plugin")
+        action = "warn"
     if verdict.outcome == NEVER and action == "deny":
+        if not mapped:
+            return Result(
+                violations=problems,
+                summary=f"no node in the cluster can satisfy the claims of {what}",
+                details="The scheduler allocates all of a pod's claims on one node; it would "
+                "stay Pending.",
+            )
+        claims = "claims and " if len(claims_in) > 1 else ""
         return Result(
             violations=problems,
-            summary=f"no node in the cluster can satisfy the claims of {what}",
-            details="The scheduler allocates all of a pod's claims on one node; it would stay "
-            "Pending.",
+            summary=f"no node in the cluster can satisfy the {claims}extended resources of {what}",
+            details="The scheduler allocates all of a pod's claims, and the claim it makes for "
+            "the extended resources a DeviceClass serves, on one node; it would stay Pending.",
         )
     if verdict.outcome in (NEVER, NOT_NOW):
         return Result(warnings=tuple(str(p) for p in problems))

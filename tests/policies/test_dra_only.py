@@ -9,6 +9,7 @@ import pytest
 
 from app.pipeline import Decision, Endpoint
 from app.transport.review import decode_review
+from tests.allocation.nvidia import node_slice
 from tests.dra_only_cases import CASES, GPU, WORKLOADS, Case, container, template_path
 from tests.helpers import decide, make_pipeline, namespace, policy_from, wrap
 
@@ -175,13 +176,74 @@ DEVICE_CLASS = {
 }
 
 
-def test_extended_resources_served_by_a_device_class_are_allowed_only_when_enabled() -> None:
+SLICE = node_slice("node-a")
+"""Devices for the mapping class (satisfiability has nothing to say of one GPU)."""
+MAPPED = {
+    "draOnly": "{mappedNames: allow}",
+    "deprecated": "{allowDeviceClassExtendedResources: true}",
+}
+ALLOWED = (
+    "spec.containers[0].resources.limits[nvidia.com/gpu]: container a asks for nvidia.com/gpu: "
+    "1: allowed: the scheduler serves it from DeviceClass gpu.nvidia.com; nodes still running "
+    "the device plugin would serve it there"
+)
+
+
+@pytest.mark.parametrize("key", list(MAPPED), ids=["mappedNames", "the deprecated key"])
+def test_names_a_device_class_maps_are_allowed_with_a_warning_only_when_the_policy_says(
+    key: str,
+) -> None:
     obj = pod(containers=[container("a", limits={GPU: "1"})])
-    objects = [namespace("gpu-e2e", "dra-only"), DEVICE_CLASS]
-    assert not decide(obj, objects=objects).allowed
-    enabled = policy_from("draOnly: {allowDeviceClassExtendedResources: true}")
-    assert decide(obj, objects=objects, policy=enabled).allowed
+    objects = [namespace("gpu-e2e", "dra-only"), DEVICE_CLASS, SLICE]
+    assert not decide(obj, objects=objects).allowed  # mappedNames: deny, the default
+    enabled = policy_from(f"draOnly: {MAPPED[key]}")
+    allowed = decide(obj, objects=objects, policy=enabled)
+    assert allowed.allowed
+    assert allowed.warnings == (ALLOWED,)
     assert not decide(obj, objects=[namespace("gpu-e2e", "dra-only")], policy=enabled).allowed
+
+
+def test_with_mapped_names_allowed_the_names_no_class_maps_are_still_denied() -> None:
+    obj = pod(containers=[container("a", limits={GPU: "1", "amd.com/gpu": "1"})])
+    objects = [namespace("gpu-e2e", "dra-only"), DEVICE_CLASS, SLICE]
+    decision = decide(obj, objects=objects, policy=policy_from("draOnly: {mappedNames: allow}"))
+    assert not decision.allowed
+    assert "limits[amd.com/gpu]: container a asks for amd.com/gpu: 1 -> use DeviceClass" in (
+        decision.message
+    )
+    assert "limits[nvidia.com/gpu]" not in decision.message
+    assert decision.warnings == (ALLOWED,)
+
+
+def test_audit_reports_a_mapped_name_as_dra_only_would_treat_it() -> None:
+    obj = pod(ns="ml-audit", containers=[container("a", limits={GPU: "1"})])
+    objects = [namespace("ml-audit", "audit"), DEVICE_CLASS, SLICE]
+    denied = decide(obj, objects=objects)
+    assert denied.findings == 1
+    assert "would be denied in a dra-only namespace" in denied.warnings[0]
+    allowed = decide(obj, objects=objects, policy=policy_from("draOnly: {mappedNames: allow}"))
+    assert allowed.findings == 0
+    assert allowed.warnings == (ALLOWED.replace(": allowed:", ": would be allowed in dra-only:"),)
+
+
+def test_an_update_of_a_workload_admitted_with_a_mapped_name_is_not_warned_again() -> None:
+    def deployment(replicas: int) -> dict[str, Any]:
+        spec = {"containers": [container("a", limits={GPU: "1"})]}
+        return {
+            "apiVersion": "apps/v1",
+            "kind": "Deployment",
+            "metadata": {"name": "d", "namespace": "gpu-e2e"},
+            "spec": {"replicas": replicas, "template": {"spec": spec}},
+        }
+
+    objects = [namespace("gpu-e2e", "dra-only"), DEVICE_CLASS, SLICE]
+    policy = policy_from("draOnly: {mappedNames: allow}")
+    created = decide(deployment(1), objects=objects, policy=policy)
+    assert created.allowed and len(created.warnings) == 1
+    updated = decide(
+        deployment(2), objects=objects, policy=policy, operation="UPDATE", old=deployment(1)
+    )
+    assert updated.allowed and updated.warnings == ()
 
 
 def test_a_legacy_name_without_a_mapping_says_which_config_to_add() -> None:

@@ -12,6 +12,7 @@ from app.pipeline import Decision, Endpoint, Pipeline
 from app.transport.review import decode_review
 from tests.allocation.nvidia import CLASSES, allocated_claim, node_slice
 from tests.helpers import DEMO_NAMESPACES, make_pipeline, policy_from, wrap
+from tests.policies import mapped_objects as mapped
 from tests.policies.selector_objects import (
     BACKENDS,
     BIG_GPU_CLUSTER,
@@ -277,3 +278,123 @@ def test_devices_held_by_others_make_it_not_now() -> None:
 def test_unknown_claims_are_left_to_their_own_checks() -> None:
     missing = {"name": "c", "resourceClaimTemplateName": "missing"}
     assert _decide(_pipeline(), _pod(missing, {"name": "d"})).warnings == ()
+
+
+# -- names a DeviceClass maps: the claim the scheduler makes for them ---------------------------
+
+MAPPED = "spec.containers[0].resources.limits[nvidia.com/gpu]"
+SERVED = "which the scheduler serves from DeviceClass gpu.nvidia.com (extendedResourceName)"
+
+
+@pytest.mark.parametrize(
+    ("ns", "count", "warnings"),
+    [
+        pytest.param("ml-audit", 8, (), id="8 fit one 8-GPU node"),
+        pytest.param(
+            "ml-audit",
+            9,
+            (
+                f"{MAPPED}: asks for 9 nvidia.com/gpu, {SERVED}: never: the most on any node is 8 "
+                "(node-a, node-b)",
+            ),
+            id="9: never, per node",
+        ),
+        pytest.param(
+            "default",
+            17,
+            (
+                f"{MAPPED}: asks for 17 nvidia.com/gpu, {SERVED}: never: the whole cluster has 16 "
+                "devices of the class",
+            ),
+            id="17: never, in the whole cluster (no mode)",
+        ),
+        pytest.param("ml-research", 9, (), id="translate: translation's claims, not this path"),
+    ],
+)
+def test_a_pod_asking_for_a_mapped_name_is_judged_as_the_claim_the_scheduler_makes(
+    ns: str, count: int, warnings: tuple[str, ...]
+) -> None:
+    decision = mapped.review(mapped.pipeline(), mapped.pod(ns, mapped.container("cuda", count)))
+    assert decision.allowed
+    assert [w for w in decision.warnings if "scheduler serves" in w] == list(warnings)
+
+
+def test_a_mapped_name_whose_devices_are_held_is_warned_not_now() -> None:
+    where = mapped.pipeline(
+        mapped.held("a", "ml-audit", "node-a", 4), mapped.held("b", "ml-audit", "node-b", 4)
+    )
+    decision = mapped.review(where, mapped.pod("ml-audit", mapped.container("cuda", 6)))
+    assert f"{MAPPED}: asks for 6 nvidia.com/gpu, {SERVED}: not now: " in decision.warnings[-1]
+
+
+def test_init_and_app_containers_are_one_claim_on_one_node() -> None:
+    obj = mapped.pod("ml-audit", mapped.container("cuda", 6), init=(mapped.container("warm", 3),))
+    decision = mapped.review(mapped.pipeline(), obj)
+    assert decision.warnings[-1] == (
+        "spec: the scheduler's claim for nvidia.com/gpu (warm 3 + cuda 6 of gpu.nvidia.com): "
+        "never: each of the 2 requests can be satisfied on some node, but no node has enough "
+        "devices for all of them together (a pod's requests are allocated on one node)"
+    )
+
+
+def test_the_implicit_name_of_a_missing_class_is_never_served() -> None:
+    resource = "deviceclass.resource.kubernetes.io/nope.example"
+    obj = mapped.pod("ml-audit", mapped.container("cuda", 1, resource))
+    decision = mapped.review(mapped.pipeline(), obj)
+    assert decision.warnings == (
+        f"spec.containers[0].resources.limits[{resource}]: asks for 1 {resource}, which the "
+        "scheduler serves from DeviceClass nope.example: never: DeviceClass nope.example does "
+        "not exist",
+    )
+
+
+def test_a_mapped_name_is_judged_together_with_the_pods_own_claim() -> None:
+    template = _template("six", 6)
+    template["metadata"]["namespace"] = "ml-audit"
+    obj = mapped.pod(
+        "ml-audit",
+        mapped.container("cuda", 4),
+        resourceClaims=[{"name": "a", "resourceClaimTemplateName": "six"}],
+    )
+    decision = mapped.review(mapped.pipeline(template), obj)
+    (warning,) = [w for w in decision.warnings if "no node has enough" in w]
+    assert warning.startswith("spec.resourceClaims: each of the 2 requests")
+
+
+def test_never_is_denied_where_the_policy_says_so_but_only_for_names_no_plugin_can_serve() -> None:
+    policy = policy_from("cel:\n  selectors:\n    unsatisfiable: deny\n")
+    where = mapped.pipeline(policy=policy)
+    implicit = mapped.pod("ml-audit", mapped.container("cuda", 9, mapped.IMPLICIT))
+    decision = mapped.review(where, implicit)
+    assert not decision.allowed
+    assert "no node in the cluster can satisfy the extended resources of Pod trainer" in (
+        decision.message
+    )
+    assert f"asks for 9 {mapped.IMPLICIT}, which the scheduler serves from DeviceClass " in (
+        decision.message
+    )
+    # a node still running the device plugin for nvidia.com/gpu could take the pod: warned
+    warned = mapped.review(where, mapped.pod("ml-audit", mapped.container("cuda", 9)))
+    assert warned.allowed
+    assert f"{MAPPED}: asks for 9 nvidia.com/gpu, {SERVED}: never: " in warned.warnings[-1]
+
+
+def test_a_deployments_pods_are_judged_at_apply_time_and_again_only_when_they_change() -> None:
+    where = mapped.pipeline()
+    nine = mapped.deployment("ml-audit", 2, mapped.container("cuda", 9))
+    decision = mapped.review(where, nine)
+    template = "spec.template.spec.containers[0].resources.limits[nvidia.com/gpu]"
+    assert f"{template}: asks for 9 nvidia.com/gpu, {SERVED}: never: " in decision.warnings[-1]
+    scaled = mapped.deployment("ml-audit", 5, mapped.container("cuda", 9))
+    again = mapped.review(where, scaled, operation="UPDATE", old=nine)
+    assert not [w for w in again.warnings if "scheduler serves" in w]
+    ten = mapped.deployment("ml-audit", 2, mapped.container("cuda", 10))
+    changed = mapped.review(where, ten, operation="UPDATE", old=nine)
+    assert f"{template}: asks for 10 nvidia.com/gpu" in changed.warnings[-1]
+
+
+def test_a_cluster_without_the_mapping_asks_nothing_of_the_scheduler() -> None:
+    decision = mapped.review(
+        mapped.pipeline(mapped=False), mapped.pod("ml-audit", mapped.container("cuda", 99))
+    )
+    assert not [w for w in decision.warnings if "scheduler serves" in w]

@@ -6,8 +6,9 @@ after its pods exist: the user learns from Pending pods. This policy checks, at 
 a. ResourceClaim CREATE: devices per request and per claim, devices and claims per namespace;
 b. ResourceClaimTemplate CREATE: devices per request and per claim (a template that can never be
    admitted is refused now, not when its first pod is Pending);
-c. Pods and workloads whose pods will make claims (template references, or in translate-mode
-   namespaces the legacy requests translation turns into claims): pods x devices per pod against
+c. Pods and workloads whose pods will make claims (template references, in translate-mode
+   namespaces the legacy requests translation turns into claims, and names a DeviceClass maps,
+   which the scheduler serves through one claim per pod): pods x devices per pod against
    the namespace limit minus current usage, and against native ResourceQuota `hard` values for
    `<class>.deviceclass.resource.k8s.io/devices`. DaemonSets are counted per node, warn only.
    An object made by a controller this webhook already charged (a ReplicaSet of a Deployment, a

@@ -1,8 +1,10 @@
 """Pods and workloads against the namespace's limits: what every pod of an object will hold
 at once, before any of them exists.
 
-A pod holds the claims of its templates plus those translation will give its legacy requests
-(in translate-mode namespaces); a workload's pods are counted from the catalogue (replicas,
+A pod holds the claims of its templates, those translation will give its legacy requests
+(in translate-mode namespaces), and the one claim the scheduler makes for the names a
+DeviceClass maps (`app.policies.mapped`: `nvidia.com/gpu: 2` served from gpu.nvidia.com, as
+ResourceQuota charges it); a workload's pods are counted from the catalogue (replicas,
 group sizes, parallelism; a DaemonSet per node with devices, warn only). The total is checked
 against the policy's per-namespace limits and the namespace's native ResourceQuota `hard`
 values for `<class>.deviceclass.resource.k8s.io/devices`, with the arithmetic in the message;
@@ -12,8 +14,8 @@ already charged is not charged again (`check.py` says why).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
 
 from app.cluster.usage import ClaimUsage, TemplateCounts
 from app.cluster.view import Kind
@@ -21,6 +23,7 @@ from app.errors import ObjectShapeError
 from app.k8s.objects import PodSpecRef, list_field
 from app.k8s.quantity import whole_count
 from app.policies.base import ALLOW, Context, Obj, Request, Result, subject
+from app.policies.mapped import MappedRequest, left_to_scheduler
 from app.policies.quota import shares
 from app.policies.quota.findings import Findings, devices
 from app.policies.quota.pods import pods_of, translation
@@ -53,6 +56,9 @@ class PodDemand:
     devices: Mapping[str, int]
     unbounded: frozenset[str]
     claims: int
+    served: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    """DeviceClass -> the extended resources the scheduler serves from it (mapped names,
+    `app.policies.mapped`): part of `devices`, said in the arithmetic."""
 
     def __bool__(self) -> bool:
         return bool(self.devices or self.unbounded or self.claims)
@@ -88,6 +94,8 @@ def check_workload(
         spec = template.spec
         translated = translation(spec, request.namespace, ctx)
         check_translated_requests(translated, quota, found)
+        mapped = left_to_scheduler(request.kind, spec, ctx)
+        check_mapped_requests(mapped, spec.path, quota, found)
         if quota.capacity:
             shares.check_pod(
                 request,
@@ -104,7 +112,7 @@ def check_workload(
         counted = pods_of(request.kind, template, ctx.view)
         if counted is None:
             continue  # a blueprint (a training runtime): its pods are counted where it is used
-        demand = _pod_demand(spec, request.namespace, ctx, translated)
+        demand = _pod_demand(spec, request.namespace, ctx, translated, mapped)
         if demand:
             parts.append(_Part(spec, demand, *counted))
     if parts:
@@ -151,6 +159,9 @@ def _check_demand(  # noqa: PLR0917 - one call site, every argument named there
                 f"{p.spec.path}: {p.pods} {p.unit} x {p.demand.devices[device_class]}" for p in mine
             )
             needs = f"{what} needs {terms} = {devices(total, device_class)}"
+        served = list(dict.fromkeys(n for p in mine for n in p.demand.served.get(device_class, ())))
+        if served:
+            needs += f" ({', '.join(served)}: the scheduler serves {_it(served)} from this class)"
         if device_class in before:
             needs += f" ({before[device_class]} before this change)"
         used = usage.devices_of(namespace, device_class)
@@ -264,7 +275,11 @@ def _before(request: Request, ctx: Context) -> tuple[dict[str, int], int]:
                 continue
             spec = template.spec
             demand = _pod_demand(
-                spec, request.namespace, ctx, translation(spec, request.namespace, ctx)
+                spec,
+                request.namespace,
+                ctx,
+                translation(spec, request.namespace, ctx),
+                left_to_scheduler(request.kind, spec, ctx),
             )
             for device_class, n in demand.devices.items():
                 devices[device_class] = devices.get(device_class, 0) + n * counted[0]
@@ -284,16 +299,28 @@ def _arithmetic(
     return f"{what} needs {pods} {unit} x {devices(per_pod, device_class)} = {total}"
 
 
-def pod_demand(spec: PodSpecRef, namespace: str, ctx: Context) -> PodDemand:
-    """Devices and claims one pod of `spec` will hold in `namespace`, as quota counts them."""
-    return _pod_demand(spec, namespace, ctx, translation(spec, namespace, ctx))
+def pod_demand(spec: PodSpecRef, namespace: str, ctx: Context, kind: str = "Pod") -> PodDemand:
+    """Devices and claims one pod of `spec` (of an object of `kind`) will hold in `namespace`,
+    as quota counts them."""
+    return _pod_demand(
+        spec,
+        namespace,
+        ctx,
+        translation(spec, namespace, ctx),
+        left_to_scheduler(kind, spec, ctx),
+    )
 
 
 def _pod_demand(
-    spec: PodSpecRef, namespace: str, ctx: Context, translated: TranslationPlan | None
+    spec: PodSpecRef,
+    namespace: str,
+    ctx: Context,
+    translated: TranslationPlan | None,
+    mapped: Sequence[MappedRequest] = (),
 ) -> PodDemand:
-    """Devices and claims one pod will hold: its template claims, plus the claims translation
-    will give it for its legacy requests."""
+    """Devices and claims one pod will hold: its template claims, the claims translation will
+    give it for its legacy requests, and the one claim the scheduler makes for the names a
+    DeviceClass maps (`mapped`: what reaches the scheduler as written)."""
     devices: dict[str, int] = {}
     unbounded: set[str] = set()
     claims = 0
@@ -318,7 +345,51 @@ def _pod_demand(
         for claim in translated.claims:
             devices[claim.device_class] = devices.get(claim.device_class, 0) + claim.count
             claims += 1
-    return PodDemand(devices, frozenset(unbounded), claims)
+    served: dict[str, tuple[str, ...]] = {}
+    if mapped:
+        claims += 1  # one claim per pod, whatever it holds
+        for m in mapped:
+            devices[m.device_class] = devices.get(m.device_class, 0) + m.count
+            served[m.device_class] = tuple(
+                dict.fromkeys((*served.get(m.device_class, ()), m.resource))
+            )
+    return PodDemand(devices, frozenset(unbounded), claims, served)
+
+
+def _it(names: Sequence[str]) -> str:
+    return "it" if len(names) == 1 else "them"
+
+
+def check_mapped_requests(
+    mapped: Sequence[MappedRequest], spec_path: str, quota: NamespaceQuota, found: Findings
+) -> None:
+    """Per-request and per-claim limits for the claim the scheduler makes for a pod's mapped
+    names: a request per container and name, one claim holding them all."""
+    if not quota or not mapped:
+        return
+    by_class: dict[str, list[MappedRequest]] = {}
+    for m in mapped:
+        by_class.setdefault(m.device_class, []).append(m)
+        if breach := quota.breach(PER_REQUEST, m.device_class, m.count):
+            found.add(
+                m.path,
+                f"{m.resource}: {m.count} is a request for {devices(m.count, m.device_class)} "
+                f"in the claim the scheduler makes; at most {breach.limit} per request",
+                breach,
+            )
+    for device_class, mine in by_class.items():
+        total = sum(m.count for m in mine)
+        if len(mine) == 1 and quota.breach(PER_REQUEST, device_class, total):
+            continue  # said of its one request
+        if breach := quota.breach(PER_CLAIM, device_class, total):
+            names = ", ".join(dict.fromkeys(m.resource for m in mine))
+            where = mine[0].path if len(mine) == 1 else spec_path
+            found.add(
+                where,
+                f"the claim the scheduler makes for {names} holds "
+                f"{devices(total, device_class)}; at most {breach.limit} per claim",
+                breach,
+            )
 
 
 def check_translated_requests(
