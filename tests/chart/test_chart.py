@@ -655,7 +655,10 @@ def _policy_enforced_by_the_api_server(values: Obj) -> bool:
     """Whether the chart renders the dra-only rule as a ValidatingAdmissionPolicy."""
     enabled = values.get("admissionPolicy", {}).get("enabled", True)
     draonly = values["policy"].get("draOnly") or {}
-    return bool(enabled) and not draonly.get("allowDeviceClassExtendedResources", False)
+    mapped = draonly.get("mappedNames") == "allow" or draonly.get(
+        "allowDeviceClassExtendedResources", False
+    )
+    return bool(enabled) and not mapped
 
 
 def _pods_everywhere(values: Obj) -> bool:
@@ -745,14 +748,33 @@ def test_without_the_admission_policy_the_webhook_sees_pods_of_every_mode_again(
     assert _selector(pods["pods-translate"])["gpu-mode"]["values"] == ["translate"]
 
 
-def test_names_served_by_device_classes_leave_the_rule_to_the_webhook() -> None:
-    result = _run_helm(
-        "template", RELEASE, str(CHART), "-n", NAMESPACE,
-        "--set", "policy.draOnly.allowDeviceClassExtendedResources=true",
-    )  # fmt: skip
+@pytest.mark.parametrize(
+    "setting",
+    [
+        "policy.draOnly.mappedNames=allow",
+        "policy.draOnly.allowDeviceClassExtendedResources=true",  # deprecated
+    ],
+)
+def test_names_served_by_device_classes_leave_the_rule_to_the_webhook(setting: str) -> None:
+    result = _run_helm("template", RELEASE, str(CHART), "-n", NAMESPACE, "--set", setting)
     assert result.returncode == 0, result.stderr
     docs = tuple(d for d in yaml.safe_load_all(result.stdout) if d)
     assert not _of_kind(docs, "ValidatingAdmissionPolicy")
+    policy = parse_policy(_one(docs, "ConfigMap")["data"]["policy.yaml"], "chart")
+    assert policy.dra_only.allows_mapped_names
+    assert not policy.dra_only.audit_warned_by_admission_policy  # no admission policy warns
+    # every pod with a device request in dra-only and audit namespaces reaches the webhook
+    pods = [w for kind, w in _webhooks(docs) if kind.startswith("Validating")]
+    (entry,) = [w for w in pods if w["name"].startswith("pods.")]
+    assert _selector(entry)["gpu-mode"]["values"] == ["dra-only", "audit"]
+
+
+def test_a_mapped_names_value_the_server_would_refuse_fails_the_render() -> None:
+    result = _run_helm(
+        "template", RELEASE, str(CHART), "-n", NAMESPACE, "--set", "policy.draOnly.mappedNames=warn"
+    )
+    assert result.returncode != 0
+    assert "mappedNames" in result.stderr
 
 
 def test_with_quotas_and_defaults_every_namespace_reaches_the_entries_that_need_it() -> None:

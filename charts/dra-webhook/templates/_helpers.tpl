@@ -208,12 +208,14 @@ them by group and kind. */}}
 {{/*
 "true" when the chart renders the dra-only rule as a ValidatingAdmissionPolicy
 (templates/admissionpolicy.yaml): admissionPolicy.enabled, unless the policy allows names that
-DeviceClasses serve (policy.draOnly.allowDeviceClassExtendedResources), which only the webhook
-can check. Then pods in dra-only and audit namespaces need the webhook only for quotas and rules.
+DeviceClasses map (policy.draOnly.mappedNames: allow, or its deprecated form
+allowDeviceClassExtendedResources: true), which only the webhook can check. Then pods in
+dra-only and audit namespaces need the webhook only for quotas and rules.
 */}}
 {{- define "dra-webhook.admissionPolicyEnforces" -}}
 {{- $policy := .Values.policy | default dict }}
-{{- if and .Values.admissionPolicy.enabled (not (dig "draOnly" "allowDeviceClassExtendedResources" false $policy)) }}true{{ end }}
+{{- $mapped := or (eq (dig "draOnly" "mappedNames" "deny" $policy) "allow") (dig "draOnly" "allowDeviceClassExtendedResources" false $policy) }}
+{{- if and .Values.admissionPolicy.enabled (not $mapped) }}true{{ end }}
 {{- end }}
 
 {{/*
