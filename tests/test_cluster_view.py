@@ -103,6 +103,33 @@ def test_device_classes_are_indexed_by_extended_resource_name() -> None:
     assert view.device_class_for_extended_resource("example.com/gpu") is None
 
 
+def _mapping(name: str, created: str) -> dict[str, object]:
+    return {
+        "kind": "DeviceClass",
+        "metadata": {"name": name, "creationTimestamp": created},
+        "spec": {"extendedResourceName": "example.com/gpu"},
+    }
+
+
+@pytest.mark.parametrize("order", [(0, 1, 2), (2, 1, 0), (1, 2, 0)])
+def test_of_two_classes_mapping_a_name_the_newest_serves_it_whatever_the_order_seen(
+    order: tuple[int, int, int],
+) -> None:
+    classes = [
+        _mapping("old.example.com", "2026-01-01T00:00:00Z"),
+        _mapping("new-b.example.com", "2026-06-01T00:00:00Z"),
+        _mapping("new-a.example.com", "2026-06-01T00:00:00Z"),  # a tie: the name sorted first
+    ]
+    view = ClusterView()
+    for index in order:
+        view.apply(Kind.DEVICE_CLASS, classes[index])
+    assert view.device_class_for_extended_resource("example.com/gpu") == "new-a.example.com"
+    view.remove(Kind.DEVICE_CLASS, classes[2])
+    assert view.device_class_for_extended_resource("example.com/gpu") == "new-b.example.com"
+    view.replace(Kind.DEVICE_CLASS, [classes[0]])
+    assert view.device_class_for_extended_resource("example.com/gpu") == "old.example.com"
+
+
 def test_readiness_needs_every_kind_listed() -> None:
     view = ClusterView()
     for kind in Kind:

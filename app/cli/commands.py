@@ -83,11 +83,12 @@ def run_report(args: argparse.Namespace) -> int:
         served=_target(args).verdict,
         sources=sources,
     )
+    found = offline.conflicts(offline.ReportRules.build(pipeline.policy), pipeline.view)
     if args.nodes:
-        return _print_nodes(sources, args.output)
+        return _print_nodes(sources, args.output, found)
     code = _print_reports(reports, args.output, args.fail_on)
     if args.output == "text":
-        _print_sources(sources)
+        _print_sources(sources, found)
     return code
 
 
@@ -109,14 +110,15 @@ def _run_live_report(args: argparse.Namespace) -> int:
         page_size=args.page_size,
     )
     outcome = asyncio.run(run(load_policy(args.config), options, sys.stderr))
+    found = outcome.tally.conflicts()
     if args.nodes:
-        code = _print_nodes(outcome.tally.sources, args.output)
+        code = _print_nodes(outcome.tally.sources, args.output, found)
     else:
         code = _print_reports(
             [entry.report for entry in outcome.tally.reports()], args.output, args.fail_on
         )
         if args.output == "text":
-            _print_sources(outcome.tally.sources)
+            _print_sources(outcome.tally.sources, found)
     for namespace in outcome.skipped:
         print(
             f"dra-webhook: note: namespace {namespace} is being deleted; "
@@ -132,22 +134,23 @@ def _run_live_report(args: argparse.Namespace) -> int:
     return code
 
 
-def _print_sources(sources: offline.Sources) -> None:
-    """After the namespaces: which nodes' device plugins still serve pods, and whether any node
-    needs one for a name the scheduler serves from DRA (app.offline.sources)."""
-    lines = [*sources.node_lines(), *sources.name_lines()]
+def _print_sources(sources: offline.Sources, conflicts: list[str]) -> None:
+    """After the namespaces: which nodes' device plugins still serve pods, whether any node
+    needs one for a name the scheduler serves from DRA (app.offline.sources), and the
+    DeviceClass extendedResourceName collisions."""
+    lines = [*sources.node_lines(), *sources.name_lines(), *(f"conflict: {c}" for c in conflicts)]
     if lines:
         print()
         for line in lines:
             print(line)
 
 
-def _print_nodes(sources: offline.Sources, output: str) -> int:
+def _print_nodes(sources: offline.Sources, output: str, conflicts: list[str]) -> int:
     if output == "json":
         print(orjson.dumps(sources.rows(), option=orjson.OPT_INDENT_2).decode())
         return 0
     nodes = list(sources.node_lines())
-    for line in [*nodes, *sources.name_lines()]:
+    for line in [*nodes, *sources.name_lines(), *(f"conflict: {c}" for c in conflicts)]:
         print(line)
     if not nodes:
         print(

@@ -7,7 +7,8 @@ a policy, and on a large cluster it is most of the memory. Kept, per kind:
 | kind | kept besides the common metadata |
 | --- | --- |
 | Namespace | nothing (the mode label is in `metadata.labels`) |
-| DeviceClass, ResourceSlice, ResourceClaimTemplate | `spec` |
+| DeviceClass | `spec`, `metadata.creationTimestamp` (the newer of two mapping one name wins) |
+| ResourceSlice, ResourceClaimTemplate | `spec` |
 | ResourceClaim | `spec`; `status.allocation.devices.results[]` (see below) |
 | ResourceQuota | `spec`, `status.used` |
 | Node | nothing but its name, labels, uid and resourceVersion (watched as metadata only) |
@@ -156,6 +157,8 @@ def slim(kind: str, obj: Obj, shared: SharedValues | None = None) -> Obj:
         out["apiVersion"] = api_version
     if isinstance(meta, dict):
         out["metadata"] = {key: meta[key] for key in KEPT_METADATA if key in meta}
+        if kind == "DeviceClass" and "creationTimestamp" in meta:
+            out["metadata"]["creationTimestamp"] = meta["creationTimestamp"]
     elif meta is not None:
         out["metadata"] = meta
     if kind in _KEEPS_SPEC and isinstance(spec := obj.get("spec"), dict):

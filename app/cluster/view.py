@@ -171,8 +171,22 @@ class ClusterView:
         return MappingProxyType(self._by_name[Kind.DEVICE_CLASS])
 
     def device_class_for_extended_resource(self, resource: str) -> str | None:
-        """The DeviceClass whose spec.extendedResourceName is `resource` (KEP-5004), if any."""
+        """The DeviceClass whose spec.extendedResourceName is `resource` (KEP-5004), if any;
+        of several, the one the scheduler uses (`newest_class`)."""
         return self._class_by_extended_resource.get(resource)
+
+    def _map_extended_resource(self, resource: str) -> None:
+        """Which class serves `resource` now, after a DeviceClass mapping it changed (classes
+        are few: they are scanned)."""
+        mapping = [
+            c
+            for c in self._by_name[Kind.DEVICE_CLASS].values()
+            if _extended_resource_name(c) == resource
+        ]
+        if mapping:
+            self._class_by_extended_resource[resource] = newest_class(mapping)["metadata"]["name"]
+        else:
+            self._class_by_extended_resource.pop(resource, None)
 
     def resource_slices(self) -> Mapping[str, Obj]:
         """ResourceSlices by name."""
@@ -299,12 +313,9 @@ class ClusterView:
                     else {}
                 )
         elif kind is Kind.DEVICE_CLASS:
-            if old is not None:
-                previous = _extended_resource_name(old)
-                if previous and self._class_by_extended_resource.get(previous) == name:
-                    del self._class_by_extended_resource[previous]
-            if new is not None and (resource := _extended_resource_name(new)):
-                self._class_by_extended_resource[resource] = name
+            names = {_extended_resource_name(o) for o in (old, new) if o is not None} - {None}
+            for resource in names:
+                self._map_extended_resource(str(resource))
         for listener in self._listeners:
             listener(kind, old, new)
 
@@ -321,6 +332,14 @@ def _same_version(old: Obj, new: Obj) -> bool:
         and old_meta.get("resourceVersion") == version
         and old_meta.get("uid") == new_meta.get("uid")
     )
+
+
+def newest_class(classes: list[Obj]) -> Obj:
+    """Of DeviceClasses mapping one extended resource name, the one the scheduler uses: created
+    last, then the name sorted first (`DeviceClassSpec.extendedResourceName`). A class without
+    a timestamp (being created, or from a file) counts as the newest."""
+    by_name = sorted(classes, key=lambda c: str(c.get("metadata", {}).get("name", "")))
+    return max(by_name, key=lambda c: str(c.get("metadata", {}).get("creationTimestamp") or "~"))
 
 
 def _extended_resource_name(device_class: Obj) -> str | None:

@@ -19,6 +19,7 @@ from app.policies.base import Context
 from app.policies.builders import legacy_matcher, mapping_resolver, sharing_rules
 from app.policies.device_classes import class_allow_lists, standing_uses
 from app.policies.exceptions import Clock, Exceptions, cover, policy_exceptions, system_clock
+from app.policies.extended_names import cluster_conflicts
 from app.policies.parts import Parts
 from app.policies.workloads import workload_catalogue
 from app.translation.legacy import LegacyMatcher, MappingResolver, legacy_requests
@@ -100,6 +101,11 @@ def sources_for(policy: Policy, view: ClusterView) -> Sources:
         parts.build(workload_catalogue),
         view.device_class_for_extended_resource,
     )
+
+
+def conflicts(rules: ReportRules, view: ClusterView) -> list[str]:
+    """DeviceClass `extendedResourceName` collisions, cluster-wide (app.policies.extended_names)."""
+    return list(cluster_conflicts(view, rules.mappings, rules.sharing))
 
 
 def report(

@@ -87,6 +87,10 @@ class Tally:
     def rules(self) -> offline.ReportRules:
         return self._rules
 
+    def conflicts(self) -> list[str]:
+        """DeviceClass extendedResourceName collisions in the listed cluster."""
+        return offline.conflicts(self._rules, self._view)
+
     def operator_kinds(self) -> frozenset[tuple[str, str]]:
         """(group, kind) of the catalogue's kinds outside the core API groups."""
         return frozenset(
