@@ -20,6 +20,8 @@ from tests.helpers import load_fixture, make_view, namespace, policy_from, revie
 
 FIXTURES = (
     "deployment-create-legacy-gpu",
+    "deviceclass-create-extended-resource",
+    "deviceclass-update-label",
     "namespace-create-admin-access",
     "namespace-update-admin-access",
     "pod-create-legacy-gpu",

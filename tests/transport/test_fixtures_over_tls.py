@@ -28,6 +28,8 @@ VALIDATE_EXPECTED = {
     # the admin-access guard is off in the default policy (tests/policies/test_tenancy_*)
     "namespace-create-admin-access": (True, ""),
     "namespace-update-admin-access": (True, ""),
+    "deviceclass-create-extended-resource": (True, ""),
+    "deviceclass-update-label": (True, ""),
 }
 
 
