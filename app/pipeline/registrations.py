@@ -20,10 +20,18 @@ from app.cluster.templates import ManagedTemplates
 from app.cluster.usage import ClaimUsage, SliceNodes, TemplateCounts
 from app.cluster.view import DerivedIndex, Kind
 from app.config import Policy
-from app.policies import defaults, dra_only, rules, satisfiability, selectors, translate
+from app.policies import (
+    defaults,
+    dra_only,
+    extended_names,
+    rules,
+    satisfiability,
+    selectors,
+    translate,
+)
 from app.policies.admin_access import NAMESPACE_KINDS, admin_access_rules, check_claims, check_label
 from app.policies.base import Context, Request, Result
-from app.policies.builders import legacy_matcher, translation_rules
+from app.policies.builders import legacy_matcher, mapping_resolver, sharing_rules, translation_rules
 from app.policies.cel_runtime import cel_runtime
 from app.policies.device_classes import check_classes, check_translated, class_allow_lists
 from app.policies.exceptions import policy_exceptions
@@ -177,6 +185,15 @@ REGISTRATIONS: tuple[Registration, ...] = (
         reads=frozenset({Kind.DEVICE_CLASS, Kind.RESOURCE_SLICE}),
         builds=(cel_runtime,),
         indexes=(Allocations,),
+    ),
+    Registration(
+        "device-class-mappings",
+        Endpoint.VALIDATE,
+        DEVICE_CLASS,
+        frozenset({"CREATE", "UPDATE"}),
+        extended_names.check,
+        reads=frozenset({Kind.DEVICE_CLASS}),
+        builds=(mapping_resolver, sharing_rules),
     ),
     Registration(
         "pod-satisfiability",

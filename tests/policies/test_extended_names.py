@@ -13,9 +13,9 @@ from app.cli import main
 from app.cluster.view import newest_class
 from app.config import load_policy
 from app.policies.builders import mapping_resolver, sharing_rules
-from app.policies.extended_names import class_conflicts, cluster_conflicts
+from app.policies.extended_names import WARNING_LIMIT, class_conflicts, cluster_conflicts
 from app.policies.parts import Parts
-from tests.helpers import make_view, namespace
+from tests.helpers import decide, make_view, namespace
 
 Obj = dict[str, Any]
 GPU = "nvidia.com/gpu"
@@ -53,25 +53,24 @@ def test_the_scheduler_uses_the_class_created_last_then_the_name_sorted_first() 
 def test_a_second_class_for_the_same_name_is_named_with_the_one_the_scheduler_uses() -> None:
     (line,) = [c for c in _conflicts(NEW, OLD) if c.startswith("DeviceClass ")]
     assert line == (
-        "DeviceClass gpu.nvidia.com already maps nvidia.com/gpu (spec.extendedResourceName): the "
-        "scheduler serves every pod's nvidia.com/gpu from the class created last, "
-        "gpu-b.nvidia.com; give each name to one class"
+        "DeviceClass gpu.nvidia.com already maps nvidia.com/gpu: the scheduler serves it from the "
+        "class created last, gpu-b.nvidia.com; give each name to one class"
     )
 
 
 def test_a_class_the_policy_does_not_translate_the_name_to_is_named() -> None:
     found = _conflicts(device_class("other.nvidia.com", GPU))
     assert found == [
-        "the dra-webhook policy's mappings translate nvidia.com/gpu to DeviceClass "
-        "gpu.nvidia.com: translated pods get that class, pods the scheduler serves directly get "
-        "other.nvidia.com; map the name to one class"
+        "dra-webhook's mappings translate nvidia.com/gpu to DeviceClass gpu.nvidia.com: "
+        "translated pods get it, pods the scheduler serves get other.nvidia.com; map the name "
+        "to one class"
     ]
     assert _conflicts(device_class("gpu.nvidia.com", GPU)) == []
 
 
 def test_a_sharing_name_is_named() -> None:
     (line,) = _conflicts(device_class("gpu.nvidia.com", "nvidia.com/gpumem"))
-    assert "treat nvidia.com/gpumem as a share of a device" in line
+    assert "read nvidia.com/gpumem as a share of a device" in line
 
 
 @pytest.mark.parametrize("extended", [None, ""])
@@ -93,3 +92,23 @@ def test_report_lists_the_conflicts_cluster_wide_each_pair_once(
     assert main(["report", "--cluster-file", str(cluster), str(dump)]) == 0
     out = capsys.readouterr().out
     assert "conflict: DeviceClass gpu-b.nvidia.com: DeviceClass gpu.nvidia.com already maps" in out
+
+
+def test_a_device_class_create_mapping_a_taken_name_is_admitted_with_a_warning() -> None:
+    decision = decide(NEW, objects=[namespace("ml"), OLD])
+    assert decision.allowed
+    assert any(
+        w.startswith("spec.extendedResourceName: DeviceClass gpu.nvidia.com already maps")
+        for w in decision.warnings
+    ), decision.warnings
+    assert decide(OLD, objects=[namespace("ml")]).warnings == ()
+
+
+def test_each_warning_fits_the_api_server_s_limit_with_40_character_names() -> None:
+    long_class = "c" * 27 + ".example.com"  # 39, and 40 with the x below
+    long_name = "e" * 15 + ".example.com/" + "f" * 12
+    mine = device_class(long_class + "x", long_name)
+    found = _conflicts(mine, device_class(long_class, long_name, "2026-01-01T00:00:00Z"))
+    assert found and all(
+        len(f"spec.extendedResourceName: {line}") <= WARNING_LIMIT for line in found
+    ), [len(line) for line in found]
