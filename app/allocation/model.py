@@ -43,6 +43,7 @@ from app.allocation.explain import Offers, Problem, Resolved
 from app.allocation.inventory import Inventory
 from app.allocation.never import never
 from app.allocation.not_now import not_now
+from app.allocation.plans import SelectorError
 from app.allocation.search import ClaimPlan, Exhausted, RequestPlan, Want, scan
 from app.allocation.state import Allocations
 from app.bounded import BoundedCache, CacheName
@@ -291,13 +292,8 @@ class Model:
             return _Kept(Verdict(UNCHECKED, (), tuple(notes)), frozenset())
         inventory = self.inventory()
         try:
-            possible, abort = scan(resolved.plans, inventory.nodes, None)
-            if abort is not None:
-                problem = explain.cel_abort(abort, resolved, self.index, budget)
-                return _Kept(Verdict(NEVER, (problem,), tuple(notes)))
-            if not possible:
-                misses = never(resolved, inventory, self.index, budget)
-                return _Kept(Verdict(NEVER, tuple(misses), tuple(notes)))
+            # The scheduler's own answer first: it skips a device another claim holds before
+            # its selectors run, so an error on such a device does not abort the pod now.
             now, abort = scan(resolved.plans, inventory.nodes, allocations)
             if now and abort is None:
                 erring = any(m.erring for _, m, _ in resolved.matches.values())
@@ -305,8 +301,19 @@ class Model:
                     (alt.device_class, tuple(exprs), tuple(e for _, e in alt.selectors))
                     for alt, _, exprs in resolved.matches.values()
                 }
-                nodes = None if erring else frozenset((possible[0], now[0]))
+                nodes = None if erring else frozenset(now[:1])
                 return _Kept(Verdict(OK, (), tuple(notes)), nodes, tuple(keys))
+            possible, free = scan(resolved.plans, inventory.nodes, None)
+            if abort is None and isinstance(free, SelectorError):
+                # an error only on devices other claims hold: not now, and said
+                misses = not_now(resolved, inventory, allocations, None, self.index, held=free)
+                return _Kept(Verdict(NOT_NOW, tuple(misses), tuple(notes)))
+            if free is not None:
+                problem = explain.cel_abort(abort or free, resolved, self.index, budget)
+                return _Kept(Verdict(NEVER, (problem,), tuple(notes)))
+            if not possible:
+                misses = never(resolved, inventory, self.index, budget)
+                return _Kept(Verdict(NEVER, tuple(misses), tuple(notes)))
             misses = not_now(resolved, inventory, allocations, abort, self.index)
         except Exhausted:
             note = Problem(claims[0].prefix + claims[0].spec.path, explain.EXHAUSTED)

@@ -17,8 +17,6 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-import pytest
-
 from app.allocation import NOT_NOW, OK, Allocations
 from app.allocation.plans import ClaimPlan, RequestPlan, SelectorError, Want
 from app.allocation.search import scan
@@ -120,23 +118,12 @@ def test_a_shareable_device_others_hold_shares_of_is_evaluated(cluster: Make) ->
 
 # -- the model's verdict ---------------------------------------------------------------------------
 
-PENDING = pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "the model asks the search as if every device were free first and takes its error as "
-        "never (app/allocation/model.py, Model._check); the scheduler's own order, with what "
-        "other claims hold, must come first"
-    ),
-)
 
-
-@PENDING
 def test_a_claim_the_scheduler_allocates_past_a_held_erring_device_is_ok(cluster: Make) -> None:
     c = cluster(*_fleet(allocated_claim("held", ("node-a", "gpu-0"))))
     assert c.check(spec(request("gpu", "gpu.nvidia.com", 1, NVLINK))).outcome == OK
 
 
-@PENDING
 def test_a_claim_short_of_devices_past_a_held_erring_device_is_not_now_and_says_so(
     cluster: Make,
 ) -> None:
