@@ -28,13 +28,15 @@ from dataclasses import dataclass, field
 from heapq import merge
 from typing import Any
 
-from app.allocation.nodes import ANY_NODE, named, raw_devices, reach_of
+from app.allocation.nodes import ANY_NODE, LabelIndex, named, raw_devices, reach_of
 from app.allocation.pools import Candidate, DeviceKey, Gathered, Pool, gather
 from app.allocation.slices import PoolId, SliceFacts, read, spec_of
 from app.devices.index import IndexedSlice
 
 __all__ = ["ANY_NODE", "Candidate", "DeviceKey", "Inventory", "Labels", "Pool"]
 
+BULK = 50_000
+"""Nodes x shared slices above which a build finds each slice's nodes through a label index."""
 Labels = Mapping[str, Mapping[str, str]]
 """Node name -> its labels: the cluster's Nodes."""
 Cache = dict[str, tuple[IndexedSlice, SliceFacts]]
@@ -219,21 +221,42 @@ class Inventory:
                 if not holders:
                     del self.by_pool[pool_id]
 
-    def _gather(self, nodes: Iterable[str], facts: Mapping[str, SliceFacts]) -> None:
+    def _gather(self, nodes: list[str], facts: Mapping[str, SliceFacts]) -> None:
         """Gather the pools of ``nodes``. Nodes naming no slice of their own that see the
         same shared slices (the same devices of each) share one result."""
+        shared = self._shared_for(nodes, facts)
         alike: dict[tuple[Any, ...], Gathered] = {}
         for node in nodes:
             labels = self._labels_of(node)
             own = self.local.get(node)
-            key = None if own else _sees(self.shared, facts, node, labels)
+            seen = shared.get(node, [])
+            key = None if own else _sees(seen, facts, node, labels)
             found = alike.get(key) if key is not None else None
             if found is None:
-                slices = merge(own, self.shared, key=_by_name) if own else self.shared
-                found = gather(node, labels, slices, self.pool_slices, facts)
+                relevant = merge(own, seen, key=_by_name) if own else seen
+                found = gather(node, labels, relevant, self.pool_slices, facts)
                 if key is not None:
                     alike[key] = found
             self._keep(node, found)
+
+    def _shared_for(
+        self, nodes: list[str], facts: Mapping[str, SliceFacts]
+    ) -> dict[str, list[IndexedSlice]]:
+        """The shared slices relevant to each node, by name: asked node by node, or, over many
+        nodes and slices, selector by selector against an index of the nodes' labels."""
+        out: dict[str, list[IndexedSlice]] = {}
+        if self.labels is not None and len(nodes) * len(self.shared) > BULK:
+            index = LabelIndex(self.labels, nodes)
+            for indexed in self.shared:
+                for node in facts[indexed.name].reached(index):
+                    out.setdefault(node, []).append(indexed)
+            return out
+        for node in nodes:
+            labels = self._labels_of(node)
+            found = [i for i in self.shared if facts[i.name].reaches(node, labels)]
+            if found:
+                out[node] = found
+        return out
 
     def _keep(self, node: str, found: Gathered) -> None:
         before = self.relevant.get(node, frozenset())
@@ -258,7 +281,7 @@ def _by_name(indexed: IndexedSlice) -> str:
 
 
 def _sees(
-    shared: list[IndexedSlice],
+    relevant: Iterable[IndexedSlice],
     facts: Mapping[str, SliceFacts],
     node: str,
     labels: Mapping[str, str] | None,
@@ -266,10 +289,8 @@ def _sees(
     """What a node without slices of its own sees: each relevant shared slice, with the names
     of its devices that reach the node where that is decided per device."""
     seen: list[Any] = []
-    for indexed in shared:
+    for indexed in relevant:
         found = facts[indexed.name]
-        if not found.reaches(node, labels):
-            continue
         if found.per_device or (found.has_counters and found.devices):
             reaching = tuple(
                 name for name, d in found.devices.items() if found.device_reaches(d, node, labels)

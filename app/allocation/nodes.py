@@ -30,7 +30,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
-__all__ = ["ANY_NODE", "Reach", "Selector", "named", "raw_devices", "reach_of"]
+__all__ = ["ANY_NODE", "LabelIndex", "Reach", "Selector", "named", "raw_devices", "reach_of"]
 
 ANY_NODE: Final = ""
 """The anonymous node (without Node objects): any node no slice names (it sees allNodes and the
@@ -87,6 +87,21 @@ class _Requirement:
             return False
         return found > self.number if op == "Gt" else found < self.number
 
+    def select(self, index: LabelIndex) -> set[str]:
+        """The indexed nodes it holds for (what :meth:`holds` says of each, at once)."""
+        op = self.operator
+        if op in ("In", "NotIn"):
+            found: set[str] = set()
+            for value in self.values:
+                found |= index.by_pair.get((self.key, value), set())
+            return found if op == "In" else index.nodes - found
+        having = index.by_key.get(self.key, set())
+        if op == "Exists":
+            return set(having)
+        if op == "DoesNotExist":
+            return index.nodes - having
+        return {n for n in having if self.holds(index.labels[n])}
+
 
 @dataclass(frozen=True, slots=True)
 class _Term:
@@ -102,6 +117,16 @@ class _Term:
         if self.fields is not None and node:
             return all((node == name) == (op == "In") for op, name in self.fields)
         return True
+
+    def select(self, index: LabelIndex) -> set[str]:
+        found = set(index.nodes)
+        for requirement in self.labels or ():
+            found &= requirement.select(index)
+            if not found:
+                return found
+        for op, name in self.fields or ():
+            found = found & {name} if op == "In" else found - {name}
+        return found
 
 
 def _requirement(raw: Any) -> _Requirement | None:
@@ -172,6 +197,13 @@ class Selector:
             return any(t.holds(node, labels) for t in self.terms)
         return any(_unknown_term(t.raw, node) is not False for t in self.terms)
 
+    def select(self, index: LabelIndex) -> set[str]:
+        """The indexed nodes it matches: :meth:`matches` for all of them at once."""
+        found: set[str] = set()
+        for term in self.terms:
+            found |= term.select(index)
+        return found
+
 
 def _unknown_term(term: Mapping[str, Any], node: str) -> bool | None:
     """A term without the node's labels: True, False, or None when it depends on them. Only
@@ -211,6 +243,31 @@ class Reach:
         if self.selector is not None:
             return self.selector.matches(node, labels)
         return False
+
+
+class LabelIndex:
+    """Nodes by label, to find the nodes a selector matches without asking each node (a build
+    over thousands of Nodes and many rack-level slices)."""
+
+    def __init__(self, labels: Mapping[str, Labels], nodes: Iterable[str]) -> None:
+        self.labels = labels
+        self.nodes = set(nodes)
+        self.by_pair: dict[tuple[str, str], set[str]] = {}
+        self.by_key: dict[str, set[str]] = {}
+        for node in self.nodes:
+            for key, value in labels.get(node, {}).items():
+                self.by_pair.setdefault((key, value), set()).add(node)
+                self.by_key.setdefault(key, set()).add(node)
+
+    def reached(self, reach: Reach) -> set[str]:
+        """The indexed nodes ``reach`` matches."""
+        if reach.node_name:
+            return {reach.node_name} & self.nodes
+        if reach.all_nodes:
+            return set(self.nodes)
+        if reach.selector is not None:
+            return reach.selector.select(self)
+        return set()
 
 
 def reach_of(holder: Mapping[str, Any]) -> Reach | None:

@@ -103,17 +103,16 @@ EMPTY = Gathered((), [], frozenset())
 def gather(
     node: str,
     labels: Mapping[str, str] | None,
-    for_node: Iterable[IndexedSlice],
+    relevant: Iterable[IndexedSlice],
     pool_slices: Mapping[PoolId, Mapping[str, IndexedSlice]],
     facts: Mapping[str, SliceFacts],
 ) -> Gathered:
-    """``GatherPools`` for one node. ``for_node``: the slices naming the node and those naming
-    none, by name; ``pool_slices``: every slice of every pool, by pool."""
+    """``GatherPools`` for one node. ``relevant``: of the slices naming the node and those
+    naming none, the ones relevant to it (:meth:`SliceFacts.reaches`), by name;
+    ``pool_slices``: every slice of every pool, by pool."""
     pools: dict[PoolId, list[IndexedSlice]] = {}
-    for indexed in for_node:
+    for indexed in relevant:
         found = facts[indexed.name]
-        if not found.reaches(node, labels):
-            continue
         members = pools.get(found.pool)
         if members is None:
             pools[found.pool] = [indexed]
@@ -218,9 +217,10 @@ def _candidates(
     node: str,
     labels: Mapping[str, str] | None,
 ) -> Iterable[Candidate]:
+    whole = facts.whole(node, labels)
     for device in indexed.devices:
         found = facts.devices.get(device.name)
-        if found is None or not facts.device_reaches(found, node, labels):
+        if found is None or not (whole or facts.device_reaches(found, node, labels)):
             continue
         yield Candidate(
             device,

@@ -13,7 +13,7 @@ from fractions import Fraction
 from typing import Any
 
 from app.allocation.capacity import CapacitySpec, capacity_spec, quantity_or_none
-from app.allocation.nodes import Reach, raw_devices, reach_of
+from app.allocation.nodes import LabelIndex, Reach, raw_devices, reach_of
 from app.devices.index import IndexedSlice
 from app.k8s.quantity import Quantity
 
@@ -74,6 +74,28 @@ class SliceFacts:
                 d.reach is not None and d.reach.matches(node, labels) for d in self.devices.values()
             )
         return False
+
+    def reached(self, index: LabelIndex) -> set[str]:
+        """The indexed nodes the slice is relevant to: :meth:`reaches` for all of them at once
+        (for a slice naming no node)."""
+        if self.has_counters:
+            return set(index.nodes)
+        if self.reach is not None:
+            return index.reached(self.reach)
+        found: set[str] = set()
+        if self.per_device:
+            for device in self.devices.values():
+                if device.reach is not None:
+                    found |= index.reached(device.reach)
+        return found
+
+    def whole(self, node: str, labels: Mapping[str, str] | None) -> bool:
+        """Whether every device of this relevant slice may be allocated on the node (it is
+        relevant through its own node selection); else :meth:`device_reaches`, device by
+        device."""
+        if self.per_device or self.reach is None:
+            return False
+        return not self.has_counters or self.reach.matches(node, labels)
 
     def device_reaches(
         self, device: DeviceFacts, node: str, labels: Mapping[str, str] | None

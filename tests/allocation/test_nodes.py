@@ -323,3 +323,68 @@ def test_nodes_seeing_the_same_shared_slices_share_what_was_gathered(cluster: Ma
     c.view.apply(Kind.NODE, node("cpu-7", 2))
     assert c.model.inventory().nodes["cpu-7"] == ()
     assert len(c.model.inventory().nodes["cpu-8"]) == 1
+
+
+# -- many nodes: selectors against an index of labels ------------------------------------------
+
+SELECTORS = [
+    on("rack", "In", "r1", "r2"),
+    on("rack", "NotIn", "r1"),
+    on("rack", "Exists"),
+    on("rack", "DoesNotExist"),
+    on("gpus", "Gt", "3"),
+    on("gpus", "Lt", "5"),
+    {
+        "nodeSelectorTerms": [
+            {
+                "matchExpressions": [{"key": "rack", "operator": "Exists"}],
+                "matchFields": [{"key": "metadata.name", "operator": "NotIn", "values": ["n-3"]}],
+            },
+            {"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["n-7"]}]},
+        ]
+    },
+]
+
+
+def _labels(i: int) -> dict[str, str]:
+    labels = {}
+    if i % 4:
+        labels["rack"] = f"r{i % 4}"
+    if i % 3:
+        labels["gpus"] = str(i % 9) if i % 5 else "x"
+    return labels
+
+
+@pytest.mark.parametrize("selector", SELECTORS)
+def test_a_selector_against_the_label_index_picks_the_nodes_it_matches(selector: Obj) -> None:
+    from app.allocation.nodes import LabelIndex
+
+    labels = {f"n-{i}": _labels(i) for i in range(40)}
+    parsed = Selector.parse(selector)
+    expected = {n for n, found in labels.items() if parsed.matches(n, found)}
+    assert parsed.select(LabelIndex(labels, labels)) == expected
+    assert 0 < len(expected) < 40
+
+
+def test_a_build_over_many_nodes_gathers_what_asking_each_node_would(
+    cluster: Make, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from app.allocation import inventory
+
+    nodes = [node(f"n-{i}", **_labels(i)) for i in range(40)]
+    slices = [selected(f"pool-{k}", s, gpus=2) for k, s in enumerate(SELECTORS)]
+    per_device = selected("pd", FABRIC, gpus=0)
+    del per_device["spec"]["nodeSelector"]
+    per_device["spec"]["perDeviceNodeSelection"] = True
+    per_device["spec"]["devices"] = [
+        gpu("pd", k, consumesCounters=[], nodeSelector=s) for k, s in enumerate(SELECTORS)
+    ]
+
+    def gathered(bulk: int) -> dict[str, list[str]]:
+        monkeypatch.setattr(inventory, "BULK", bulk)
+        made = cluster(*nodes, node_slice("n-1"), *slices, per_device).model.inventory()
+        return {n: [x.label for x in found] for n, found in made.nodes.items()}
+
+    asked = gathered(1 << 30)
+    assert gathered(0) == asked
+    assert len({tuple(v) for v in asked.values()}) > 5
