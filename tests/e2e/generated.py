@@ -8,6 +8,13 @@ set; a GPU in MIG mode also publishes MIG placements consuming their memory slic
 its partitions, and overlapping partitions, exclude each other. Some devices carry taints; only
 H100s publish `nvlinkDomain` (a selector on it errs on the others).
 
+Nodes are spread over racks (labels `example.com/rack` and `example.com/rack-index`, some nodes
+in none), and each rack has a pool of its own the way a rack- or fabric-level driver publishes
+one: a ResourceSlice of counter sets and one of GB200 GPUs drawing on them, both selecting the
+rack's nodes by label (`In`, `Exists` with `NotIn`, or `Gt` with `Lt` on the index), or the GPUs
+selected device by device (`perDeviceNodeSelection`: the rack, one node, or every node). A rack
+may have no node at all: its GPUs then reach none.
+
 Claims mix what the scheduler checks: one or two requests, counts 1-6 and `All`, selectors,
 tolerations, `firstAvailable`, `matchAttribute` / `distinctAttribute` constraints.
 """
@@ -15,7 +22,7 @@ tolerations, `firstAvailable`, `matchAttribute` / `distinctAttribute` constraint
 from __future__ import annotations
 
 import random
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from tests.e2e.objects import typed_device_class
@@ -43,9 +50,11 @@ class Fleet:
     nodes: tuple[str, ...]
     slices: tuple[Obj, ...]
     classes: tuple[Obj, ...]
+    labels: dict[str, dict[str, str]] = field(default_factory=dict)
+    """The labels of each node (its rack, when it has one)."""
 
     def summary(self) -> str:
-        lines = []
+        lines = [f"{n}: {self.labels.get(n) or 'no rack'}" for n in self.nodes]
         for s in self.slices:
             devices = s["spec"].get("devices")
             if not devices:
@@ -55,9 +64,27 @@ class Fleet:
                 a = d["attributes"]
                 what = a.get("profile", a["productName"])["string"]
                 taint = "".join(f" [{t['key']}:{t['effect']}]" for t in d.get("taints", []))
-                parts.append(f"{d['name']}({what}){taint}")
-            lines.append(f"{s['spec']['nodeName']}: {', '.join(parts)}")
+                where = f" @{_selection(d)}" if "perDeviceNodeSelection" in s["spec"] else ""
+                parts.append(f"{d['name']}({what}){taint}{where}")
+            lines.append(f"{_selection(s['spec'])}: {', '.join(parts)}")
         return "\n".join(lines)
+
+
+def _selection(holder: Obj) -> str:
+    if "nodeName" in holder:
+        return str(holder["nodeName"])
+    if holder.get("allNodes"):
+        return "all nodes"
+    if holder.get("perDeviceNodeSelection"):
+        return "per device"
+    terms = holder["nodeSelector"]["nodeSelectorTerms"]
+    return " or ".join(
+        " and ".join(
+            f"{r['key']} {r['operator']} {','.join(r.get('values', []))}".strip()
+            for r in t["matchExpressions"]
+        )
+        for t in terms
+    )
 
 
 def device_class(name: str, device_type: str) -> Obj:
@@ -133,8 +160,101 @@ def fleet(rng: random.Random, nodes: int = 5) -> Fleet:
                     "spec": {"driver": DRIVER, "nodeName": node, "pool": pool, **body},
                 }
             )
+    labels: dict[str, dict[str, str]] = {}
+    for i, node in enumerate(names):
+        rack = i if i < RACKS else rng.randrange(RACKS + 1)  # RACKS: in no rack
+        labels[node] = (
+            {RACK_LABEL: f"rack-{rack}", RACK_INDEX: str(rack + 1)} if rack < RACKS else {}
+        )
+    for rack in range(RACKS):
+        members = [n for n in names if labels[n].get(RACK_LABEL) == f"rack-{rack}"]
+        slices.extend(_rack_pool(rng, rack, members if rng.random() < 0.85 else []))
     classes = (device_class(GPU_CLASS, "gpu"), device_class(MIG_CLASS, "mig"))
-    return Fleet(names, tuple(slices), classes)
+    return Fleet(names, tuple(slices), classes, labels)
+
+
+RACKS = 2
+RACK_LABEL = "example.com/rack"
+RACK_INDEX = "example.com/rack-index"
+RACK_GPU = ("NVIDIA GB200", "186Gi", "Blackwell")
+
+
+def _rack_selector(rng: random.Random, rack: int) -> Obj:
+    """The nodes of one rack, said one of three ways."""
+    form = rng.choice(["in", "exists", "range"])
+    if form == "in":
+        expressions = [{"key": RACK_LABEL, "operator": "In", "values": [f"rack-{rack}"]}]
+    elif form == "exists":
+        others = [f"rack-{r}" for r in range(RACKS) if r != rack]
+        expressions = [
+            {"key": RACK_LABEL, "operator": "Exists"},
+            {"key": RACK_LABEL, "operator": "NotIn", "values": others},
+        ]
+    else:
+        # the index label is rack + 1: a label value cannot start with "-"
+        expressions = [
+            {"key": RACK_INDEX, "operator": "Gt", "values": [str(rack)]},
+            {"key": RACK_INDEX, "operator": "Lt", "values": [str(rack + 2)]},
+        ]
+    return {"nodeSelectorTerms": [{"matchExpressions": expressions}]}
+
+
+def _rack_pool(rng: random.Random, rack: int, members: list[str]) -> list[Obj]:
+    """A rack's pool: a slice of one counter set (fabric links) and a slice of GPUs consuming
+    them, selected by the rack's label (or per device: the rack, one of its nodes, all nodes).
+    ``members``: the rack's nodes (when empty the slices select the label anyway: no node)."""
+    product, memory, architecture = RACK_GPU
+    links = rng.randint(2, 4)
+    per_device = rng.random() < 0.3
+    devices = []
+    for index in range(rng.randint(1, 4)):
+        gpu: Obj = {
+            "name": f"gb200-{index}",
+            "attributes": {
+                "type": {"string": "gpu"},
+                "productName": {"string": product},
+                "architecture": {"string": architecture},
+                "uuid": {"string": f"GPU-rack-{rack}-{index}"},
+                "index": {"int": index},
+            },
+            "capacity": {"memory": {"value": memory}},
+            "consumesCounters": [
+                {
+                    "counterSet": "fabric",
+                    "counters": {"links": {"value": str(rng.choice([1, 1, 2]))}},
+                }
+            ],
+        }
+        if rng.random() < 0.1:
+            gpu["taints"] = [rng.choice(TAINTS)]
+        if per_device:
+            where = rng.random()
+            if where < 0.5 or not members:
+                gpu["nodeSelector"] = _rack_selector(rng, rack)
+            elif where < 0.85:
+                gpu["nodeName"] = rng.choice(members)
+            else:
+                gpu["allNodes"] = True
+        devices.append(gpu)
+    pool = {"name": f"rack-{rack}", "generation": 1, "resourceSliceCount": 2}
+    counters: Obj = {
+        "sharedCounters": [{"name": "fabric", "counters": {"links": {"value": str(links)}}}],
+        "nodeSelector": _rack_selector(rng, rack),
+    }
+    held: Obj = {"devices": devices}
+    if per_device:
+        held["perDeviceNodeSelection"] = True
+    else:
+        held["nodeSelector"] = _rack_selector(rng, rack)
+    return [
+        {
+            "apiVersion": "resource.k8s.io/v1",
+            "kind": "ResourceSlice",
+            "metadata": {"name": f"rack-{rack}-{suffix}"},
+            "spec": {"driver": DRIVER, "pool": pool, **body},
+        }
+        for suffix, body in (("fabric", counters), ("gpus", held))
+    ]
 
 
 # -- claims ------------------------------------------------------------------------------------
@@ -148,6 +268,8 @@ GPU_SELECTORS = [
     f'device.attributes["{D}"].architecture != "Ada Lovelace"',
     f'device.capacity["{D}"].memory.compareTo(quantity("40Gi")) >= 0',
     f'device.capacity["{D}"].memory.compareTo(quantity("64Gi")) >= 0',
+    f'device.attributes["{D}"].productName.startsWith("NVIDIA GB200")',
+    f'device.attributes["{D}"].architecture == "Hopper"',  # a local GPU no rack has
     f'device.attributes["{D}"].nvlinkDomain == 0',  # errs on every non-H100 GPU
     f'"nvlinkDomain" in device.attributes["{D}"] && device.attributes["{D}"].nvlinkDomain == 1',
 ]

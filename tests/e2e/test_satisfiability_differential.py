@@ -63,8 +63,11 @@ def verdict(warnings: list[str]) -> str:
 
 def test_claims_cover_every_feature_the_scheduler_checks() -> None:
     rng = random.Random(SEED)
-    generated.fleet(rng)
+    fleet = generated.fleet(rng)
     specs = [generated.claim_spec(rng) for _ in range(CLAIMS)]
+    racked = [s for s in fleet.slices if "nodeName" not in s["spec"]]
+    assert len(racked) == 2 * generated.RACKS  # rack-level pools over labelled Nodes
+    assert sum(1 for labels in fleet.labels.values() if labels) >= generated.RACKS
     text = repr(specs)
     for feature in ("firstAvailable", "matchAttribute", "distinctAttribute", "tolerations"):
         assert feature in text, feature
@@ -84,6 +87,7 @@ def generated_fleet(kube: Kube, request: pytest.FixtureRequest) -> Iterator[gene
         kube.apply(node(name))
         kube.patch("Node", name, None, {"spec": {"taints": None}})
         kube.patch("Node", name, None, _STATUS, subresource="status")
+        kube.patch("Node", name, None, {"metadata": {"labels": fleet.labels[name]}})
     for obj in (*fleet.classes, *fleet.slices):
         kube.apply(obj)
     yield fleet
@@ -97,11 +101,14 @@ def generated_fleet(kube: Kube, request: pytest.FixtureRequest) -> Iterator[gene
 
 def _probe(kube: Kube, namespace: str, fleet: generated.Fleet) -> bool:
     """Whether the webhook's view has the whole fleet: a dry-run claim for each node's last
-    GPU (by uuid, tolerating every taint) is ok."""
+    GPU (by uuid, tolerating every taint) is ok, and so is one for a GPU of each rack that has
+    nodes (the webhook has their labels)."""
     for obj in fleet.slices:
         devices = obj["spec"].get("devices")
         if not devices:
             continue
+        if "nodeName" not in obj["spec"] and not _has_nodes(obj["spec"]["pool"]["name"], fleet):
+            continue  # a rack without nodes: its GPUs reach none
         gpus = [d for d in devices if d["attributes"]["type"]["string"] == "gpu"]
         uuid = gpus[-1]["attributes"]["uuid"]["string"]
         expression = f'device.attributes["{generated.DRIVER}"].uuid == "{uuid}"'
@@ -113,6 +120,10 @@ def _probe(kube: Kube, namespace: str, fleet: generated.Fleet) -> bool:
         if verdict(kube.create(claim, dry_run=True).warnings) != "ok":
             return False
     return True
+
+
+def _has_nodes(rack: str, fleet: generated.Fleet) -> bool:
+    return any(labels.get(generated.RACK_LABEL) == rack for labels in fleet.labels.values())
 
 
 @pytest.fixture(scope="module")
