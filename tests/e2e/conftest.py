@@ -40,6 +40,7 @@ JOURNEYS = (
     "cel-cost",
     "report",
     "runbook",
+    "extended-resources",
     "tenancy",
     "faults",
     "latency",
@@ -187,5 +188,5 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
             verdict = "skipped"
         counts = ", ".join(f"{n} {o}" for o, n in sorted(outcomes.items()))
         seconds = sum(r.duration for r in reports)
-        write(f"journey {journey:<16} {verdict:<8} ({counts}; {seconds:.1f} s)")
+        write(f"journey {journey:<18} {verdict:<8} ({counts}; {seconds:.1f} s)")
     write(f"session: {time.monotonic() - _STARTED:.1f} s")
