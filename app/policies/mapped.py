@@ -22,19 +22,20 @@ claims (:mod:`app.policies.satisfiability`), quota foresight counts it against i
 - :func:`special_claim`: the claim the scheduler would write, as the allocation model reads it;
 - :func:`served`: how a message says where the devices come from.
 
-Where the webhook sees less than the scheduler (said again in docs/quotas.md):
+Where the webhook sees less than the scheduler (said again in docs/runbook.md and quotas.md):
 
 - **Nodes with a device plugin.** The scheduler serves a name from DRA only on a node whose
   allocatable has none of it: where a device plugin still advertises the name, the plugin serves
   it. The webhook never reads Node status on the admission path (its view holds Node labels at
   most), so it judges every node as a DRA node: "never" means never from the class's devices,
-  and a pod may still run on a node whose device plugin has enough. The words say so ("on nodes
-  without a device plugin for it"); `deviceclass.resource.kubernetes.io/<class>` names, which no
-  device plugin can advertise, are judged exactly.
+  and a pod may still run on a node whose device plugin has enough. So a name a class maps is
+  only ever warned about (`satisfiability.pod_verdict`), and quota counts its pods as claims
+  (the stricter reading); `deviceclass.resource.kubernetes.io/<class>` names, which no device
+  plugin can advertise, are judged exactly.
 - **Two classes mapping one name.** The scheduler takes the one created last (on a tie, the
-  name sorted first); the cluster view keeps one class per name as its events come
-  (`ClusterReader.device_class_for_extended_resource`), which is the same class unless two
-  classes map the name at once (a conflict `report` and the DeviceClass check name).
+  name sorted first); the cluster view keeps the class whose write it saw last
+  (`ClusterReader.device_class_for_extended_resource`), another one when an older class is
+  changed after the newer was made. The view keeps no creationTimestamp to do better.
 """
 
 from __future__ import annotations
@@ -52,9 +53,6 @@ from app.policies.base import Context, Mode
 from app.policies.builders import legacy_matcher
 from app.policies.exceptions import cover, policy_exceptions
 from app.translation.legacy import IMPLICIT_CLASS_PREFIX, LegacyRequest, legacy_requests
-
-SPECIAL_CLAIM_ANNOTATION = "resource.kubernetes.io/extended-resource-claim"
-"""The annotation (value "true") of the claim the scheduler writes for a pod's mapped names."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -126,11 +124,17 @@ def mapped_requests(spec: PodSpecRef, view: ClusterReader) -> tuple[MappedReques
         limits, requests = resource_map(ref, "limits"), resource_map(ref, "requests")
         if not limits and not requests:
             continue
+        mapped = {
+            name: mapping
+            for name in (*requests, *limits)
+            # cpu, memory, hugepages-*: never an extended resource
+            if "/" in name and (mapping := scheduler_class(name, view)) is not None
+        }
+        if not mapped:
+            continue  # (most containers: nothing sorted)
         names = sorted({*requests, *limits})
         for position, name in enumerate(names):
-            if "/" not in name:
-                continue  # cpu, memory, hugepages-*: never an extended resource
-            mapping = scheduler_class(name, view)
+            mapping = mapped.get(name)
             if mapping is None:
                 continue
             count = whole_count(requests.get(name, limits.get(name)))
