@@ -168,6 +168,26 @@ class DeviceIndex(SliceStore):
                     self._memo.put(key, shape)
         return match
 
+    def group_for(
+        self, class_name: str, class_expressions: Sequence[str], selectors: Sequence[str] = ()
+    ) -> None:
+        """Build, without evaluating a selector, what a first claim of this class reading the
+        paths of ``selectors`` would: the class's outcomes and the grouping of the slices on
+        the class's paths and those (`app.devices.warm`). The selectors are only parsed (they
+        may be patterns' placeholders: their text is not kept). Raises ``CelCompileError``
+        for a class selector that does not compile."""
+        key = (class_name, tuple(class_expressions), ())
+        with self._lock:
+            snapshot = self._snapshot()
+            base = self._shape(key, snapshot, None)
+            if not selectors or base.grouping.paths is None:
+                return
+            views = [self._view(e, keep=False) for e in selectors]
+            if None in views:
+                return  # a selector that may read anything: each slice on its own
+            paths = {p for v in views if v is not None for p in v}
+            self._grouping(tuple(sorted({*paths, *base.grouping.paths})), snapshot, base.grouping)
+
     def erring_in(
         self,
         class_name: str,
@@ -213,7 +233,7 @@ class DeviceIndex(SliceStore):
             paths = tuple(sorted({*paths, *base.grouping.paths}))
         elif base is not None:
             paths = None
-        grouping = self._grouping(paths, snapshot)
+        grouping = self._grouping(paths, snapshot, base.grouping if base is not None else None)
         fresh = shape is None or shape.grouping is not grouping
         if shape is None or shape.grouping is not grouping:
             shape = Shape(grouping)
@@ -295,13 +315,19 @@ class DeviceIndex(SliceStore):
             frozenset() if every else frozenset(matched),
         )
 
-    def _grouping(self, paths: PathSet | None, snapshot: Snapshot) -> Grouping:
+    def _grouping(
+        self, paths: PathSet | None, snapshot: Snapshot, base: Grouping | None = None
+    ) -> Grouping:
         """The grouping on ``paths`` brought up to ``snapshot`` (only the slices changed since
-        it was last brought up are regrouped)."""
+        it was last brought up are regrouped). A new one is refined from ``base`` (the class's
+        grouping, on fewer paths, at ``snapshot``) where it can be (`Grouping.derive`)."""
         key = _ANY_PATH if paths is None else paths
         grouping = self._groupings.get(key)
         if grouping is None:
             grouping = Grouping(paths, self._column)
+            if base is not None and grouping.derive(base, self._slices, snapshot.generation):
+                self._groupings.put(key, grouping)
+                return grouping
         elif grouping.generation == snapshot.generation:
             return grouping
         known = grouping.generation

@@ -26,6 +26,7 @@ from functools import partial
 from app.cluster.view import ClusterView, Kind
 from app.config import Policy
 from app.config.policy import StaleView as StaleViewPolicy
+from app.devices.warm import warm
 from app.errors import ObjectShapeError, PolicyError
 from app.pipeline.registrations import (
     ANY_KIND,
@@ -39,9 +40,11 @@ from app.pipeline.registrations import (
 )
 from app.policies import translate_judged
 from app.policies.base import Context, Mode, Request, Result, failure_answer, subject
+from app.policies.cel_runtime import cel_runtime
 from app.policies.exceptions import Clock, system_clock
 from app.policies.parts import Parts
 from app.policies.workloads import workload_catalogue
+from app.translation.sharing import SHAREABLE
 from app.verdict import ALLOWED, INTERNAL_ERROR, Decision, Merger
 
 __all__ = [
@@ -88,6 +91,12 @@ class Pipeline:
             for listener in part.listeners():
                 view.subscribe(listener)
             view.when_synced(partial(part.synced, view))
+        if cel_runtime in self.parts:
+            # then the slices grouped as the first claims of each class and translation rule
+            # will read them (app.devices.warm), before /readyz too
+            devices = self.parts[cel_runtime].index
+            rules = _translation_selectors(policy)
+            view.when_synced(lambda: warm(devices, view.device_classes(), rules))
         for reg in registrations:
             for index in reg.indexes:
                 view.derived(index)  # replayed the view now, at startup, then kept current
@@ -313,6 +322,14 @@ class Pipeline:
             message=f"{message}; denied (fail closed)",
             denied_by=(label,),
         )
+
+
+def _translation_selectors(policy: Policy) -> tuple[tuple[str, tuple[str, ...]], ...]:
+    """The DeviceClass and selectors of each translation rule: the policy's mappings, and its
+    sharing rules (a share also selects devices that allow multiple allocations)."""
+    mapped = [(m.device_class_name, m.selectors) for m in policy.mappings]
+    shared = [(r.device_class_name, (*r.selectors, SHAREABLE)) for r in policy.sharing]
+    return (*mapped, *shared)
 
 
 def _pod_create(request: Request) -> bool:
