@@ -29,7 +29,7 @@ from heapq import merge
 from typing import Any
 
 from app.allocation.nodes import ANY_NODE, LabelIndex, named, raw_devices, reach_of
-from app.allocation.pools import Candidate, DeviceKey, Gathered, Pool, gather
+from app.allocation.pools import Built, Candidate, DeviceKey, Gathered, Pool, gather
 from app.allocation.slices import PoolId, SliceFacts, read, spec_of
 from app.devices.index import IndexedSlice
 
@@ -226,6 +226,7 @@ class Inventory:
         same shared slices (the same devices of each) share one result."""
         shared = self._shared_for(nodes, facts)
         alike: dict[tuple[Any, ...], Gathered] = {}
+        built: Built = {}
         for node in nodes:
             labels = self._labels_of(node)
             own = self.local.get(node)
@@ -234,7 +235,7 @@ class Inventory:
             found = alike.get(key) if key is not None else None
             if found is None:
                 relevant = merge(own, seen, key=_by_name) if own else seen
-                found = gather(node, labels, relevant, self.pool_slices, facts)
+                found = gather(node, labels, relevant, self.pool_slices, facts, built=built)
                 if key is not None:
                     alike[key] = found
             self._keep(node, found)

@@ -100,16 +100,24 @@ class Gathered:
 EMPTY = Gathered((), [], frozenset())
 
 
+Built = dict[Any, tuple[Pool | None, tuple[Candidate, ...]]]
+"""Pools already built in one pass, by pool and what the node sees of each member slice: nodes
+that see a pool alike (a rack's nodes, every node under an allNodes slice) share its Pool and
+candidates."""
+
+
 def gather(
     node: str,
     labels: Mapping[str, str] | None,
     relevant: Iterable[IndexedSlice],
     pool_slices: Mapping[PoolId, Mapping[str, IndexedSlice]],
     facts: Mapping[str, SliceFacts],
+    *,
+    built: Built | None = None,
 ) -> Gathered:
     """``GatherPools`` for one node. ``relevant``: of the slices naming the node and those
     naming none, the ones relevant to it (:meth:`SliceFacts.reaches`), by name;
-    ``pool_slices``: every slice of every pool, by pool."""
+    ``pool_slices``: every slice of every pool, by pool; ``built``: the pools of this pass."""
     pools: dict[PoolId, list[IndexedSlice]] = {}
     for indexed in relevant:
         found = facts[indexed.name]
@@ -122,24 +130,53 @@ def gather(
             members.append(indexed)
     if not pools:
         return EMPTY
+    built = {} if built is None else built
     candidates: list[Candidate] = []
     gathered: list[Pool] = []
     for pool_id in sorted(pools):
         members = pools[pool_id]
-        first = facts[members[0].name]
-        pool = Pool(pool_id[0], pool_id[1], first.generation)
-        everything: Sequence[IndexedSlice] | None = None
-        if first.count is not None and len(members) != first.count:
-            everything = _generation(pool_slices.get(pool_id, {}), first.generation, facts)
-            if everything is None:
-                continue  # obsolete: the driver is replacing this generation
-            pool.incomplete = len(everything) != first.count
-        if not pool.incomplete:
-            _build(pool, members, everything, facts)
-        for indexed in members:
-            candidates.extend(_candidates(indexed, facts[indexed.name], pool, node, labels))
-        gathered.append(pool)
+        reaching = [_reaching(facts[i.name], node, labels) for i in members]
+        key = (pool_id, tuple(i.serial for i in members), tuple(reaching))
+        found_pool = built.get(key)
+        if found_pool is None:
+            found_pool = built[key] = _pool(pool_id, members, reaching, pool_slices, facts)
+        pool, devices = found_pool
+        if pool is not None:
+            candidates.extend(devices)
+            gathered.append(pool)
     return Gathered(tuple(candidates), gathered, frozenset(pools))
+
+
+def _reaching(facts: SliceFacts, node: str, labels: Mapping[str, str] | None) -> Any:
+    """What the node sees of a relevant slice: all its devices (None), or the names of
+    those that reach it."""
+    if facts.whole(node, labels):
+        return None
+    return tuple(n for n, d in facts.devices.items() if facts.device_reaches(d, node, labels))
+
+
+def _pool(
+    pool_id: PoolId,
+    members: list[IndexedSlice],
+    reaching: list[Any],
+    pool_slices: Mapping[PoolId, Mapping[str, IndexedSlice]],
+    facts: Mapping[str, SliceFacts],
+) -> tuple[Pool | None, tuple[Candidate, ...]]:
+    """One pool of a node and its candidates; no pool when it is obsolete there."""
+    first = facts[members[0].name]
+    pool = Pool(pool_id[0], pool_id[1], first.generation)
+    everything: Sequence[IndexedSlice] | None = None
+    if first.count is not None and len(members) != first.count:
+        everything = _generation(pool_slices.get(pool_id, {}), first.generation, facts)
+        if everything is None:
+            return None, ()  # obsolete: the driver is replacing this generation
+        pool.incomplete = len(everything) != first.count
+    if not pool.incomplete:
+        _build(pool, members, everything, facts)
+    devices: list[Candidate] = []
+    for indexed, names in zip(members, reaching, strict=True):
+        devices.extend(_candidates(indexed, facts[indexed.name], pool, names))
+    return pool, tuple(devices)
 
 
 def _generation(
@@ -211,16 +248,12 @@ def _unknown_counter(
 
 
 def _candidates(
-    indexed: IndexedSlice,
-    facts: SliceFacts,
-    pool: Pool,
-    node: str,
-    labels: Mapping[str, str] | None,
+    indexed: IndexedSlice, facts: SliceFacts, pool: Pool, names: tuple[str, ...] | None
 ) -> Iterable[Candidate]:
-    whole = facts.whole(node, labels)
+    """The devices of a member slice the node sees (``names``; None: all of them)."""
     for device in indexed.devices:
         found = facts.devices.get(device.name)
-        if found is None or not (whole or facts.device_reaches(found, node, labels)):
+        if found is None or (names is not None and device.name not in names):
             continue
         yield Candidate(
             device,

@@ -388,3 +388,14 @@ def test_a_build_over_many_nodes_gathers_what_asking_each_node_would(
     asked = gathered(1 << 30)
     assert gathered(0) == asked
     assert len({tuple(v) for v in asked.values()}) > 5
+
+
+def test_nodes_with_slices_of_their_own_share_the_rack_pool_they_see_alike(cluster: Make) -> None:
+    nodes = [node(f"n-{i}", **{"example.com/fabric": "ib-0"}) for i in range(3)]
+    c = cluster(*nodes, *(node_slice(f"n-{i}") for i in range(3)), selected("fabric", FABRIC))
+    inventory = c.model.inventory()
+    pools = [next(p for p in inventory.pools[f"n-{i}"] if p.name == "fabric") for i in range(3)]
+    assert pools[0] is pools[1] is pools[2]
+    fabric = [[x for x in inventory.nodes[f"n-{i}"] if x.pool.name == "fabric"] for i in range(3)]
+    assert fabric[0][0] is fabric[1][0] is fabric[2][0]
+    assert len({id(inventory.nodes[f"n-{i}"]) for i in range(3)}) == 3  # own GPUs differ
