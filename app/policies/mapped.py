@@ -23,19 +23,17 @@ claims (:mod:`app.policies.satisfiability`), quota foresight counts it against i
 - :func:`served`: how a message says where the devices come from.
 
 Where the webhook sees less than the scheduler (said again in docs/runbook.md and quotas.md):
+**nodes with a device plugin.** The scheduler serves a name from DRA only on a node whose
+allocatable has none of it: where a device plugin still advertises the name, the plugin serves
+it. The webhook never reads Node status on the admission path (its view holds Node labels at
+most), so it judges every node as a DRA node: "never" means never from the class's devices, and
+a pod may still run on a node whose device plugin has enough. So a name a class maps is only
+ever warned about (`satisfiability.pod_verdict`), and quota counts its pods as claims (the
+stricter reading); `deviceclass.resource.kubernetes.io/<class>` names, which no device plugin
+can advertise, are judged exactly.
 
-- **Nodes with a device plugin.** The scheduler serves a name from DRA only on a node whose
-  allocatable has none of it: where a device plugin still advertises the name, the plugin serves
-  it. The webhook never reads Node status on the admission path (its view holds Node labels at
-  most), so it judges every node as a DRA node: "never" means never from the class's devices,
-  and a pod may still run on a node whose device plugin has enough. So a name a class maps is
-  only ever warned about (`satisfiability.pod_verdict`), and quota counts its pods as claims
-  (the stricter reading); `deviceclass.resource.kubernetes.io/<class>` names, which no device
-  plugin can advertise, are judged exactly.
-- **Two classes mapping one name.** The scheduler takes the one created last (on a tie, the
-  name sorted first); the cluster view keeps the class whose write it saw last
-  (`ClusterReader.device_class_for_extended_resource`), another one when an older class is
-  changed after the newer was made. The view keeps no creationTimestamp to do better.
+Of two classes mapping one name the scheduler takes the one created last (on a tie, the name
+sorted first), and so does the cluster view (`ClusterReader.device_class_for_extended_resource`).
 """
 
 from __future__ import annotations

@@ -19,6 +19,7 @@ from tests.policies.mapped_objects import (
     IMPLICIT,
     cluster,
     container,
+    mapping_class,
     pipeline,
     pod,
 )
@@ -173,3 +174,12 @@ def test_a_translate_exception_covering_some_containers_leaves_nothing_legacy() 
     obj = pod("ml-research", container("cuda", 2), container("other", 1))
     # translation rewrites the whole pod when an exception covers only part of it
     assert left_to_scheduler("Pod", _spec(obj), _context(where, "ml-research")) == ()
+
+
+def test_of_two_classes_mapping_the_name_the_newest_serves_it_as_the_scheduler_picks() -> None:
+    older, newer = mapping_class("gpu-a.nvidia.com"), mapping_class("gpu-b.nvidia.com")
+    older["metadata"]["creationTimestamp"] = "2026-01-01T00:00:00Z"
+    newer["metadata"]["creationTimestamp"] = "2026-06-01T00:00:00Z"
+    view = make_view(cluster(newer, older, mapped=False))
+    found = mapped_requests(_spec(pod("default", container("cuda", 1))), view)
+    assert [m.device_class for m in found] == ["gpu-b.nvidia.com"]
