@@ -86,6 +86,9 @@ class Inventory:
     """Without Node objects: how many slices name each node."""
     beyond: set[str] = field(default_factory=set)
     """Without Node objects: the slices with devices for nodes no slice names."""
+    crossed: set[str] = field(default_factory=set)
+    """Without Node objects: the names that slices began or stopped giving since the last
+    update (the nodes that may come or go)."""
 
     @classmethod
     def build(
@@ -104,6 +107,7 @@ class Inventory:
         inventory = cls(generation, {}, {}, labels)
         for indexed in ordered:
             inventory._add(indexed, cache[indexed.name][1])
+        inventory.crossed.clear()
         inventory._gather(inventory._node_set(), _Facts(cache))
         return inventory
 
@@ -140,23 +144,39 @@ class Inventory:
                 pools.add(facts.pool)
                 fresh.append(facts)
         self.labels = labels
-        wanted = self._node_set()
-        kept = set(wanted)
-        removed = [n for n in self.nodes if n not in kept]
+        added, removed = self._node_changes(nodes_changed)
         for node in removed:
             self._drop(node)
-        affected = {n for n in wanted if n not in self.nodes}
-        affected.update(n for n in nodes_changed if n in kept)
+        affected = set(added)
+        affected.update(n for n in nodes_changed if n in self.nodes)
         for pool_id in pools:
             affected.update(self.by_pool.get(pool_id, ()))
         for facts in fresh:
-            affected.update(self._reached(facts, wanted))
-        affected &= kept
+            affected.update(self._reached(facts, added))
+        affected.difference_update(removed)
         self.generation = generation
-        self._gather([n for n in wanted if n in affected], _Facts(cache))
-        if len(affected) == len(wanted) and len(wanted) > 1:
+        self._gather(sorted(affected), _Facts(cache))
+        every = len(self.nodes)
+        if len(affected) == every and every > 1:
             return None
         return affected | set(removed)
+
+    def _node_changes(self, nodes_changed: Iterable[str]) -> tuple[list[str], list[str]]:
+        """The nodes to add and to drop: the Nodes added or deleted, or, without Node objects,
+        the names the changed slices gave or took last (and the anonymous node)."""
+        if self.labels is not None:
+            changed = set(nodes_changed)
+            added = [n for n in changed if n in self.labels and n not in self.nodes]
+            return added, [n for n in changed if n not in self.labels and n in self.nodes]
+        crossed, self.crossed = self.crossed, set()
+        added = [n for n in crossed if n in self.named and n not in self.nodes]
+        removed = [n for n in crossed if n not in self.named and n in self.nodes]
+        anonymous = bool(self.beyond) or not self.named
+        if anonymous and ANY_NODE not in self.nodes:
+            added.append(ANY_NODE)
+        if not anonymous and ANY_NODE in self.nodes:
+            removed.append(ANY_NODE)
+        return added, removed
 
     # -- the slices ------------------------------------------------------------------------
 
@@ -168,6 +188,7 @@ class Inventory:
             insort(self.shared, indexed, key=_by_name)
         self.pool_slices.setdefault(facts.pool, {})[indexed.name] = indexed
         names, beyond = _names(indexed)
+        self.crossed.update(n for n in names if n not in self.named)
         self.named.update(names)
         if beyond:
             self.beyond.add(indexed.name)
@@ -190,6 +211,7 @@ class Inventory:
         for name in names:
             if self.named[name] <= 0:
                 del self.named[name]
+                self.crossed.add(name)
         self.beyond.discard(indexed.name)
 
     # -- the nodes -------------------------------------------------------------------------
@@ -203,10 +225,12 @@ class Inventory:
     def _labels_of(self, node: str) -> Mapping[str, str] | None:
         return self.labels.get(node) if self.labels is not None else None
 
-    def _reached(self, facts: SliceFacts, nodes: list[str]) -> Iterable[str]:
-        """The nodes a slice is relevant to (its devices, or its counter sets, reach them)."""
+    def _reached(self, facts: SliceFacts, added: list[str]) -> Iterable[str]:
+        """The nodes a slice is relevant to (its devices, or its counter sets, reach them),
+        of the inventory's and the ``added`` ones."""
         if facts.reach is not None and facts.reach.node_name:
             return (facts.reach.node_name,)
+        nodes = [*self.nodes, *added]
         if facts.has_counters or (facts.reach is not None and facts.reach.all_nodes):
             return nodes
         return [n for n in nodes if facts.reaches(n, self._labels_of(n))]
