@@ -161,7 +161,8 @@ def _print_nodes(sources: offline.Sources, output: str, conflicts: list[str]) ->
 
 
 def failing(reports: list[offline.NamespaceReport], fail_on: str | None) -> bool:
-    """`report --fail-on`: legacy requests no exception allows (or none at all, `excepted`)."""
+    """`report --fail-on`: legacy requests no exception allows and dra-only would not let through
+    to the scheduler (`draOnly.mappedNames: allow`), or none at all (`excepted`)."""
     if fail_on is None:
         return False
     if fail_on == "excepted":
@@ -170,7 +171,7 @@ def failing(reports: list[offline.NamespaceReport], fail_on: str | None) -> bool
         r.invalid
         or r.unrewritable
         or r.unserved
-        or any(o not in r.excepted for o in r.legacy_objects)
+        or any(o not in r.excepted and o not in r.mapped for o in r.legacy_objects)
         for r in reports
     )
 
@@ -209,6 +210,8 @@ def _print_reports(
             print(f"  not served: {problem}")
         for name, exception in r.excepted.items():
             print(f"  excepted: {name} by exception {exception}")
+        for name, classes in r.mapped.items():
+            print(f"  left to the scheduler: {name}: {classes} (draOnly.mappedNames: allow)")
         for problem in r.tenancy:
             print(f"  tenancy: {problem}")
         if r.gpu_pods:

@@ -20,6 +20,7 @@ from app.policies.builders import legacy_matcher, mapping_resolver, sharing_rule
 from app.policies.device_classes import class_allow_lists, standing_uses
 from app.policies.exceptions import Clock, Exceptions, cover, policy_exceptions, system_clock
 from app.policies.extended_names import cluster_conflicts
+from app.policies.mapped import scheduler_class
 from app.policies.parts import Parts
 from app.policies.workloads import workload_catalogue
 from app.translation.legacy import LegacyMatcher, MappingResolver, legacy_requests
@@ -49,6 +50,10 @@ class NamespaceReport:
     gpu_pods: dict[str, int] = field(default_factory=dict)
     """Pods asking for GPUs, by how they are served (app.offline.sources: device-plugin,
     dra-claim, dra-extended-resource, unscheduled); a pod served two ways counts in both."""
+    mapped: dict[str, str] = field(default_factory=dict)
+    """Legacy objects whose every legacy request a DeviceClass maps, where the policy lets such
+    names through dra-only (`draOnly.mappedNames: allow`) -> `name -> DeviceClass`, ...: a
+    dra-only label would admit them, the scheduler serving them from DRA devices."""
     tenancy: list[str] = field(default_factory=list)
     """Stored objects the tenancy guards would refuse today (docs/tenancy.md): a DeviceClass
     outside the namespace's `deviceClasses` allow-list, admin access outside
@@ -59,7 +64,7 @@ class NamespaceReport:
         return (
             not self.invalid
             and not self.unrewritable
-            and all(o in self.excepted for o in self.legacy_objects)
+            and all(o in self.excepted or o in self.mapped for o in self.legacy_objects)
         )
 
 
@@ -75,6 +80,8 @@ class ReportRules:
     annotations: tuple[str, ...] = ()
     parts: Parts | None = None
     """The policy's parts, when it has tenancy guards (the checks' own code judges them)."""
+    mapped_allowed: bool = False
+    """`draOnly.mappedNames: allow`: names a DeviceClass maps pass dra-only."""
 
     @classmethod
     def build(cls, policy: Policy, clock: Clock = system_clock) -> ReportRules:
@@ -89,6 +96,7 @@ class ReportRules:
             parts.build(workload_catalogue),
             policy.legacy_resources.annotations,
             parts if guarded else None,
+            policy.dra_only.allows_mapped_names,
         )
 
 
@@ -204,6 +212,14 @@ def _count(
                     rest = [r for r in rest if r not in mine]
             if not rest:
                 entry.excepted[name] = ", ".join(used.values())
+        if rules.mapped_allowed and legacy and not found:
+            classes = {r.resource: scheduler_class(r.resource, view) for r in legacy}
+            if all(classes.values()):
+                entry.mapped[name] = ", ".join(
+                    f"{resource} -> DeviceClass {found[0]}"
+                    for resource, found in sorted(classes.items())
+                    if found is not None
+                )
 
 
 GENERATED_CLAIM_ANNOTATIONS = (
