@@ -1,6 +1,9 @@
 """A pure model of kube-scheduler's DRA allocator: never / not now / ok, with the nearest miss.
 
-- :mod:`~app.allocation.inventory`: devices per node in the scheduler's order (``GatherPools``);
+- :mod:`~app.allocation.inventory`: devices per node in the scheduler's order, over the
+  cluster's Nodes (:mod:`~app.allocation.nodes`: which nodes a slice's selection reaches), from
+  what is read of each slice (:mod:`~app.allocation.slices`) gathered into pools node by node
+  (:mod:`~app.allocation.pools`: ``GatherPools``, incomplete and invalid pools);
 - :mod:`~app.allocation.state`: what allocated claims hold, consumable capacity arithmetic;
 - :mod:`~app.allocation.plans`: what the search is asked (a pod's claims as plans), the device
   limit of a claim, and the errors that fail the whole pod;

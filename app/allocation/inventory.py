@@ -12,11 +12,12 @@ give (``nodeName``, ``matchFields`` on ``metadata.name``, ``kubernetes.io/hostna
 when some devices reach nodes beyond those, one anonymous node standing for all of them, and a
 selector on labels is taken to match (:mod:`app.allocation.nodes`).
 
-Built when the cluster view has synced (:meth:`Inventory.build`), then kept current (:meth:`
-Inventory.update`): a slice change re-gathers the nodes it reaches and the nodes that gathered
-its pool, a Node's new labels re-gather that node, never per request. Nodes that see the same
-slices share what was gathered for them (a thousand CPU nodes under one rack-level slice hold
-one tuple of its devices, not a thousand).
+Built when the cluster view has synced (:meth:`Inventory.build`), then kept current
+(:meth:`Inventory.update`): a slice change re-gathers the nodes it reaches and the nodes that
+gathered its pool, a Node's new labels re-gather that node, never per request. Nodes that see a
+pool alike share its Pool and devices (a rack's 40 nodes hold one copy of the rack pool), and
+nodes with no slice of their own that see the same slices share all they see (a thousand CPU
+nodes under one rack-level slice hold one tuple of its devices, not a thousand).
 """
 
 from __future__ import annotations
