@@ -60,6 +60,7 @@ from app.pipeline import (
     Endpoint,
 )
 from app.server.metrics_dir import MULTIPROC_ENV
+from app.translation.leave import LEFT_RULES
 
 """The label value of anything outside a label's closed set."""
 ENDPOINTS = frozenset(e.value for e in Endpoint)
@@ -67,8 +68,9 @@ KINDS = frozenset(kind for reg in REGISTRATIONS for _, kind in reg.kinds)
 """The kinds the webhook is registered for (Pods, workloads, claims, DeviceClasses, Namespaces:
 admin-rule kinds are among them); any other kind a review names is `other`."""
 DECISIONS = frozenset({"allowed", "patched", "denied"})
-TRANSLATION_RULES = ("mapping", "deviceclass", "implicit")
-"""The `rule` label of a translation besides `sharing:<rule>`."""
+TRANSLATION_RULES = ("mapping", "deviceclass", "implicit", *LEFT_RULES)
+"""The `rule` label of a translation besides `sharing:<rule>` (`left:*`: a request translation
+left to the scheduler, which serves it from a DeviceClass: app.translation.leave)."""
 CHECKS = frozenset({reg.name for reg in REGISTRATIONS} | {"cel-rules"})
 REASONS = (
     CHECKS
@@ -169,8 +171,9 @@ class Metrics:
             "dra_webhook_translations_total",
             "Legacy requests translated into DRA claims in admitted objects, by the rule that "
             "mapped them: mapping (the policy's mappings), deviceclass (a DeviceClass's "
-            "extendedResourceName), implicit (deviceclass.resource.kubernetes.io/<class>), or "
-            "sharing:<rule> (a GPU-sharing rule).",
+            "extendedResourceName), implicit (deviceclass.resource.kubernetes.io/<class>), "
+            "sharing:<rule> (a GPU-sharing rule); or left untranslated for the scheduler to "
+            "serve from a DeviceClass: left:deviceclass (its extendedResourceName), left:implicit.",
             ("rule",),
             registry=self.registry,
         )

@@ -16,7 +16,6 @@ import yaml
 from pydantic import (
     Field,
     ValidationError,
-    ValidationInfo,
     field_validator,
     model_validator,
 )
@@ -28,6 +27,7 @@ from app.config.exceptions import PolicyException, unique_exception_names
 from app.config.files import one_line, read_text
 from app.config.sharing import DEFAULT_SHARING, SharingRule, unique_names
 from app.config.tenancy import AdminAccess, DeviceClassAllowList, unique_allow_list_names
+from app.config.translation import Translation
 from app.errors import PolicyError
 from app.regex import RegexError, compile_re2
 
@@ -81,9 +81,18 @@ class MappingRule(_Model):
     pattern: bool = False
     device_class_name: str = Field(alias="deviceClassName")
     selectors: tuple[str, ...] = ()
+    leave_to_scheduler: bool | None = Field(default=None, alias="leaveToScheduler")
+    """In translate namespaces, leave the names this rule matches as written where a DeviceClass
+    maps them to this rule's class (the scheduler serves them, KEP-5004): true, false (always
+    translate), or unset (`translation.leaveMapped` decides). docs/translation.md says when."""
 
     @model_validator(mode="after")
     def _regex_compiles(self) -> MappingRule:
+        if self.leave_to_scheduler and self.selectors:
+            raise ValueError(
+                f"mapping {self.resource!r}: leaveToScheduler needs a rule without selectors "
+                "(the scheduler's claim for an extended resource has none)"
+            )
         if self.pattern:
             try:
                 groups = compile_re2(self.resource).groups
@@ -109,43 +118,6 @@ DEFAULT_MAPPINGS = (
     ),
     MappingRule(resource="amd.com/gpu", deviceClassName="gpu.amd.com"),
 )
-
-
-_DNS_LABEL_PREFIX = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
-
-
-class Translation(_Model):
-    """Translation options (namespaces in the translate mode)."""
-
-    translate_workloads: bool = Field(default=False, alias="translateWorkloads")
-    """Also rewrite the pod templates of workloads (off: GitOps tools would see drift)."""
-    init_containers: Literal["share", "separate"] = Field(default="share", alias="initContainers")
-    """share: init containers use the app containers' devices; separate: a claim of their own."""
-    template_name_prefix: str = Field(default="dra", alias="templateNamePrefix", max_length=16)
-    """ResourceClaimTemplates are named <prefix>-<class>-<count>-<hash of their content>."""
-    claim_name_prefix: str = Field(default="", alias="claimNamePrefix", max_length=16)
-    """Prepended to the pod-level claim names translation adds (<prefix>-gpu-cuda)."""
-    max_claims_per_pod: int = Field(default=32, alias="maxClaimsPerPod", ge=1, le=1024)
-    """A pod whose translation would add more resource claims than this is denied."""
-    max_templates_per_pod: int = Field(default=8, alias="maxTemplatesPerPod", ge=1, le=256)
-    """A pod whose translation would need more ResourceClaimTemplates (API creates) is denied."""
-    max_templates_per_namespace: int = Field(
-        default=100, alias="maxTemplatesPerNamespace", ge=1, le=10000
-    )
-    """A pod whose translation needs a new ResourceClaimTemplate in a namespace that already
-    holds this many made by dra-webhook is denied (unused ones are garbage-collected)."""
-
-    @field_validator("template_name_prefix", "claim_name_prefix")
-    @classmethod
-    def _dns_label(cls, value: str, info: ValidationInfo) -> str:
-        if value and not _DNS_LABEL_PREFIX.match(value):
-            raise ValueError(
-                f"{value!r} must be lower-case letters, digits and '-', starting and ending "
-                "with a letter or digit"
-            )
-        if not value and info.field_name == "template_name_prefix":
-            raise ValueError("must not be empty")
-        return value
 
 
 FailureMode = Literal["open", "closed"]

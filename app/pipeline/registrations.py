@@ -209,7 +209,14 @@ REGISTRATIONS: tuple[Registration, ...] = (
                 Kind.RESOURCE_CLAIM_TEMPLATE,
             }
         ),
-        builds=(cel_runtime, legacy_matcher, policy_exceptions, workload_catalogue),
+        # translation_rules: which mapped names translation leaves to the scheduler
+        builds=(
+            cel_runtime,
+            legacy_matcher,
+            policy_exceptions,
+            translation_rules,
+            workload_catalogue,
+        ),
         indexes=(Allocations,),
         workloads=True,
     ),

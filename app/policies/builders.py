@@ -12,7 +12,7 @@ defaults (`claim_defaults`, applied by `translation_hook`), the part that check 
 from __future__ import annotations
 
 from app.k8s.objects import PodSpecRef
-from app.policies.base import Context
+from app.policies.base import Context, Mode
 from app.policies.defaults import claim_defaults, translation_hook
 from app.policies.parts import Parts
 from app.translation import TranslationPlan, TranslationRules, plan
@@ -57,5 +57,13 @@ def translation_rules(parts: Parts) -> TranslationRules:
 def plan_for(
     spec: PodSpecRef, namespace: str, ctx: Context, *, replace_own: bool = False
 ) -> TranslationPlan:
-    """The translation plan of a pod spec under the policy and cluster view of `ctx`."""
-    return plan(spec, namespace, ctx.parts[translation_rules], ctx.view, replace_own=replace_own)
+    """The translation plan of a pod spec under the policy and cluster view of `ctx`; in translate
+    namespaces without the requests the policy leaves to the scheduler (app.translation.leave)."""
+    return plan(
+        spec,
+        namespace,
+        ctx.parts[translation_rules],
+        ctx.view,
+        replace_own=replace_own,
+        leave=ctx.mode is Mode.TRANSLATE,
+    )

@@ -17,8 +17,9 @@ claims (:mod:`app.policies.satisfiability`), quota foresight counts it against i
 
 - :func:`mapped_requests`: every request of a pod spec that some DeviceClass maps;
 - :func:`left_to_scheduler`: those the namespace's mode leaves as they are (translation rewrites
-  legacy names in translate namespaces, dra-only denies them unless `draOnly.mappedNames` allows
-  them; an active policy exception leaves them);
+  legacy names in translate namespaces but those the policy leaves to the scheduler,
+  `translation.leaveMapped`: app.translation.leave; dra-only denies them unless
+  `draOnly.mappedNames` allows them; an active policy exception leaves them);
 - :func:`special_claim`: the claim the scheduler would write, as the allocation model reads it;
 - :func:`served`: how a message says where the devices come from.
 
@@ -48,9 +49,20 @@ from app.k8s.claims import parse_claim_spec
 from app.k8s.objects import ContainerRef, PodSpecRef, containers, resource_map
 from app.k8s.quantity import whole_count
 from app.policies.base import Context, Mode
-from app.policies.builders import legacy_matcher
+from app.policies.builders import legacy_matcher, translation_rules
 from app.policies.exceptions import cover, policy_exceptions
-from app.translation.legacy import IMPLICIT_CLASS_PREFIX, LegacyRequest, legacy_requests
+from app.translation.leave import left_of, scheduler_class
+from app.translation.legacy import LegacyRequest, legacy_requests
+
+__all__ = [
+    "MappedRequest",
+    "left_to_scheduler",
+    "mapped_requests",
+    "reword",
+    "scheduler_class",
+    "served",
+    "special_claim",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,22 +99,6 @@ class MappedRequest:
         return LegacyRequest(
             self.container, self.resource, limits.get(self.resource), requests.get(self.resource)
         )
-
-
-def scheduler_class(resource: str, view: ClusterReader) -> tuple[str, bool] | None:
-    """(the DeviceClass the scheduler serves `resource` from, whether through the implicit
-    `deviceclass.resource.kubernetes.io/<class>` name), or None when no class maps it.
-
-    An implicit name is mapped whether or not its class exists: no device plugin can advertise
-    a name under kubernetes.io, so a pod asking for one of a missing class fits no node (the
-    allocation model says the class does not exist).
-    """
-    found = view.device_class_for_extended_resource(resource)
-    if found is not None:
-        return found, False
-    if resource.startswith(IMPLICIT_CLASS_PREFIX):
-        return resource.removeprefix(IMPLICIT_CLASS_PREFIX), True
-    return None
 
 
 def mapped_requests(spec: PodSpecRef, view: ClusterReader) -> tuple[MappedRequest, ...]:
@@ -157,11 +153,13 @@ def left_to_scheduler(
     kind: str, spec: PodSpecRef, ctx: Context, found: Sequence[MappedRequest] | None = None
 ) -> tuple[MappedRequest, ...]:
     """The mapped requests of `spec` (an object of `kind`) that reach the scheduler as they are
-    in this namespace's mode: in translate namespaces translation rewrites the legacy ones,
-    unless an active policy exception covers every legacy request of the spec (translation then
-    leaves the pod as written); in dra-only namespaces the legacy ones are denied unless
-    `draOnly.mappedNames` allows them or an active exception covers them. Audit and unlabelled
-    namespaces admit everything as written."""
+    in this namespace's mode: in translate namespaces translation rewrites the legacy ones but
+    those the policy leaves to the scheduler (`translation.leaveMapped`, a rule's
+    `leaveToScheduler`: `app.translation.leave.left_of`, what translation's plan leaves), or
+    all of them where an active policy exception covers every legacy request of the spec
+    (translation then leaves the pod as written); in dra-only namespaces the legacy ones are
+    denied unless `draOnly.mappedNames` allows them or an active exception covers them. Audit
+    and unlabelled namespaces admit everything as written."""
     mapped = mapped_requests(spec, ctx.view) if found is None else tuple(found)
     if not mapped or ctx.mode not in (Mode.TRANSLATE, Mode.DRA_ONLY):
         return mapped
@@ -181,6 +179,9 @@ def left_to_scheduler(
     elif selecting:
         coverage = cover(selecting, [m.legacy() for m in legacy])
         kept = {(r.container.path, r.resource) for r, _ in coverage.covered}
+    if ctx.mode is Mode.TRANSLATE:
+        left = left_of(spec, ctx.parts[translation_rules], ctx.view)
+        kept = {(r.legacy.container.path, r.legacy.resource) for r in left}
     dropped = {id(m) for m in legacy if (m.container.path, m.resource) not in kept}
     return tuple(m for m in mapped if id(m) not in dropped)
 

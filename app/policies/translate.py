@@ -8,6 +8,10 @@ out there and, for users, in docs/translation.md); this module is the admission 
 - The mutating policy turns a plan into a JSONPatch and the templates to create, or denies the
   pod listing every problem (or the cap it goes over).
 - Running on its own output changes nothing: no legacy name is left to translate.
+- A request the policy leaves to the scheduler (`translation.leaveMapped`, a `mappings` rule's
+  `leaveToScheduler`: where a DeviceClass maps the name and the scheduler's own path gives the
+  pod what translation would, app.translation.leave) stays as written, with a warning saying
+  which class serves it; a pod with nothing else to translate gets no patch.
 
 Pods are translated on CREATE; workload pod templates only with `translation.translateWorkloads`,
 and otherwise validated at apply time (`validate`), so an untranslatable Deployment is refused
@@ -35,6 +39,7 @@ from app.policies import satisfiability
 from app.policies.base import ALLOW, Context, Mode, Request, Result, Violation, subject
 from app.policies.builders import legacy_matcher, plan_for
 from app.policies.exceptions import cover, policy_exceptions
+from app.policies.mapped import left_to_scheduler
 from app.policies.workloads import combine, finding_result, findings, per_template
 from app.translation import Problem, TranslationPlan, to_patch
 from app.translation.legacy import legacy_requests
@@ -119,6 +124,11 @@ def _validate_spec(
         f"on DeviceClass {w.mapping.device_class_name} when its pods are created ({label})"
         for w in planned.wants
     ]
+    warnings += [
+        f"{who(left.legacy.container)}: {left.asked} is left to the scheduler when its pods are "
+        f"created: {left.why} ({label})"
+        for left in planned.left
+    ]
     return Result(warnings=tuple(warnings))
 
 
@@ -134,24 +144,37 @@ def _translate_spec(request: Request, ctx: Context, spec: PodSpecRef) -> Result:
     planned.notes[:0] = notes
     if planned.problems:
         return _denial(request, _mode_label(ctx), planned.problems, planned.notes)
-    if not planned.wants:
+    if not planned.wants and not planned.left:
         return ALLOW
     if planned.over_cap is not None:
         return _denial(request, _mode_label(ctx), [planned.over_cap], planned.notes)
     # Nobody else is told whether the claims made here can be allocated: the templates are
     # created by this webhook, so their own admission answers to it, not to the pod's author.
-    # They are judged with the claims the pod already has, all on one node as the scheduler
-    # allocates them: the pod's validation need not judge them again (app.pipeline).
+    # They are judged with the claims the pod already has and the one the scheduler makes for
+    # what is left to it, all on one node as the scheduler allocates them: the pod's validation
+    # need not judge them again (app.pipeline).
     made = _claims_made(planned)
     kept = _claims_kept(spec, planned, request.namespace, ctx) if made else []
-    verdict = satisfiability.pod_verdict(ctx, [*kept, *made], subject(request))
+    mapped = left_to_scheduler(request.kind, spec, ctx) if made else ()
+    verdict = satisfiability.pod_verdict(
+        ctx, [*kept, *made], subject(request), mapped=mapped, spec_path=spec.path
+    )
     if verdict.denied:
         return verdict
+    patch = to_patch(planned) if planned.wants or planned.stale else []
     return Result(
-        patch=(*to_patch(planned), *_annotate(request, spec, planned)),
-        warnings=(*planned.notes, *planned.warnings, *verdict.warnings),
+        patch=(*patch, *(_annotate(request, spec, planned) if planned.wants else ())),
+        warnings=(
+            *planned.notes,
+            *(left.warning() for left in planned.left),
+            *planned.warnings,
+            *verdict.warnings,
+        ),
         templates=tuple(planned.templates.values()),
-        translated=tuple(_rule(w.mapping.source) for w in planned.wants),
+        translated=(
+            *(_rule(w.mapping.source) for w in planned.wants),
+            *(left.rule for left in planned.left),
+        ),
     )
 
 

@@ -90,6 +90,8 @@ class DeviceMapping:
     sharing:<rule>."""
     capacity: tuple[tuple[str, str], ...] = ()
     """`capacity.requests` of each device (a share), as (capacity name, quantity), sorted."""
+    leave: bool | None = None
+    """A `mappings` rule's `leaveToScheduler` (None: unset, `translation.leaveMapped` decides)."""
 
 
 class MappingResolver:
@@ -99,6 +101,8 @@ class MappingResolver:
         self._rules = [
             (rule, compile_re2(rule.resource) if rule.pattern else None) for rule in rules
         ]
+        self.leaves = any(rule.leave_to_scheduler for rule in rules)
+        """Whether a rule asks for its names to be left to the scheduler (`leaveToScheduler`)."""
         self._memo: BoundedCache[str, DeviceMapping | str | None] = BoundedCache(
             CacheName.MAPPINGS, 4096
         )
@@ -112,7 +116,9 @@ class MappingResolver:
         for rule, regex in self._rules:
             if regex is None:
                 if rule.resource == resource:
-                    found = DeviceMapping(rule.device_class_name, rule.selectors)
+                    found = DeviceMapping(
+                        rule.device_class_name, rule.selectors, leave=rule.leave_to_scheduler
+                    )
                     break
                 continue
             match = regex.fullmatch(resource)
@@ -180,7 +186,7 @@ def expand_rule(rule: MappingRule, match: Any) -> DeviceMapping | str:
                 "selector holds characters other than letters, digits, '.', '_' and '-'"
             )
         selectors.append(expanded)
-    return DeviceMapping(device_class, tuple(selectors))
+    return DeviceMapping(device_class, tuple(selectors), leave=rule.leave_to_scheduler)
 
 
 def _selector_capture(value: str) -> bool:

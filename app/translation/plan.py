@@ -23,6 +23,10 @@ The rules (docs/translation.md writes them out for users):
 - A count of zero (`nvidia.com/gpu: 0`) asks for no device: it leaves the container with a
   warning and never becomes a claim (`count: 0` is not a valid count), mapped or not (dra-only,
   which finds no offence in it, reads `legacy_requests` without zeros).
+- With `leave` (translate namespaces, `migrate`), a whole-device request the policy leaves to
+  the scheduler where a DeviceClass maps its name (`translation.leaveMapped`, a rule's
+  `leaveToScheduler`; app.translation.leave says when) stays as written: it is in `left`, not
+  in the claims.
 - A legacy name with no mapping, a count that is not a whole number, limits and requests that
   disagree, a count over the 32 devices a claim can hold (the scheduler's
   AllocationResultsMaxSize: such a claim is never allocated), or a DeviceClass the pod already
@@ -37,41 +41,28 @@ from typing import Any
 from app.allocation import ALLOCATION_RESULTS_MAX_SIZE
 from app.cluster.templates import ManagedTemplates
 from app.cluster.view import ClusterReader, Kind
-from app.config.policy import Translation
 from app.k8s.objects import ContainerRef, PodSpecRef
 from app.translation.existing import dra_classes, existing_claim_names, own_entries
-from app.translation.legacy import (
-    DeviceMapping,
-    LegacyMatcher,
-    LegacyRequest,
-    MappingResolver,
-    is_resource_name,
-    legacy_requests,
-)
+from app.translation.leave import Left, choose, sharing_containers
+from app.translation.legacy import DeviceMapping, LegacyRequest, is_resource_name, legacy_requests
 from app.translation.naming import ClaimNames, tail, who
-from app.translation.sharing import SharingRules
-from app.translation.templates import ClaimTemplate, TemplateBuilder
+from app.translation.rules import TranslationRules
+from app.translation.templates import ClaimTemplate
 from app.translation.wants import Key, Problem, Want, request_key
 from app.translation.wants import count as count_of
 
-__all__ = ["Key", "PlannedClaim", "Problem", "TranslationPlan", "TranslationRules", "Want", "plan"]
+__all__ = [
+    "Key",
+    "Left",
+    "PlannedClaim",
+    "Problem",
+    "TranslationPlan",
+    "TranslationRules",
+    "Want",
+    "plan",
+]
 
 Obj = dict[str, Any]
-
-
-@dataclass(frozen=True, slots=True)
-class TranslationRules:
-    """What translation needs from the policy file, compiled once."""
-
-    legacy: LegacyMatcher
-    mappings: MappingResolver
-    templates: TemplateBuilder
-    config: Translation
-    sharing: SharingRules = field(default_factory=SharingRules)
-    """GPU-sharing names -> consumable-capacity requests (app.translation.sharing)."""
-    unlisted_counts: frozenset[str] = frozenset()
-    """Share count names the legacy list leaves out (HAMi's `nvidia.com/gpu` in a policy that
-    does not list it): a share's fix depends on their amounts, though they are not legacy."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,6 +107,8 @@ class TranslationPlan:
     """Template name -> the ResourceClaimTemplate to create, in first-use order."""
     warnings: list[str] = field(default_factory=list)
     """What was translated into what, one line per legacy request."""
+    left: list[Left] = field(default_factory=list)
+    """Requests left as written for the scheduler to serve from a DeviceClass (`leave`)."""
 
     @property
     def all_problems(self) -> list[Problem]:
@@ -146,12 +139,15 @@ def plan(
     view: ClusterReader,
     *,
     replace_own: bool = False,
+    leave: bool = False,
 ) -> TranslationPlan:
     """Parse counts, resolve mappings, look for DRA conflicts, then plan claims and templates.
 
     With `replace_own`, claims an earlier translation added are not conflicts but output to
     redo: `kubectl apply` (client-side) of a workload translated before sends the legacy
-    request back from its manifest while keeping the claims the webhook added.
+    request back from its manifest while keeping the claims the webhook added. With `leave`
+    (translate namespaces, `migrate`), the requests the policy leaves to the scheduler
+    (`translation.leaveMapped`, `leaveToScheduler`: app.translation.leave) are not translated.
     """
     result = TranslationPlan(spec)
     found = legacy_requests(spec, rules.legacy, zeros=True)  # zeros are removed, not claimed
@@ -160,7 +156,7 @@ def plan(
     if replace_own:
         problems, result.stale = own_entries(spec, namespace, rules.templates.is_own_name, view)
         result.problems += problems
-    _analyse(found, spec, namespace=namespace, rules=rules, view=view, result=result)
+    _analyse(found, spec, namespace=namespace, rules=rules, view=view, result=result, leave=leave)
     if result.wants:
         _Planner(spec, namespace, rules, view, result).add(result.wants)
     return result
@@ -174,6 +170,7 @@ def _analyse(
     rules: TranslationRules,
     view: ClusterReader,
     result: TranslationPlan,
+    leave: bool,
 ) -> None:
     found = [r for r in found if r.container.field != "ephemeralContainers"]
     # ephemeral containers may not have resources at all: the API server rejects them, not us
@@ -184,6 +181,8 @@ def _analyse(
         result.notes += shared.notes
         if shared.want is not None:
             _add(result, shared.want)
+    plain: list[Want] = []
+    leaving = leave and rules.leaves
     for legacy in found:
         key = request_key(legacy)
         if not is_resource_name(legacy.resource):
@@ -206,19 +205,29 @@ def _analyse(
                 )
             )
             continue
-        _add(result, Want(legacy, count, mapping))
-    if not result.wants:
+        if leaving:
+            plain.append(Want(legacy, count, mapping))  # chosen from below, pod by pod
+        else:
+            _add(result, Want(legacy, count, mapping))
+    if plain:
+        chosen = choose(plain, sharing_containers(groups), rules, view)
+        result.left = chosen.left
+        result.notes += chosen.notes
+        for want in chosen.keep:
+            _add(result, want)
+    if not result.wants and not result.left:
         return
     in_use, unknown = dra_classes(spec, namespace, view, skip=result.stale)
-    for want in result.wants:
-        device_class = want.mapping.device_class_name
+    asked = [(w.legacy, w.count, w.mapping.device_class_name) for w in result.wants]
+    asked += [(left.legacy, left.count, left.device_class) for left in result.left]
+    for legacy, count, device_class in asked:
         where = in_use.get(device_class)
-        if where is not None and want.count > 0:
+        if where is not None and count > 0:
             result.problems.append(
                 Problem(
-                    request_key(want.legacy),
-                    want.legacy.path,
-                    f"{want.legacy.resource} maps to DeviceClass {device_class}, which "
+                    request_key(legacy),
+                    legacy.path,
+                    f"{legacy.resource} maps to DeviceClass {device_class}, which "
                     f"this pod already requests through DRA ({where}); ask for all "
                     f"{device_class} devices through resourceClaims, not both ways",
                 )

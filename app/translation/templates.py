@@ -98,6 +98,17 @@ class TemplateBuilder:
             found = self._memo.put(key, self._build(namespace, mapping, count))
         return found
 
+    def adds_to(self, mapping: DeviceMapping, count: int) -> bool:
+        """Whether the hooks (DeviceClass defaults) add to the claim of this shape, so that its
+        template asks for more than `claim_spec` says (app.translation.leave)."""
+        if not self._hooks:
+            return False
+        plain = claim_spec(mapping, count)
+        spec = plain
+        for hook in self._hooks:
+            spec = hook(spec, "")
+        return spec != plain
+
     def _build(self, namespace: str, mapping: DeviceMapping, count: int) -> ClaimTemplate:
         spec = claim_spec(mapping, count)
         for hook in self._hooks:

@@ -133,6 +133,12 @@ def _context(where: Pipeline, ns: str) -> Context:
         pytest.param("ml-audit", "", [GPU, IMPLICIT], id="audit: all as written"),
         pytest.param("default", "", [GPU, IMPLICIT], id="no mode: all as written"),
         pytest.param("ml-research", "", [IMPLICIT], id="translate rewrites the legacy name"),
+        pytest.param(
+            "ml-research",
+            "translation: {leaveMapped: true}",
+            [GPU, IMPLICIT],
+            id="translate leaves it to the scheduler when the policy says so",
+        ),
         pytest.param("gpu-e2e", "", [IMPLICIT], id="dra-only denies the legacy name"),
         pytest.param(
             "gpu-e2e", "draOnly: {mappedNames: allow}", [GPU, IMPLICIT], id="dra-only allows it"
