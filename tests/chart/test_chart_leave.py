@@ -1,0 +1,292 @@
+"""Names translation leaves to the scheduler, as the chart renders them (real helm): in translate
+namespaces the ValidatingAdmissionPolicy refuses legacy names on a pod the mutating call judged
+(a later mutation added them), but not a name the policy leaves where a DeviceClass maps it
+(`policy.translation.leaveMapped`, `policy.mappings[].leaveToScheduler`). The policy cannot see
+DeviceClasses, so the chart renders which names may be left from the values; shares and rules
+with selectors (MIG profiles) are never left, so they are still refused.
+
+Pods go through the real pipeline with the chart's own policy and a class that maps
+`nvidia.com/gpu`; the admission policy's CEL is evaluated on both backends of this project's
+engine, against the pod as the pipeline answered it, then as a later mutation changed it.
+"""
+
+from __future__ import annotations
+
+import copy
+import functools
+import re
+import subprocess
+from collections.abc import Callable
+from typing import Any
+
+import jsonpatch
+import orjson
+import pytest
+import yaml
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from app.cel.engine import ADMISSION, ADMISSION_MESSAGE, BACKENDS
+from app.cel.factory import get_engine
+from app.config.policy import parse_policy
+from app.pipeline import Endpoint, Pipeline
+from app.policies.translate_judged import JUDGED_ANNOTATION
+from app.transport.review import decode_review
+from tests.assets import k8s_tool
+from tests.chart.test_chart_one_call import CHART, NAMESPACE, RELEASE
+from tests.helpers import DEMO_NAMESPACES, make_pipeline, wrap
+from tests.policies.mapped_objects import mapping_class
+
+Obj = dict[str, Any]
+NS = "ml-research"
+GPU = "nvidia.com/gpu"
+LEAVE = ("--set", "policy.translation.leaveMapped=true")
+OWN_CLASS = {
+    "apiVersion": "resource.k8s.io/v1",
+    "kind": "DeviceClass",
+    "metadata": {"name": "nic.example.com"},
+    "spec": {"selectors": [{"cel": {"expression": 'device.driver == "nic.example.com"'}}]},
+}
+OWN_CLAIM = {
+    "apiVersion": "resource.k8s.io/v1",
+    "kind": "ResourceClaim",
+    "metadata": {"name": "mine", "namespace": NS},
+    "spec": {
+        "devices": {"requests": [{"name": "n", "exactly": {"deviceClassName": "nic.example.com"}}]}
+    },
+}
+
+by_backend = pytest.mark.parametrize("backend", BACKENDS)
+
+
+@functools.cache
+def _render(*args: str) -> tuple[Obj, ...]:
+    result = subprocess.run(
+        [k8s_tool("helm"), "template", RELEASE, str(CHART), "-n", NAMESPACE, *args],
+        check=False, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    return tuple(doc for doc in yaml.safe_load_all(result.stdout) if doc)
+
+
+def _admission_policy(*args: str) -> Obj:
+    (found,) = [d for d in _render(*args) if d["kind"] == "ValidatingAdmissionPolicy" and
+                d["metadata"]["name"].endswith("-dra-only")]  # fmt: skip
+    return found
+
+
+@functools.cache
+def _pipeline(*args: str) -> Pipeline:
+    (config,) = [d for d in _render(*args) if d["kind"] == "ConfigMap"]
+    policy = parse_policy(config["data"]["policy.yaml"], "the chart's ConfigMap")
+    amd = mapping_class("gpu.amd.com", "amd.com/gpu")
+    return make_pipeline([*DEMO_NAMESPACES, mapping_class(), amd, OWN_CLASS, OWN_CLAIM], policy)
+
+
+def _inline(policy: Obj, expression: str) -> str:
+    known = {
+        v["name"]: v["expression"] if v["name"].startswith("legacy") else f"({v['expression']})"
+        for v in policy["spec"]["variables"]
+    }
+    pattern = re.compile(r"\bvariables\.(\w+)")
+    while pattern.search(expression):
+        expression = pattern.sub(lambda m: known[m.group(1)], expression)
+    return expression
+
+
+@functools.cache
+def _compile(expression: str, backend: str, message: bool = False) -> Callable[[Obj], Any]:
+    engine = get_engine(backend)
+    environment = ADMISSION_MESSAGE if message else ADMISSION
+    program = engine.compile(expression, environment)
+
+    def evaluate(variables: Obj) -> Any:
+        return program.evaluate(engine.activation(environment, {**variables, "params": None}))
+
+    return evaluate
+
+
+def _verdict(pod: Obj, mode: str, backend: str, *args: str) -> tuple[bool, str]:
+    policy = _admission_policy(*args)
+    variables = {
+        "object": pod,
+        "oldObject": None,
+        "request": {
+            "kind": {"group": "", "version": "v1", "kind": "Pod"},
+            "namespace": NS,
+            "operation": "CREATE",
+        },
+        "namespaceObject": {"metadata": {"name": NS, "labels": {"gpu-mode": mode}}},
+    }
+    (validation,) = policy["spec"]["validations"]
+    if _compile(_inline(policy, validation["expression"]), backend)(variables):
+        return True, ""
+    text = _compile(_inline(policy, validation["messageExpression"]), backend, True)(variables)
+    return False, str(text)
+
+
+def _pod(*containers: Obj, claims: bool = True) -> Obj:
+    spec: Obj = {
+        "containers": [
+            {"name": "nic", "image": "i", "resources": {"claims": [{"name": "n"}]}},
+            *containers,
+        ]
+    }
+    if claims:
+        spec["resourceClaims"] = [{"name": "n", "resourceClaimName": "mine"}]
+    else:
+        spec["containers"] = list(containers)
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "p", "namespace": NS},
+        "spec": spec,
+    }
+
+
+def _asks(name: str, **limits: str) -> Obj:
+    asked = {k: str(v) for k, v in limits.items()}
+    return {"name": name, "image": "cuda", "resources": {"limits": asked, "requests": dict(asked)}}
+
+
+def _gpu(name: str = "cuda", count: int = 2) -> Obj:
+    return _asks(name, **{GPU: str(count)})
+
+
+def _mutated(pod: Obj, *args: str) -> Obj:
+    decision = _pipeline(*args).review(Endpoint.MUTATE, decode_review(orjson.dumps(wrap(pod))))
+    assert decision.allowed, decision.message
+    patched: Obj = jsonpatch.apply_patch(pod, list(decision.patch))
+    return patched
+
+
+def _added(pod: Obj, container: Obj) -> Obj:
+    changed = copy.deepcopy(pod)
+    changed["spec"]["containers"].append(container)
+    return changed
+
+
+# -- what the webhook leaves the admission policy lets through --------------------------------
+
+
+@by_backend
+def test_a_judged_pod_with_a_name_left_to_the_scheduler_is_not_refused(backend: str) -> None:
+    judged = _mutated(_pod(_gpu()), *LEAVE)
+    assert judged["metadata"]["annotations"][JUDGED_ANNOTATION] == "c:mine"
+    assert judged["spec"]["containers"][1]["resources"]["limits"] == {GPU: "2"}  # left
+    assert _verdict(judged, "translate", backend, *LEAVE) == (True, "")
+    # without the switch the same pod, as written after a judged call, is refused: the chart
+    # held every legacy name of a judged pod to be a later mutation's
+    allowed, message = _verdict(judged, "translate", backend)
+    assert not allowed
+    assert "container cuda asks for nvidia.com/gpu: 2 -> use DeviceClass gpu.nvidia.com" in message
+
+
+ADDED_AFTER = [
+    ("a MIG profile (a rule with selectors)", _asks("slice", **{"nvidia.com/mig-1g.10gb": "1"})),
+    ("a share's memory (HAMi)", _asks("share", **{GPU: "1", "nvidia.com/gpumem": "4000"})),
+    ("a time-slicing replica name", _asks("ts", **{"nvidia.com/gpu.shared": "2"})),
+]
+
+
+@by_backend
+@pytest.mark.parametrize(("case", "container"), ADDED_AFTER, ids=[c[0] for c in ADDED_AFTER])
+def test_names_the_policy_never_leaves_added_after_the_mutating_call_are_refused(
+    case: str, container: Obj, backend: str
+) -> None:
+    judged = _mutated(_pod(_gpu()), *LEAVE)
+    allowed, message = _verdict(_added(judged, container), "translate", backend, *LEAVE)
+    assert not allowed, case
+    assert message.startswith(
+        f"namespace {NS} translates device-plugin requests into DRA claims (gpu-mode=translate), "
+        "but the pod asks for legacy extended resources again after dra-webhook translated it: "
+    ), message
+    assert "container cuda asks" not in message  # the left request is no offence
+
+
+RULES = [
+    (
+        "leaveMapped, the rule says no",
+        ("--set", "policy.translation.leaveMapped=true", "--set-json",
+         'policy.mappings=[{"resource": "nvidia.com/gpu", "deviceClassName": "gpu.nvidia.com",'
+         ' "leaveToScheduler": false}]'),
+        {GPU: False, "amd.com/gpu": True},
+    ),
+    (
+        "one rule asks for it",
+        ("--set-json",
+         'policy.mappings=[{"resource": "nvidia.com/gpu", "deviceClassName": "gpu.nvidia.com",'
+         ' "leaveToScheduler": true}, {"resource": "amd.com/gpu", "deviceClassName": "gpu.amd.com"}]'),
+        {GPU: True, "amd.com/gpu": False},
+    ),
+]  # fmt: skip
+
+
+@by_backend
+@pytest.mark.parametrize(("case", "args", "left"), RULES, ids=[r[0] for r in RULES])
+def test_the_first_rule_that_matches_a_name_decides_as_the_webhook_does(
+    case: str, args: tuple[str, ...], left: dict[str, bool], backend: str
+) -> None:
+    for name, is_left in left.items():
+        judged = _mutated(_pod(_asks("cuda", **{name: "1"})), *args)
+        still_there = "limits" in judged["spec"]["containers"][1].get("resources", {})
+        assert still_there is is_left, (case, name)
+        # what the webhook left is let through; a name it translates, added back, is refused
+        added = judged if is_left else _added(judged, _asks("again", **{name: "1"}))
+        assert _verdict(added, "translate", backend, *args)[0] is is_left, (case, name)
+
+
+@by_backend
+def test_dra_only_and_audit_namespaces_are_unchanged_by_the_switch(backend: str) -> None:
+    plain = _pod(_gpu(), claims=False)
+    assert not _verdict(plain, "dra-only", backend, *LEAVE)[0]
+    assert not _verdict(plain, "audit", backend, *LEAVE)[0]  # (its binding only warns)
+
+
+def test_without_anything_to_leave_the_admission_policy_is_rendered_as_before() -> None:
+    default, off = (
+        _admission_policy(),
+        _admission_policy("--set", "policy.translation.leaveMapped=false"),
+    )
+    assert default == off
+    assert "legacyShareWith)) &&" not in str(default["spec"]["validations"])
+    assert "legacyShareWith)) &&" in str(_admission_policy(*LEAVE)["spec"]["validations"])
+
+
+def test_the_values_schema_refuses_a_switch_that_is_not_a_boolean() -> None:
+    result = subprocess.run(
+        [k8s_tool("helm"), "template", RELEASE, str(CHART),
+         "--set", "policy.translation.leaveMapped=maybe"],
+        check=False, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert result.returncode != 0
+    assert "leaveMapped" in result.stderr
+
+
+# -- over generated pods: the admission policy never refuses what the webhook left -------------
+
+NAMES = [GPU, "amd.com/gpu", "nvidia.com/mig-1g.10gb", "nvidia.com/gpumem", "nvidia.com/gpu.shared"]
+
+
+@st.composite
+def _pods(draw: st.DrawFn) -> Obj:
+    containers = []
+    for index in range(draw(st.integers(1, 3))):
+        asked = draw(st.dictionaries(st.sampled_from(NAMES), st.integers(1, 3), max_size=2))
+        containers.append(_asks(f"c{index}", **{k: str(v) for k, v in asked.items()}))
+    init = draw(st.booleans())
+    pod = _pod(*containers, claims=draw(st.booleans()))
+    if init:
+        pod["spec"]["initContainers"] = [_asks("warm", **{GPU: "1"})]
+    return pod
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@settings(max_examples=40, deadline=None)
+@given(pod=_pods())
+def test_a_pod_the_webhook_judged_is_never_refused_for_what_it_left(backend: str, pod: Obj) -> None:
+    decision = _pipeline(*LEAVE).review(Endpoint.MUTATE, decode_review(orjson.dumps(wrap(pod))))
+    if not decision.allowed or not decision.vouched:
+        return  # denied, or not judged whole: the admission policy leaves it to the webhook
+    admitted = jsonpatch.apply_patch(pod, list(decision.patch))
+    assert _verdict(admitted, "translate", backend, *LEAVE) == (True, ""), decision.warnings
