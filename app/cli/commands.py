@@ -228,5 +228,6 @@ def run_migrate(args: argparse.Namespace) -> int:
         write=args.write,
         templates_out=args.templates_out,
         tools={"kubectl": args.kubectl, "helm": args.helm},
+        leave_mapped=args.leave_mapped,
     )
     return migrate.main(options, args.config, args.cluster_file, sys.stdout, sys.stderr)

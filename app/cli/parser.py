@@ -193,6 +193,13 @@ def build() -> argparse.ArgumentParser:
         default=None,
         help="write the ResourceClaimTemplates here, not next to the objects using them",
     )
+    migrate.add_argument(
+        "--leave-mapped",
+        action="store_true",
+        help="leave a legacy name as written where a DeviceClass of --cluster-file maps it and "
+        "the scheduler serves it alike (as the policy's translation.leaveMapped: true); says "
+        "what it left",
+    )
     migrate.add_argument("--kubectl", default="kubectl", help="renders kustomize overlays")
     migrate.add_argument("--helm", default="helm", help="renders Helm charts")
     live = report.add_mutually_exclusive_group()

@@ -115,6 +115,8 @@ class Rewritten:
     before: str
     after: str
     problems: list[Problem] = field(default_factory=list)
+    left: list[Problem] = field(default_factory=list)
+    """Requests left as written for the scheduler (`--leave-mapped`), where and why."""
     templates_elsewhere: list[Obj] = field(default_factory=list)
     """Templates for `--templates-out` (or, for a single JSON object, a file next to it)."""
 
@@ -190,6 +192,9 @@ def _rewrite_document(
                 Problem(file, index, prefix + p, m, describe(wanted)) for p, m in outcome.problems
             ]
             continue
+        result.left += [
+            Problem(file, index, prefix + p, m, describe(wanted)) for p, m in outcome.left
+        ]
         if outcome.rewritten is None:
             continue
         if _edit(loaded, prefix, current, set_obj, outcome.rewritten) is None:
@@ -369,6 +374,9 @@ def _rewrite_json(
                 Problem(str(path), 0, prefix + p, m, describe(obj)) for p, m in outcome.problems
             ]
             continue
+        result.left += [
+            Problem(str(path), 0, prefix + p, m, describe(obj)) for p, m in outcome.left
+        ]
         if outcome.rewritten is None:
             continue
         changed = True

@@ -1,7 +1,8 @@
 """One manifest object through translation: the object it becomes, its templates, or why not.
 
-This is the webhook's translation as it is (`app.translation.plan` and `manifest.write`), with
-two differences that come from Git rather than from admission: templates get readable names
+This is the webhook's translation as it is (`app.translation.plan` and `manifest.write`: the
+requests the policy leaves to the scheduler are left in the manifest too), with two differences
+that come from Git rather than from admission: templates get readable names
 (`TemplateBuilder.readable()`), and an object that names no namespace is translated in none —
 its templates name none either, so they land wherever the object is applied.
 """
@@ -64,6 +65,9 @@ class Outcome:
     templates: list[Obj] = field(default_factory=list)
     problems: list[tuple[str, str]] = field(default_factory=list)
     """(field path, message) for each request that cannot be translated."""
+    left: list[tuple[str, str]] = field(default_factory=list)
+    """(field path, why) for each request left to the scheduler (`--leave-mapped`, or the
+    policy's `translation.leaveMapped`: app/translation/leave.py)."""
 
 
 def objects_of(document: Any) -> Iterator[tuple[str, Any]]:
@@ -103,15 +107,21 @@ def translate(obj: Obj, rules: Rules) -> Outcome:
     outcome = Outcome()
     try:
         found = rules.catalogue.templates(group, kind, obj)
-        plans = [plan(t.spec, namespace_of(obj), rules.translation, rules.view) for t in found]
+        plans = [
+            plan(t.spec, namespace_of(obj), rules.translation, rules.view, leave=True)
+            for t in found
+        ]
         findings = rules.findings(obj)
     except ObjectShapeError as exc:
         outcome.problems.append((exc.path, exc.message))
         return outcome
     outcome.problems = [(p.path, p.message) for planned in plans for p in planned.all_problems]
     outcome.problems += [(f.path, f.message) for f in findings]
+    if outcome.problems:
+        return outcome
+    outcome.left = [(x.legacy.path, f"{x.legacy.amount}: {x.why}") for p in plans for x in p.left]
     wanted = [planned for planned in plans if planned.wants]
-    if outcome.problems or not wanted:
+    if not wanted:
         return outcome
     rewritten = obj
     for planned in wanted:

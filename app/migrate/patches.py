@@ -61,6 +61,7 @@ class Patch:
 class Patched:
     patches: list[Patch] = field(default_factory=list)
     problems: list[Problem] = field(default_factory=list)
+    left: list[Problem] = field(default_factory=list)
 
 
 def patch_folder(
@@ -97,6 +98,9 @@ def patch_folder(
                     Problem(where, index, prefix + p, m) for p, m in outcome.problems
                 ]
                 continue
+            result.left += [
+                Problem(where, index, prefix + p, m, describe(before)) for p, m in outcome.left
+            ]
             if outcome.rewritten is None and not upgrade.edits:
                 continue
             result.patches.append(

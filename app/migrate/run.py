@@ -7,7 +7,8 @@ Folders that are kustomize overlays or Helm charts are not walked: they get patc
 stderr with file, document index and field path, and left untouched), else with `--diff` 1 when
 something would change, else 0.
 
-Warnings go to stderr too, one line each, and leave the exit code alone: what translation removes
+Warnings go to stderr too, one line each, and leave the exit code alone (and so do the requests
+left as written for the scheduler to serve, `--leave-mapped`): what translation removes
 without a claim (a compute limit no device of the class has a capacity for), as admission warns
 about it; and a file that references a ResourceClaimTemplate this run wrote only into a file of
 another folder (a GitOps app that applies one folder would create the workload without it).
@@ -46,6 +47,9 @@ class Options:
     templates_out: Path | None = None
     tools: dict[str, str] = field(default_factory=dict)
     """kubectl and helm, for overlays and charts."""
+    leave_mapped: bool = False
+    """`--leave-mapped`: leave a legacy name a DeviceClass of the cluster file maps as written
+    where the scheduler serves it alike (as `translation.leaveMapped: true`)."""
 
 
 @dataclass(slots=True)
@@ -57,6 +61,8 @@ class Outcome:
     problems: list[Problem] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     """Printed on stderr; they do not change the exit code."""
+    left: list[Problem] = field(default_factory=list)
+    """Requests left to the scheduler; printed on stderr, the exit code left alone."""
 
     @property
     def changed(self) -> list[Rewritten]:
@@ -65,7 +71,7 @@ class Outcome:
 
 def migrate(options: Options, rules: Rules) -> Outcome:
     """Translate every file and folder of `options.paths` (nothing is written here)."""
-    rules = for_migrate(rules)
+    rules = for_migrate(rules, leave_mapped=options.leave_mapped)
     files, sources = _collect(options.paths)
     texts: dict[Path, str] = {}
     outcome = Outcome()
@@ -86,6 +92,7 @@ def migrate(options: Options, rules: Rules) -> Outcome:
         result = rewrite(path, text, rules, templates, apart=out is not None)
         outcome.files.append(result)
         outcome.problems += result.problems
+        outcome.left += result.left
         if out is not None or path.suffix.lower() != ".json":
             apart += result.templates_elsewhere
         elif result.templates_elsewhere:  # one JSON object: its templates go next to it
@@ -94,6 +101,7 @@ def migrate(options: Options, rules: Rules) -> Outcome:
         patched = patch_folder(folder, what, rules, templates, options.tools)
         outcome.patches += patched.patches
         outcome.problems += patched.problems
+        outcome.left += patched.left
         if out is not None:
             apart += [t for p in patched.patches for t in p.templates]
             for p in patched.patches:
@@ -108,13 +116,17 @@ def migrate(options: Options, rules: Rules) -> Outcome:
     return outcome
 
 
-def for_migrate(rules: Rules) -> Rules:
+def for_migrate(rules: Rules, *, leave_mapped: bool = False) -> Rules:
     """The rules as `migrate` runs them: a manifest asking only for `nvidia.com/gpu: 0` is
     rewritten too (the zero removed, as admission removes it), and compute limits see which
-    capacities the cluster file's devices publish."""
+    capacities the cluster file's devices publish. `leave_mapped`: as the policy's
+    `translation.leaveMapped: true` (`--leave-mapped`)."""
     rules.view.derived(PublishedCapacities)
-    legacy = rules.translation.legacy.keeping_zeros()
-    return replace(rules, translation=replace(rules.translation, legacy=legacy))
+    translation = replace(rules.translation, legacy=rules.translation.legacy.keeping_zeros())
+    if leave_mapped:
+        config = translation.config.model_copy(update={"leave_mapped": True})
+        translation = replace(translation, config=config)
+    return replace(rules, translation=translation)
 
 
 def report(outcome: Outcome, options: Options, stdout: TextIO, stderr: TextIO) -> int:
@@ -130,6 +142,8 @@ def report(outcome: Outcome, options: Options, stdout: TextIO, stderr: TextIO) -
         stdout.write(render_patch(patch))
     for warning in outcome.warnings:
         print(f"migrate: warning: {warning}", file=stderr)
+    for left in outcome.left:
+        print(f"migrate: left to the scheduler: {left}", file=stderr)
     for problem in outcome.problems:
         print(f"migrate: not translated: {problem}", file=stderr)
     if outcome.problems:
@@ -241,7 +255,10 @@ def _notes(rewritten: Rewritten, rules: Rules) -> list[str]:
             group, kind = group_kind(obj)
             try:
                 specs = rules.catalogue.specs(group, kind, obj)
-                plans = [plan(s, namespace_of(obj), rules.translation, rules.view) for s in specs]
+                plans = [
+                    plan(s, namespace_of(obj), rules.translation, rules.view, leave=True)
+                    for s in specs
+                ]
             except ObjectShapeError:
                 continue  # reported as not translated
             where = Problem(str(rewritten.path), index, "", "", describe(obj))

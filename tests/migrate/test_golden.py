@@ -1,8 +1,12 @@
 """Golden tests: realistic manifests through `migrate --diff`, `--write` and a second run.
 
-Each file under golden/manifests/ and golden/versions/ is one case; golden/expected/ holds what `--diff` prints
+Each file under golden/manifests/, golden/versions/ and golden/leave-mapped/ is one case;
+golden/expected/ holds what `--diff` prints
 (`<name>.diff`), what the file reads after `--write` (`<name>`, absent when nothing changes)
-and what is reported as not translated (`<name>.stderr`, absent when everything translates).
+and what is reported on stderr (`<name>.stderr`: not translated, warnings, left to the
+scheduler; absent when there is nothing to say). The leave-mapped cases run with
+`--leave-mapped --cluster-file golden/leave-mapped.cluster.yaml` (a class that maps
+`nvidia.com/gpu`).
 A new case is one manifest file: `UPDATE_GOLDEN=1 pytest tests/migrate/test_golden.py` writes
 its expected files, to be read and committed with it.
 """
@@ -20,12 +24,21 @@ from tests.migrate.helpers import GOLDEN, Run
 
 MANIFESTS = [
     f"{folder}/{p.name}"
-    for folder in ("manifests", "versions")
+    for folder in ("manifests", "versions", "leave-mapped")
     for p in sorted((GOLDEN / folder).iterdir())
 ]
 """manifests/: device-plugin requests; versions/: DRA objects written for resource.k8s.io before
 v1 (kept apart: the control-plane suite applies manifests/ as rewritten, and some of these are
-meant to stay unconvertible)."""
+meant to stay unconvertible); leave-mapped/: `--leave-mapped` beside a class that maps
+nvidia.com/gpu."""
+ARGS = {
+    "leave-mapped": (
+        "--leave-mapped",
+        "--cluster-file",
+        str(GOLDEN / "leave-mapped.cluster.yaml"),
+    )
+}
+"""The arguments a folder's cases run with."""
 EXPECTED = GOLDEN / "expected"
 UPDATE = os.environ.get("UPDATE_GOLDEN") == "1"
 
@@ -53,19 +66,20 @@ def test_a_golden_manifest_migrates_as_expected_and_a_second_run_changes_nothing
     folder = workdir(case)
     name = Path(case).name
     original = (folder / name).read_text()
+    args = ARGS.get(Path(case).parent.name, ())
 
-    diff = migrate("--diff", name)
+    diff = migrate("--diff", *args, name)
     _expect(f"{name}.diff", diff.stdout or None)
     _expect(f"{name}.stderr", diff.stderr or None)
     failed = "migrate: not translated:" in diff.stderr  # warnings leave the exit code alone
     assert diff.code == (2 if failed else 1 if diff.stdout else 0)
 
-    written = migrate("--write", name)
+    written = migrate("--write", *args, name)
     assert written.code == (2 if failed else 0)
     after = (folder / name).read_text()
     _expect(name, after if after != original else None)
 
-    again = migrate("--diff", name)
+    again = migrate("--diff", *args, name)
     assert again.stdout == ""
     assert again.code == (2 if failed else 0)
     assert (folder / name).read_text() == after

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.migrate.helpers import Run
+from tests.migrate.helpers import GOLDEN, Run
 
 GPU_POD = """\
 apiVersion: v1
@@ -255,3 +255,51 @@ def test_a_manifest_asking_only_for_zero_gpus_loses_the_zero_and_gets_no_claim(
     text = (tmp_path / "p.yaml").read_text()
     assert "nvidia.com/gpu" not in text
     assert "ResourceClaimTemplate" not in text and "claims" not in text
+
+
+CLUSTER = GOLDEN / "leave-mapped.cluster.yaml"
+"""A class that maps nvidia.com/gpu (spec.extendedResourceName)."""
+LEFT = (
+    "migrate: left to the scheduler: a.yaml#0 (Pod ml/a): spec.containers[0].resources.limits"
+    "[nvidia.com/gpu]: 2: DeviceClass gpu.nvidia.com maps it (extendedResourceName)\n"
+)
+
+
+@pytest.mark.parametrize(
+    ("policy", "args"),
+    [
+        pytest.param("", ("--leave-mapped",), id="--leave-mapped"),
+        pytest.param("translation: {leaveMapped: true}\n", (), id="the policy's leaveMapped"),
+        pytest.param(
+            "mappings: [{resource: nvidia.com/gpu, deviceClassName: gpu.nvidia.com, "
+            "leaveToScheduler: true}]\n",
+            (),
+            id="a mapping's leaveToScheduler",
+        ),
+    ],
+)
+def test_a_name_a_class_maps_is_left_as_admission_leaves_it_and_said_so(
+    tmp_path: Path, migrate: Callable[..., Run], policy: str, args: tuple[str, ...]
+) -> None:
+    (tmp_path / "a.yaml").write_text(GPU_POD.format(name="a", count=2))
+    (tmp_path / "policy.yaml").write_text(policy or "{}\n")
+    config = ("--config", "policy.yaml", "--cluster-file", str(CLUSTER))
+    assert migrate(*config, *args, "a.yaml") == Run(0, "", LEFT)
+    assert migrate(*config, *args, "--write", "a.yaml") == Run(0, "", LEFT)
+    assert (tmp_path / "a.yaml").read_text() == GPU_POD.format(name="a", count=2)
+
+
+def test_leave_mapped_changes_nothing_without_a_class_that_maps_the_name_or_against_a_rule(
+    tmp_path: Path, migrate: Callable[..., Run]
+) -> None:
+    (tmp_path / "a.yaml").write_text(GPU_POD.format(name="a", count=2))
+    no_class = migrate("--leave-mapped", "a.yaml")
+    assert (no_class.code, no_class.stderr) == (1, "")
+    assert "resourceClaimTemplateName: dra-gpu-nvidia-com-2" in no_class.stdout
+    (tmp_path / "policy.yaml").write_text(
+        "mappings: [{resource: nvidia.com/gpu, deviceClassName: gpu.nvidia.com, "
+        "leaveToScheduler: false}]\n"
+    )
+    config = ("--config", "policy.yaml", "--cluster-file", str(CLUSTER))
+    against = migrate(*config, "--leave-mapped", "a.yaml")
+    assert (against.code, against.stderr) == (1, "")
