@@ -5,7 +5,9 @@ For each size: N node-local slices of 8 GPUs shaped like the NVIDIA driver's, 2 
 per slice in 20 dra-only namespaces, all created (concurrently) before the webhook starts; then
 server-side dry-run creates of ResourceClaims, sequential: the first claim, ~200 new shapes,
 ~200 repeats of one shape, ~200 repeats each right after one slice changed. Prints one table
-row per size (docs/benchmarks.md, "Scale"), progress and the server log's warnings on stderr.
+row per size (docs/benchmarks.md, "Scale"), with the first claim against the new shapes' p99
+after it (what warm-up before ready is for: app/devices/warm.py), progress and the server log's
+warnings on stderr.
 
 - ready: from spawning the server process to its health port's /readyz answering 200 (polled
   every 10 ms; the probe listener has its own thread, so the poll never waits behind the sync).
@@ -319,12 +321,15 @@ def run_size(slices: int, series: int, workdir: Path, profile: Path | None = Non
         for line in [*failures, *_problems(webhook.server.log)][:20]:
             _log(f"  ! {line[:400]}")
         first_text = f"{first:,.0f} ms" if first is not None else "failed"
+        # the goal: a first claim after a start costs what any new shape does (<= 1.5x its p99)
+        ratio = f"{first / _pct(new, 0.99):.2f}x" if first is not None else "-"
         return (
             f"| {slices:,} | {8 * slices:,} | {readiness.seconds:.2f} s "
             f"| {readiness.rss:.0f} -> {rss_after:.0f} MiB "
             f"| {first_text} | {_pct(new, 0.5):.1f} / {_pct(new, 0.99):.1f} ms "
             f"| {_pct(repeated, 0.5):.1f} ms | {_pct(after, 0.5):.1f} / {_pct(after, 0.99):.1f} ms |"
-            f"  (ready after {readiness.cpu:.1f} s of the server's CPU; "
+            f"  (1st claim / new-shape p99 {ratio}; "
+            f"ready after {readiness.cpu:.1f} s of the server's CPU; "
             f"health port up {readiness.listening or 0:.2f} s after start; "
             f"first review through the API server {called:.2f} s after start; "
             f"{len(failures)} refused; objects created in {made:.0f} s)"
