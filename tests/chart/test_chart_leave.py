@@ -253,6 +253,18 @@ def test_without_anything_to_leave_the_admission_policy_is_rendered_as_before() 
     assert "legacyShareWith)) &&" in str(_admission_policy(*LEAVE)["spec"]["validations"])
 
 
+@pytest.mark.parametrize("args", [(), LEAVE], ids=["default", "leaveMapped"])
+def test_each_variable_of_the_admission_policy_reads_only_those_before_it(
+    args: tuple[str, ...],
+) -> None:
+    """The API server compiles a variable with the ones declared before it only (this engine
+    inlines them all, so it would not notice): `mode` comes before the offences that read it."""
+    names = [v["name"] for v in _admission_policy(*args)["spec"]["variables"]]
+    for index, variable in enumerate(_admission_policy(*args)["spec"]["variables"]):
+        used = set(re.findall(r"\bvariables\.(\w+)", variable["expression"]))
+        assert used <= set(names[:index]), (variable["name"], used - set(names[:index]))
+
+
 def test_the_values_schema_refuses_a_switch_that_is_not_a_boolean() -> None:
     result = subprocess.run(
         [k8s_tool("helm"), "template", RELEASE, str(CHART),

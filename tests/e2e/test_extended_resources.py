@@ -21,6 +21,16 @@ every pod that asks for an extended resource in dra-only and audit namespaces.
   ResourceQuota, counted with its mapped pods, is refused with the arithmetic;
 - `report --kubeconfig` says the pod is served by DRA through that class, and that no node needs
   a device plugin for it.
+
+A third webhook (release `dra-webhook-leave`, label `gpu-mode-leave`) translates with
+`policy.translation.leaveMapped: true`; its chart renders the admission policy, whose translate
+binding refuses legacy names on pods the webhook judged, except the names the policy leaves:
+
+- in a translate namespace a plain `nvidia.com/gpu: 1` pod is left as written, with the warning
+  that names the class, and the scheduler serves it through its own claim;
+- a MIG pod and a HAMi share pod in the same namespace are still translated and scheduled;
+- a pod with a claim of its own (judged whole by the mutating call, so held by the admission
+  policy) and a left `nvidia.com/gpu` is admitted, not refused, and scheduled with both.
 """
 
 from __future__ import annotations
@@ -131,6 +141,92 @@ def mapped_webhook(
         for doc in configurations:
             kube.delete(doc["kind"], doc["metadata"]["name"])
         stop_server(server)
+
+
+LEAVE_LABEL = "gpu-mode-leave"
+LEAVE_RELEASE = "dra-webhook-leave"
+LEAVE_VALUES = {
+    "webhook": {"namespaceScope": "labelled", "deviceClasses": False},
+    "policy": {"namespaceModes": {"label": LEAVE_LABEL}, "translation": {"leaveMapped": True}},
+}
+LEFT = (
+    "container cuda: left nvidia.com/gpu: 1 to the scheduler: DeviceClass gpu.nvidia.com maps it "
+    "(extendedResourceName)"
+)
+
+
+@pytest.fixture(scope="module")
+def leaving_webhook(
+    control_plane: ControlPlane,
+    kube: Kube,
+    helm: str,
+    mapping: None,
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[Mapped]:
+    """`dra-webhook serve` translating with `translation.leaveMapped: true`, registered with the
+    chart's webhook configurations and its admission policy for release `LEAVE_RELEASE`."""
+    workdir = tmp_path_factory.mktemp("leaving-webhook")
+    values = workdir / "values.yaml"
+    values.write_text(yaml.safe_dump(LEAVE_VALUES))
+
+    def render(*args: str) -> list[Obj]:
+        result = subprocess.run(
+            [helm, "template", LEAVE_RELEASE, str(CHART), "-n", NAMESPACE, "-f", str(values),
+             *args],
+            capture_output=True, text=True, check=False, timeout=120,
+        )  # fmt: skip
+        assert result.returncode == 0, result.stderr
+        return [doc for doc in yaml.safe_load_all(result.stdout) if doc]
+
+    (config,) = render("--show-only=templates/configmap.yaml")
+    policy = workdir / "policy.yaml"
+    policy.write_text(config["data"]["policy.yaml"])
+    server = start_server(
+        workdir,
+        "--kubeconfig", str(control_plane.kubeconfig(WEBHOOK)), "--config", str(policy),
+        env=ENV,
+    )  # fmt: skip
+    ca_bundle = base64.b64encode((server.cert_dir / "ca.crt").read_bytes()).decode()
+    configurations = render(
+        "--show-only=templates/webhooks.yaml",
+        "--show-only=templates/admissionpolicy.yaml",
+        f"--set=webhook.url={server.base_url}",
+        f"--set=webhook.caBundle={ca_bundle}",
+    )
+    assert "ValidatingAdmissionPolicy" in {doc["kind"] for doc in configurations}
+    for doc in configurations:
+        kube.apply(doc)
+    running = Mapped(server, configurations, policy)
+    try:
+        _wait_until_leaving(kube)
+        yield running
+    finally:
+        for doc in reversed(configurations):
+            kube.delete(doc["kind"], doc["metadata"]["name"])
+        stop_server(server)
+
+
+def _wait_until_leaving(kube: Kube) -> None:
+    """The API server calls the journey's leaving webhook (a plain pod comes back with the
+    warning, its view has the class's mapping) and holds pods to its admission policy (a judged
+    pod that asks for a MIG profile is refused: tests/chart/test_chart_leave.py)."""
+    probe = "leaving-webhook-probe"
+    kube.namespace(probe, **{LEAVE_LABEL: "translate"})
+    kube.namespace(f"{probe}-dra-only", **{LEAVE_LABEL: "dra-only"})
+
+    def left() -> bool:
+        answer = kube.create(o.pod("probe", probe, _gpus(1)), dry_run=True)
+        return any("to the scheduler: DeviceClass" in w for w in answer.warnings)
+
+    def enforced() -> bool:
+        try:
+            kube.create(o.pod("probe", f"{probe}-dra-only", _gpus(1)), dry_run=True)
+        except ApiError as error:
+            return f"ValidatingAdmissionPolicy '{LEAVE_RELEASE}-dra-only'" in error.message
+        return False
+
+    kube.wait(left, "the leaving webhook to leave a mapped name to the scheduler", 30)
+    kube.wait(enforced, "the API server to enforce the leaving release's admission policy", 30)
 
 
 def _wait_until_called(kube: Kube) -> None:
@@ -306,3 +402,93 @@ def test_report_says_the_pod_is_served_by_dra_through_the_class_and_no_node_need
     )
     assert code == 0, err
     assert orjson.loads(out) == []  # no node needs a device plugin
+
+
+# -- translation that leaves the plain case to the scheduler ---------------------------------
+
+
+def _mig_template(ns: str) -> Obj:
+    return {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceClaimTemplate",
+        "metadata": {"name": "one-mig", "namespace": ns},
+        "spec": {
+            "spec": {
+                "devices": {
+                    "requests": [
+                        {
+                            "name": "mig",
+                            "exactly": {
+                                "deviceClassName": "mig.nvidia.com",
+                                "selectors": [
+                                    {
+                                        "cel": {
+                                            "expression": 'device.attributes["gpu.nvidia.com"]'
+                                            '.profile == "1g.10gb"'
+                                        }
+                                    }
+                                ],
+                            },
+                        }
+                    ]
+                }
+            }
+        },
+    }
+
+
+def _placed(kube: Kube, name: str, ns: str) -> Obj | None:
+    found = kube.get("Pod", name, ns)
+    return found if found["spec"].get("nodeName") else None
+
+
+def test_translation_leaves_the_mapped_plain_pod_to_the_scheduler_and_translates_mig_and_shares(
+    kube: Kube, leaving_webhook: Mapped, namespace: Callable[..., str]
+) -> None:
+    ns = namespace(**{LEAVE_LABEL: "translate"})
+    answer = kube.create(o.pod("cuda", ns, _gpus(1)))
+    assert answer.warnings == [LEFT]
+    written = answer.obj
+    assert written["spec"]["containers"][0]["resources"]["limits"] == {GPU: "1"}
+    assert not written["spec"].get("resourceClaims")
+    assert "dra-webhook/translated" not in written["metadata"].get("annotations", {})
+    pod = kube.wait(lambda: _scheduled(kube, "cuda", ns), "the left pod scheduled from DRA", 60)
+    (mapping,) = pod["status"]["extendedResourceClaimStatus"]["requestMappings"]
+    assert (mapping["containerName"], mapping["resourceName"]) == ("cuda", GPU)
+    kube.wait(lambda: _special_claim(kube, ns), "the scheduler's claim, allocated")
+
+    # in the same namespace, what the scheduler's own path cannot express is still translated
+    mig = o.pod_spec(o.container("slice", limits={"nvidia.com/mig-1g.10gb": "1"}))
+    translated = kube.create(o.pod("slice", ns, mig)).obj
+    assert translated["spec"]["resourceClaims"][0]["resourceClaimTemplateName"].startswith(
+        "dra-mig-nvidia-com-1-"
+    )
+    assert "limits" not in translated["spec"]["containers"][0]["resources"]
+    share = o.pod_spec(o.container("share", limits={GPU: "1", "nvidia.com/gpumem": "4000"}))
+    shared = kube.create(o.pod("share", ns, share)).obj
+    assert shared["spec"]["resourceClaims"][0]["resourceClaimTemplateName"].startswith(
+        "dra-gpu-shared-nvidia-com-1-"
+    )
+    assert "limits" not in shared["spec"]["containers"][0]["resources"]
+    for name in ("slice", "share"):
+        kube.wait(
+            lambda name=name: _placed(kube, name, ns), f"the translated pod {name} placed", 60
+        )
+
+
+def test_a_judged_pod_with_a_left_name_is_not_refused_by_the_admission_policy(
+    kube: Kube, leaving_webhook: Mapped, namespace: Callable[..., str]
+) -> None:
+    ns = namespace(**{LEAVE_LABEL: "translate"})
+    kube.create(_mig_template(ns))
+    spec = o.pod_spec(o.container("cuda", limits={GPU: "1"}))
+    spec["containers"][0]["resources"]["claims"] = [{"name": "mig"}]
+    spec["resourceClaims"] = [{"name": "mig", "resourceClaimTemplateName": "one-mig"}]
+    answer = kube.create(o.pod("both", ns, spec))
+    assert LEFT in answer.warnings
+    stored = answer.obj
+    assert stored["metadata"]["annotations"]["dra-webhook/judged-claims"] == "t:one-mig"
+    assert stored["spec"]["containers"][0]["resources"]["limits"] == {GPU: "1"}
+    pod = kube.wait(lambda: _scheduled(kube, "both", ns), "the pod with both claims scheduled", 60)
+    assert pod["status"]["extendedResourceClaimStatus"]["requestMappings"]
+    assert pod["spec"]["nodeName"] == "node-a"  # the only node with a 1g.10gb MIG device
