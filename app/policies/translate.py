@@ -155,7 +155,7 @@ def _translate_spec(request: Request, ctx: Context, spec: PodSpecRef) -> Result:
     # need not judge them again (app.pipeline).
     made = _claims_made(planned)
     kept = _claims_kept(spec, planned, request.namespace, ctx) if made else []
-    mapped = left_to_scheduler(request.kind, spec, ctx) if made else ()
+    mapped = left_to_scheduler(request.kind, spec, ctx) if made and planned.left else ()
     verdict = satisfiability.pod_verdict(
         ctx, [*kept, *made], subject(request), mapped=mapped, spec_path=spec.path
     )
