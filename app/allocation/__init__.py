@@ -8,7 +8,8 @@
 - :mod:`~app.allocation.plans`: what the search is asked (a pod's claims as plans), the device
   limit of a claim, and the errors that fail the whole pod;
 - :mod:`~app.allocation.search`: the search on one node (``allocateOne``, ``allocateDevice``),
-  with :mod:`~app.allocation.constraints` and :mod:`~app.allocation.counters` (shared counters);
+  with :mod:`~app.allocation.constraints` and :mod:`~app.allocation.counters` (shared counters),
+  run node by node by :mod:`~app.allocation.attempt` (the first error fails the pod);
 - :mod:`~app.allocation.explain`: the nearest miss, worded per verdict by
   :mod:`~app.allocation.never` (on no node, even with every device free) and
   :mod:`~app.allocation.not_now` (what other claims hold);

@@ -7,7 +7,9 @@ both use: the values they answer with, the words every cause is put in, the matc
 usable pools, what a class's devices offer for what a selector reads ("largest
 gpu.nvidia.com/memory is 80Gi", kept per class and path while the class's match stands:
 :class:`Offers`), and the causes of either verdict that stop the scheduler outright
-(:func:`cel_abort`): a CEL runtime error, a claim over the device limit (:func:`over_limit`).
+(:func:`cel_abort`): a CEL runtime error, a claim over the device limit (:func:`over_limit`), an
+``allocationMode: All`` request on a node with an incomplete or invalid pool
+(:func:`unusable_pool`).
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from app.allocation.plans import (
     OverLimit,
     RequestPlan,
     SelectorError,
+    UnusablePool,
     Want,
 )
 from app.bounded import BoundedCache, CacheName
@@ -49,6 +52,7 @@ __all__ = [
     "nodes",
     "over_limit",
     "searched",
+    "unusable_pool",
     "usable",
 ]
 
@@ -206,10 +210,13 @@ def cel_abort(
     abort: Abort, resolved: Resolved, index: DeviceIndex, budget: Budget | None = None
 ) -> Problem:
     """An error the scheduler would stop on: a claim over the device limit
-    (:func:`over_limit`), or a CEL runtime error (``selectorsMatch``), with what the devices
+    (:func:`over_limit`), an ``All`` request on a node with an unusable pool
+    (:func:`unusable_pool`), or a CEL runtime error (``selectorsMatch``), with what the devices
     offer for what the selector reads, and the guard that avoids the error."""
     if isinstance(abort, OverLimit):
         return over_limit(abort)
+    if isinstance(abort, UnusablePool):
+        return unusable_pool(abort)
     assert isinstance(abort, SelectorError)
     alt, erring, offered, hint = _selector_error(abort, resolved, index, budget)
     return Problem(
@@ -285,6 +292,24 @@ def over_limit(abort: OverLimit) -> Problem:
     return Problem(
         f"{claim.path}.devices.requests",
         f"its requests need {sum(abort.counts)} devices together ({parts}), {why}",
+    )
+
+
+def unusable_pool(abort: UnusablePool) -> Problem:
+    """An ``All`` request on a node that gathered an incomplete or invalid pool (of any driver):
+    "all" cannot be known there, and the scheduler fails the pod rather than the node."""
+    pool = abort.pool
+    why = (
+        "is incomplete (its slices do not add up to its resourceSliceCount: the driver is "
+        "updating it)"
+        if pool.incomplete
+        else f"is invalid ({pool.invalid})"
+    )
+    return Problem(
+        abort.want.path,
+        f"{asks(abort.want.alternative)}, but resource pool {pool.label} on "
+        f"{_node(abort.node or '')} {why}: the scheduler fails the pod with an error "
+        "(SchedulerError) instead of allocating it, whatever other nodes offer",
     )
 
 

@@ -90,6 +90,11 @@ class Inventory:
     crossed: set[str] = field(default_factory=set)
     """Without Node objects: the names that slices began or stopped giving since the last
     update (the nodes that may come or go)."""
+    broken: set[str] = field(default_factory=set)
+    """The nodes that gathered an incomplete or invalid pool (an ``All`` request fails the pod
+    there)."""
+    cache: Cache = field(default_factory=dict)
+    """What was read of each slice version (the cache :meth:`build` and :meth:`update` keep)."""
 
     @classmethod
     def build(
@@ -105,7 +110,7 @@ class Inventory:
         cache = {} if cache is None else cache
         ordered = sorted(slices, key=_by_name)
         _read_all(ordered, cache)
-        inventory = cls(generation, {}, {}, labels)
+        inventory = cls(generation, {}, {}, labels, cache=cache)
         for indexed in ordered:
             inventory._add(indexed, cache[indexed.name][1])
         inventory.crossed.clear()
@@ -130,6 +135,7 @@ class Inventory:
         ``labels`` must be None exactly when the inventory was built without Node objects
         (:meth:`build` anew when Nodes appear or all go away)."""
         assert (labels is None) == (self.labels is None), "the nodes changed kind: build anew"
+        self.cache = cache
         pools: set[PoolId] = set()
         fresh: list[SliceFacts] = []
         for name in set(changed):
@@ -239,6 +245,7 @@ class Inventory:
     def _drop(self, node: str) -> None:
         self.nodes.pop(node, None)
         self.pools.pop(node, None)
+        self.broken.discard(node)
         for pool_id in self.relevant.pop(node, ()):
             holders = self.by_pool.get(pool_id)
             if holders is not None:
@@ -300,6 +307,37 @@ class Inventory:
             self.relevant.pop(node, None)
         self.nodes[node] = found.candidates
         self.pools[node] = found.pools
+        if any(p.incomplete or p.invalid is not None for p in found.pools):
+            self.broken.add(node)
+        else:
+            self.broken.discard(node)
+
+    # -- the search's order ----------------------------------------------------------------
+
+    def ordered(self, node: str) -> tuple[Candidate, ...]:
+        """The node's devices as the search tries them: :attr:`nodes`, with the devices of its
+        ``perDeviceNodeSelection`` slices that do not reach it in their places (``reaches``
+        False). Upstream's ``isSelectable`` runs a device's selectors before it checks the
+        device's node selection, so a CEL runtime error on such a device aborts the pod as on
+        any other. Built when asked (only a selector that errs somewhere makes it matter)."""
+        found = self.nodes.get(node, ())
+        out: list[Candidate] = []
+        at = 0
+        while at < len(found):
+            first = found[at]
+            name = first.device.slice_name
+            end = at + 1
+            while end < len(found) and found[end].device.slice_name == name:
+                end += 1
+            run = found[at:end]
+            known = self.cache.get(name)
+            pool = first.pool
+            if known is None or not known[1].per_device or pool.incomplete or pool.invalid:
+                out.extend(run)  # (an unusable pool's devices are never tried)
+            else:
+                out.extend(_in_place(known[0], known[1], run))
+            at = end
+        return tuple(out)
 
 
 def _by_name(indexed: IndexedSlice) -> str:
@@ -325,6 +363,33 @@ def _sees(
         else:
             seen.append(indexed.serial)
     return tuple(seen)
+
+
+def _in_place(
+    indexed: IndexedSlice, facts: SliceFacts, reaching: tuple[Candidate, ...]
+) -> Iterator[Candidate]:
+    """The devices of a per-device slice in its order: those reaching the node (``reaching``,
+    in that order) and the others, marked."""
+    by_name = {c.device.name: c for c in reaching}
+    pool = reaching[0].pool
+    for device in indexed.devices:
+        found = by_name.get(device.name)
+        if found is not None:
+            yield found
+            continue
+        device_facts = facts.devices.get(device.name)
+        if device_facts is not None:
+            yield Candidate(
+                device,
+                (pool.driver, pool.name, device.name),
+                pool,
+                device_facts.taints,
+                device_facts.consumes,
+                device_facts.capacity,
+                device_facts.allow_multiple,
+                device_facts.usage,
+                reaches=False,
+            )
 
 
 def _read_all(slices: list[IndexedSlice], cache: Cache) -> None:

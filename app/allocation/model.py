@@ -4,7 +4,9 @@
 of a pod, which the scheduler allocates together on one node), and answers:
 
 - **never**: on no node could the claims be allocated even if every device were free (or the
-  scheduler would abort on a CEL runtime error: an error on any node fails the whole pod);
+  scheduler would fail the pod with an error: a CEL runtime error, a claim over the device
+  limit, ``allocationMode: All`` on a node with an incomplete or invalid pool; an error on any
+  node fails the whole pod);
 - **not now**: some node could, but what it needs is allocated to other claims;
 - **ok**.
 
@@ -12,16 +14,17 @@ Each answer but ok comes with the nearest miss (:mod:`app.allocation.explain`, w
 verdict by :mod:`~app.allocation.never` and :mod:`~app.allocation.not_now`). The check is
 memoized by the claims' shape and the generations of the claims and classes it read: a repeated
 shape costs a lookup. A verdict also records what it read of the slices, so a slice change
-that touched none of it keeps the verdict (an ok verdict read the node that takes the claims;
-only the changed slices are evaluated, for a CEL error the scheduler would abort on); the other
-verdicts are computed again. The memo is a BoundedCache (LRU, counted in /metrics).
+that touched none of it keeps the verdict (an ok verdict read the node that takes the claims,
+or every node for an ``allocationMode: All`` request; only the changed slices are evaluated,
+for a CEL error the scheduler would abort on); the other verdicts are computed again. The memo
+is a BoundedCache (LRU, counted in /metrics).
 
 Shortcuts at scale, each an answer the full search gives (compared with it on generated fleets
 in tests/allocation/test_shortcuts.py, ``Model(exhaustive=True)`` being that search): a request
 whose every alternative matches fewer devices in the whole cluster than it needs is answered
 from the match counts, without a node; a node with fewer devices than a request needs gets no
 search, and a node's search first counts the devices each request could take there
-(:func:`~app.allocation.search.scan`); the nearest miss reads only the nodes it must.
+(:func:`~app.allocation.attempt.scan`); the nearest miss reads only the nodes it must.
 
 The devices per node are gathered when the view has synced (:meth:`Model.warm`) and kept
 current on slice and Node events (:meth:`Model.on_change`), never on a request. The nodes are
@@ -39,12 +42,13 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from app.allocation import explain
+from app.allocation.attempt import scan
 from app.allocation.explain import Offers, Problem, Resolved
 from app.allocation.inventory import Inventory
 from app.allocation.never import never
 from app.allocation.not_now import not_now
-from app.allocation.plans import SelectorError
-from app.allocation.search import ClaimPlan, Exhausted, RequestPlan, Want, scan
+from app.allocation.plans import SelectorError, counted, over_by_count
+from app.allocation.search import ClaimPlan, Exhausted, RequestPlan, Want
 from app.allocation.state import Allocations
 from app.bounded import BoundedCache, CacheName
 from app.cel.cost import Budget
@@ -81,6 +85,10 @@ class Verdict:
     """Parts not checked (a selector this engine cannot evaluate), as warnings."""
 
 
+_Keys = tuple[tuple[str, tuple[str, ...], tuple[str, ...]], ...]
+"""The device matches a verdict read: (class, its expressions, the request's) each."""
+
+
 @dataclass(slots=True)
 class _Kept:
     """A memoized verdict and what it read of the slices: the nodes (None: every node, or
@@ -88,7 +96,7 @@ class _Kept:
 
     verdict: Verdict
     nodes: frozenset[str] | None = None
-    keys: tuple[tuple[str, tuple[str, ...], tuple[str, ...]], ...] = ()
+    keys: _Keys = ()
     at: tuple[int, int] = (-1, -1)
     """The slice and Node generations it was computed (or last confirmed) at."""
     epoch: int = -1
@@ -109,7 +117,7 @@ class Model:
         self.index = index
         self.exhaustive = exhaustive
         """Search every node in full, without the shortcuts a request's cluster-wide match
-        count allows (:func:`app.allocation.search.scan`): the reference they are tested
+        count allows (:func:`app.allocation.attempt.scan`): the reference they are tested
         against, never used to serve."""
         self._inventory: Inventory | None = None
         self._facts: dict[str, Any] = {}
@@ -239,7 +247,9 @@ class Model:
     ) -> Verdict:
         """The verdict on ``claims`` taken together. A selector this engine cannot compile
         for want of a function Kubernetes has (:func:`app.cel.gaps.engine_gap`) leaves the
-        claim unchecked; one that does not compile at all is a problem."""
+        claim unchecked, unless its counts alone pass the device limit (the scheduler counts
+        them before any selector runs: never); one that does not compile at all is a
+        problem."""
         key = (_shape(claims), allocations.generation, classes_generation)
         found = self._memo.peek(key)
         at = (self.index.generation, self._node_generation)
@@ -289,21 +299,18 @@ class Model:
         if problems:  # read no slice
             return _Kept(Verdict(NEVER, tuple(problems), tuple(notes)), frozenset())
         if resolved is None:
+            over = over_by_count([counted(c.label, c.prefix, c.spec) for c in claims])
+            if over is not None:  # whatever the selectors it cannot evaluate match
+                return _Kept(Verdict(NEVER, (explain.over_limit(over),)), frozenset())
             return _Kept(Verdict(UNCHECKED, (), tuple(notes)), frozenset())
         inventory = self.inventory()
         try:
             # The scheduler's own answer first: it skips a device another claim holds before
             # its selectors run, so an error on such a device does not abort the pod now.
-            now, abort = scan(resolved.plans, inventory.nodes, allocations)
+            now, abort = scan(resolved.plans, inventory, allocations)
             if now and abort is None:
-                erring = any(m.erring for _, m, _ in resolved.matches.values())
-                keys = {
-                    (alt.device_class, tuple(exprs), tuple(e for _, e in alt.selectors))
-                    for alt, _, exprs in resolved.matches.values()
-                }
-                nodes = None if erring else frozenset(now[:1])
-                return _Kept(Verdict(OK, (), tuple(notes)), nodes, tuple(keys))
-            possible, free = scan(resolved.plans, inventory.nodes, None)
+                return _Kept(Verdict(OK, (), tuple(notes)), *_read(resolved, now[0]))
+            possible, free = scan(resolved.plans, inventory, None)
             if abort is None and isinstance(free, SelectorError):
                 # an error only on devices other claims hold: not now, and said
                 misses = not_now(resolved, inventory, allocations, None, self.index, held=free)
@@ -401,6 +408,23 @@ class Model:
         if unchecked or any(not r.alternatives for p in plans for r in p.requests):
             return None
         return Resolved(tuple(plans), matches, self._offers)
+
+
+def _read(resolved: Resolved, node: str) -> tuple[frozenset[str] | None, _Keys]:
+    """What an ok verdict read of the slices: the node that takes the claims, and the device
+    matches. Every node (None) when a selector errs on some device, or for an ``All`` request:
+    a change on any node can then abort the pod (its devices over the claim limit, an
+    incomplete or invalid pool there)."""
+    plans = resolved.plans
+    erring = any(m.erring for _, m, _ in resolved.matches.values())
+    whole = any(
+        w.alternative.all_devices for p in plans for r in p.requests for w in r.alternatives
+    )
+    keys = {
+        (alt.device_class, tuple(exprs), tuple(e for _, e in alt.selectors))
+        for alt, _, exprs in resolved.matches.values()
+    }
+    return (None if erring or whole else frozenset((node,))), tuple(keys)
 
 
 def _node_name(node: Any) -> str | None:

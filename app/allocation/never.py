@@ -24,6 +24,7 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from app.allocation.attempt import scan
 from app.allocation.capacity import fits
 from app.allocation.explain import (
     MAX_HINT_VALUES,
@@ -39,7 +40,7 @@ from app.allocation.explain import (
 )
 from app.allocation.inventory import Candidate, Inventory
 from app.allocation.plans import ALLOCATION_RESULTS_MAX_SIZE, ClaimPlan, RequestPlan, Want
-from app.allocation.search import scan, taint_prevents
+from app.allocation.search import taint_prevents
 from app.cel.cost import Budget
 from app.devices.index import DeviceIndex, Match
 from app.k8s.claims import Alternative
@@ -57,18 +58,18 @@ def never(
     for plan in resolved.plans:
         for request in plan.requests:
             alone = [ClaimPlan(plan.label, plan.path, (request,), ())]
-            if searched(resolved, alone) or not scan(alone, inventory.nodes, None)[0]:
+            if searched(resolved, alone) or not scan(alone, inventory, None)[0]:
                 text = _request_never(request, resolved, inventory, index, budget)
                 problems.append(Problem(request.path, text))
     if problems:
         return problems
     loose = [ClaimPlan(p.label, p.path, p.requests, ()) for p in resolved.plans]
-    if scan(loose, inventory.nodes, None)[0]:
+    if scan(loose, inventory, None)[0]:
         for i, plan in enumerate(resolved.plans):
             for constraint in plan.constraints:
                 one = list(loose)
                 one[i] = ClaimPlan(plan.label, plan.path, plan.requests, (constraint,))
-                if not scan(one, inventory.nodes, None)[0]:
+                if not scan(one, inventory, None)[0]:
                     problems.append(Problem(constraint.path, _constraint_text(constraint)))
         if problems:
             return problems
@@ -77,7 +78,7 @@ def never(
     requests = [r for p in resolved.plans for r in p.requests]
     where = resolved.plans[0].path if len(resolved.plans) == 1 else "spec.resourceClaims"
     what = "requests" if len(resolved.plans) == 1 else "claims"
-    if scan(loose, inventory.nodes, None, limit=UNLIMITED)[0]:
+    if scan(loose, inventory, None, limit=UNLIMITED)[0]:
         limit = ALLOCATION_RESULTS_MAX_SIZE
         return [
             Problem(
@@ -237,7 +238,7 @@ def _want_never(
         )
     alone = [ClaimPlan("", "", (RequestPlan(want.request, want.path, (want,)),), ())]
     distinct = {c.key: c for found in per_node.values() for c in found}
-    if scan(alone, inventory.nodes, None, ignore_taints=True)[0] or alt.all_devices:
+    if scan(alone, inventory, None, ignore_taints=True)[0] or alt.all_devices:
         tainted = Counter(
             _taint_text(taint)
             for c in distinct.values()
@@ -318,6 +319,14 @@ def short_text(
             f"({base.considered} devices published)"
         )
         return text + (f"; first error: {base.first_error}" if base.first_error else "")
+    if not alt.selectors:
+        # the class alone decides: no selector to blame
+        part = (
+            ""
+            if matched == base.count
+            else f", only {matched} of them usable (on a node, in a complete and valid pool)"
+        )
+        return f"asks for {wanted}, the whole cluster has {devices(base.count)} of the class{part}"
     blockers = []
     for _, expression in alt.selectors:
         alone = index.matching(alt.device_class, class_expressions, [expression], budget)

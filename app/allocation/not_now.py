@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from fractions import Fraction
 from typing import Any
 
+from app.allocation.attempt import scan
 from app.allocation.counters import Counters
 from app.allocation.explain import (
     MAX_HINT_VALUES,
@@ -25,7 +26,6 @@ from app.allocation.explain import (
 )
 from app.allocation.inventory import Inventory
 from app.allocation.plans import Abort, ClaimPlan, SelectorError, Want
-from app.allocation.search import scan
 from app.allocation.state import Allocations
 from app.devices.index import DeviceIndex
 from app.k8s.quantity import Quantity
@@ -53,7 +53,7 @@ def not_now(
     for plan in resolved.plans:
         for request in plan.requests:
             alone = [ClaimPlan(plan.label, plan.path, (request,), ())]
-            if not searched(resolved, alone) and scan(alone, inventory.nodes, allocations)[0]:
+            if not searched(resolved, alone) and scan(alone, inventory, allocations)[0]:
                 continue
             texts = [_want_not_now(w, inventory, allocations) for w in request.alternatives]
             problems.append(Problem(request.path, "not now: " + "; ".join(texts)))

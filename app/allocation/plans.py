@@ -4,9 +4,10 @@ The claims of a pod as the allocation model plans them (:class:`ClaimPlan`, :cla
 :class:`Want`: a request or subrequest with the devices its class and selectors match, as
 upstream's ``requestData``), the device limit of a claim (upstream's
 ``resourceapi.AllocationResultsMaxSize``) with the fewest devices a request counts against it,
-and the two errors of ``Allocate`` that fail the whole pod rather than one node
-(:class:`Abort`): a CEL runtime error (:class:`SelectorError`), a claim over the limit
-(:class:`OverLimit`). The search itself is :mod:`app.allocation.search`.
+and the errors of ``Allocate`` that fail the whole pod rather than one node (:class:`Abort`): a
+CEL runtime error (:class:`SelectorError`), a claim over the limit (:class:`OverLimit`), an
+``allocationMode: All`` request on a node with an incomplete or invalid pool
+(:class:`UnusablePool`). The search itself is :mod:`app.allocation.search`.
 """
 
 from __future__ import annotations
@@ -15,7 +16,8 @@ from collections.abc import Container, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Final
 
-from app.k8s.claims import Alternative, Constraint
+from app.allocation.pools import Pool
+from app.k8s.claims import Alternative, ClaimSpec, Constraint
 
 __all__ = [
     "ALLOCATION_RESULTS_MAX_SIZE",
@@ -25,8 +27,11 @@ __all__ = [
     "OverLimit",
     "RequestPlan",
     "SelectorError",
+    "UnusablePool",
     "Want",
+    "counted",
     "fewest",
+    "over_by_count",
     "short",
 ]
 
@@ -73,6 +78,23 @@ class OverLimit(Abort):
         self.node = node
         """The node whose matching devices an ``All`` request counts; None when the counts
         hold on every node (``count`` alone passes the limit)."""
+
+
+class UnusablePool(Abort):
+    """``validateDeviceRequest`` for ``allocationMode: All``: the node gathered a pool that is
+    incomplete or invalid (whichever driver's, met in pool order, after the devices of the
+    pools before it), so "all" cannot be known. Not ``ErrFailedAllocationOnNode``: the pod
+    fails, whatever other nodes offer."""
+
+    def __init__(self, claim: ClaimPlan, want: Want, pool: Pool, node: str | None) -> None:
+        state = "being updated" if pool.incomplete else "invalid"
+        super().__init__(
+            f"{claim.label}, request {want.sub or want.request}: asks for all devices, but "
+            f"resource pool {pool.label} is currently {state}"
+        )
+        self.want = want
+        self.pool = pool
+        self.node = node
 
 
 @dataclass(frozen=True, slots=True)
@@ -128,3 +150,38 @@ def short(request: RequestPlan) -> bool:
     """Whether every alternative of the request matches fewer devices in the whole cluster
     than it needs (False when a total is unknown): no node can take it."""
     return all(w.total is not None and w.total < w.alternative.needed for w in request.alternatives)
+
+
+def counted(label: str, prefix: str, spec: ClaimSpec) -> ClaimPlan:
+    """A claim as ``Allocate``'s device limit counts it before any selector runs: every
+    alternative, nothing matched (``prefix``: put before its field paths)."""
+    return ClaimPlan(
+        label,
+        prefix + spec.path,
+        tuple(
+            RequestPlan(
+                request.name,
+                prefix + request.path,
+                tuple(
+                    Want(request.name, alt.name, prefix + request.path, alt, ())
+                    for alt in request.alternatives
+                ),
+                request.first_available is not None and request.exactly is None,
+            )
+            for request in spec.requests
+        ),
+        spec.constraints,
+    )
+
+
+def over_by_count(
+    plans: Sequence[ClaimPlan], limit: int = ALLOCATION_RESULTS_MAX_SIZE
+) -> OverLimit | None:
+    """The first claim whose requests need more devices than a claim holds on every node, by
+    their counts alone (:func:`fewest`): ``Allocate`` fails the pod on it whatever the
+    selectors match (an ``All`` request counts none here)."""
+    for plan in plans:
+        counts = [fewest(r) for r in plan.requests]
+        if sum(counts) > limit:
+            return OverLimit(plan, counts, None)
+    return None

@@ -19,10 +19,13 @@ at v1.36 (the allocator kube-scheduler runs with its 1.36 defaults), node by nod
   defined only in another pool included) or a counter its set does not have.
 
 Incomplete and invalid pools are gathered (their devices are listed, flagged, for the nearest
-miss) but never allocated from: the search skips them, and a request for ``allocationMode: All``
-fails on a node that has one. A failed allocation on a node with an invalid pool is, upstream,
-"invalid resource pools were encountered" for that node only (``ErrFailedAllocationOnNode``):
-not fatal to the pod, so here the pool's devices are simply not there.
+miss) but never allocated from: the search skips them. A failed allocation on a node with an
+invalid pool is, upstream, "invalid resource pools were encountered" for that node only
+(``ErrFailedAllocationOnNode``): not fatal to the pod, so here the pool's devices are simply not
+there. A request for ``allocationMode: All`` on a node that gathered one (of any driver) is
+another matter: ``validateDeviceRequest`` fails the whole pod ("asks for all devices, but
+resource pool ... is currently being updated", or "invalid":
+:class:`~app.allocation.plans.UnusablePool`).
 
 Where upstream takes the first slice its lister returns (``slicesForPool[0]``: its generation's
 ``resourceSliceCount``), the slice first by name is taken. The API server refuses a slice with
@@ -80,6 +83,10 @@ class Candidate:
     allow_multiple: bool
     usage: tuple[tuple[tuple[str, str], int | Fraction], ...] = ()
     """``consumes`` flattened to ((counter set, counter), amount), for the search."""
+    reaches: bool = True
+    """False for a device of a ``perDeviceNodeSelection`` slice that does not reach the node
+    (:meth:`app.allocation.inventory.Inventory.ordered`): upstream's ``isSelectable`` runs its
+    selectors before it checks its node selection, so it is tried, never taken."""
 
     @property
     def label(self) -> str:

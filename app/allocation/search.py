@@ -11,6 +11,8 @@ later request cannot be met. For every device tried:
    that would err on a device another claim holds is never evaluated;
 2. its DeviceClass's selectors, then the request's: false skips it, **an evaluation error
    aborts the whole search** (:class:`SelectorError`), even when other devices would match;
+   then, in a ``perDeviceNodeSelection`` slice, the device's own node selection (a device of
+   it that does not reach the node is tried this far: ``isSelectable``);
 3. its consumable capacity must fit (:func:`app.allocation.state.fits`);
 4. its counters must be left in its counter set (a whole GPU and its MIG partitions consume the
    same counters: :mod:`~app.allocation.counters`), unless it is a shareable device that
@@ -19,11 +21,12 @@ later request cannot be met. For every device tried:
 6. every constraint of the claim must still hold (:mod:`~app.allocation.constraints`).
 
 Before the search (``Allocate``'s loop over the claims and ``validateDeviceRequest``), the
-devices of every ``allocationMode: All`` request or subrequest are fixed: every device of the
-node whose selectors match (held ones included: an error there aborts) and whose consumable
-capacity fits what other claims left. The search must then take each of them (4-6, and the
-capacity again after the claim's earlier requests took their shares), or the request fails on
-that node: a device an earlier request used up is not quietly left out.
+devices of every ``allocationMode: All`` request or subrequest are fixed, pool by pool: an
+incomplete or invalid pool of the node fails the pod (:class:`UnusablePool`), else every device
+of the pool whose selectors match (held ones included: an error there aborts), that reaches the
+node and whose consumable capacity fits what other claims left. The search must then take each
+of them (4-6, and the capacity again after the claim's earlier requests took their shares), or
+the request fails on that node: a device an earlier request used up is not quietly left out.
 
 A claim holds at most :data:`ALLOCATION_RESULTS_MAX_SIZE` devices. A claim whose requests need
 more (the fewest of each ``firstAvailable`` request's subrequests, every matching device of the
@@ -50,6 +53,7 @@ from app.allocation.plans import (
     OverLimit,
     RequestPlan,
     SelectorError,
+    UnusablePool,
     Want,
     fewest,
     short,
@@ -68,10 +72,11 @@ __all__ = [
     "RequestPlan",
     "Search",
     "SelectorError",
+    "UnusablePool",
     "Want",
     "fewest",
-    "scan",
     "short",
+    "taint_prevents",
 ]
 
 MAX_STEPS = 20_000
@@ -94,7 +99,9 @@ def _ref(candidate: Candidate) -> DeviceRef:
 
 class Search:
     """One attempt to allocate ``claims`` on one node, from ``allocations`` (None: as if every
-    device were free)."""
+    device were free). ``candidates``: the node's devices in order, pool by pool; ``pools``:
+    the pools the node gathered, in the same order, incomplete and invalid ones included (None:
+    those the candidates belong to)."""
 
     def __init__(
         self,
@@ -102,12 +109,14 @@ class Search:
         candidates: Sequence[Candidate],
         allocations: Allocations | None,
         *,
+        pools: Sequence[Pool] | None = None,
         ignore_taints: bool = False,
         node: str | None = None,
         limit: int = ALLOCATION_RESULTS_MAX_SIZE,
     ) -> None:
         self.claims = claims
         self.candidates = candidates
+        self.pools = pools if pools is not None else _pools_of(candidates)
         self.allocations = allocations
         self.ignore_taints = ignore_taints
         self.allocating: dict[DeviceKey, set[int]] = {}
@@ -141,16 +150,17 @@ class Search:
 
     def _validate(self) -> None:
         """``Allocate``'s loop over the claims before the search: fix the devices of every
-        ``All`` want (a selector erring on any device of the node raises
-        :class:`SelectorError`), then fail a claim whose requests need more devices than an
-        allocation holds (:class:`OverLimit`), claim by claim in that order."""
+        ``All`` want (an incomplete or invalid pool raises :class:`UnusablePool`, a selector
+        erring on a device of the node :class:`SelectorError`), then fail a claim whose requests
+        need more devices than an allocation holds (:class:`OverLimit`), claim by claim in that
+        order."""
         for claim in self.claims:
             counts = []
             for request in claim.requests:
                 fewest = None
                 for want in request.alternatives:
                     if want.alternative.all_devices:
-                        every = self._all_devices(want)
+                        every = self._all_devices(claim, want)
                         self.every[id(want)] = every
                         needed = len(every)
                     else:
@@ -190,6 +200,7 @@ class Search:
             if (
                 not pool.incomplete
                 and pool.invalid is None
+                and candidate.reaches
                 and (whole is None or candidate.key not in whole)
                 and (candidate.device.slice_name, candidate.device.name) in matched
             ):
@@ -240,7 +251,7 @@ class Search:
                     continue
             elif self._in_use(key):
                 continue
-            if not self._selectable(want, candidate):
+            if not self._selectable(want, candidate) or not candidate.reaches:
                 continue
             if not self._capacity_fits(want, candidate):
                 continue
@@ -292,16 +303,26 @@ class Search:
         undo()
         return False
 
-    def _all_devices(self, want: Want) -> list[Candidate]:
-        """``validateDeviceRequest`` for ``All``: every matching device of the node whose
-        capacity fits what other claims left, before anything is picked for this attempt (an
-        incomplete or invalid pool fails the request on this node)."""
+    def _all_devices(self, claim: ClaimPlan, want: Want) -> list[Candidate]:
+        """``validateDeviceRequest`` for ``All``, pool by pool: an incomplete or invalid pool
+        fails the pod (:class:`UnusablePool`: "all" cannot be known), else every device of the
+        pool that matches (``isSelectable``: an error raises), reaches the node, and whose
+        capacity fits what other claims left, before anything is picked for this attempt."""
         every = []
-        for candidate in self.candidates:
-            if candidate.pool.incomplete or candidate.pool.invalid:
-                return []
-            if self._selectable(want, candidate) and self._capacity_fits(want, candidate):
-                every.append(candidate)
+        candidates = self.candidates
+        at = 0
+        for pool in self.pools:
+            if not self._pool_usable(pool):
+                raise UnusablePool(claim, want, pool, self.node)
+            while at < len(candidates) and candidates[at].pool is pool:
+                candidate = candidates[at]
+                at += 1
+                if (
+                    self._selectable(want, candidate)
+                    and candidate.reaches
+                    and self._capacity_fits(want, candidate)
+                ):
+                    every.append(candidate)
         return every
 
     @staticmethod
@@ -399,61 +420,13 @@ class Search:
         return undo
 
 
-def scan(
-    plans: Sequence[ClaimPlan],
-    nodes: Mapping[str, Sequence[Candidate]],
-    allocations: Allocations | None,
-    *,
-    ignore_taints: bool = False,
-    every: bool = False,
-    limit: int = ALLOCATION_RESULTS_MAX_SIZE,
-) -> tuple[list[str], Abort | None]:
-    """The nodes that can take every claim (the first one only, unless ``every``), and the error
-    the scheduler would abort the pod on (a CEL runtime error, a claim over the device limit).
-    It filters every node (in a cluster under 100 nodes), and an error on any one of them fails
-    the scheduling attempt, whatever the other nodes offer.
-
-    When no selector errs and the wants know their totals, it searches no node for a request
-    that matches fewer devices in the whole cluster than any of its alternatives needs (a node
-    holds a part of the cluster's devices), and builds no search on a node with fewer devices
-    than one request needs: both are answers the search itself would give there (its
-    :meth:`Search._could`), without looking at a device."""
-    possible: list[str] = []
-    wants = [w for p in plans for r in p.requests for w in r.alternatives]
-    erring = any(w.erring for w in wants)
-    # Some node may have more devices for an All want than a claim holds: every node is then
-    # searched (the error there aborts the pod), even after one that can take the claims.
-    crowded = any(w.alternative.all_devices and (w.total is None or w.total > limit) for w in wants)
-    least = 0
-    if not erring and all(w.total is not None for w in wants):
-        for plan in plans:
-            counts = [fewest(r) for r in plan.requests]
-            if sum(counts) > limit:
-                return possible, OverLimit(plan, counts, None)  # on every node
-        if not crowded and any(short(r) for p in plans for r in p.requests):
-            return possible, None
-        least = max(
-            (
-                min((w.alternative.needed for w in r.alternatives), default=0)
-                for p in plans
-                for r in p.requests
-            ),
-            default=0,
-        )
-    for node, candidates in nodes.items():
-        if len(candidates) < least:
-            continue
-        try:
-            search = Search(
-                plans, candidates, allocations, ignore_taints=ignore_taints, node=node, limit=limit
-            )
-            if search.run():
-                possible.append(node)
-                if not erring and not crowded and not every:
-                    break  # no other node can abort the pod
-        except Abort as abort:
-            return [], abort
-    return possible, None
+def _pools_of(candidates: Sequence[Candidate]) -> list[Pool]:
+    """The pools the candidates belong to, in their order."""
+    pools: list[Pool] = []
+    for candidate in candidates:
+        if not pools or pools[-1] is not candidate.pool:
+            pools.append(candidate.pool)
+    return pools
 
 
 def taint_prevents(candidate: Candidate, alternative: Alternative) -> Mapping[str, Any] | None:

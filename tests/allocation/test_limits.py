@@ -6,8 +6,10 @@ attempt; the model answers never, at the request that asks for them.
 The counts are upstream's (``Allocate``'s ``minDevicesPerClaim``): ``count``, every matching
 device of the node for ``allocationMode: All``, the fewest of a ``firstAvailable`` request's
 subrequests; while searching, a subrequest that would take the claim past the limit is not tried
-(upstream's ``errAllocationResultMaxSizeExceeded``). Cases ported from upstream's table
-(structured/internal/allocatortesting, v1.36) are named after it.
+(upstream's ``errAllocationResultMaxSizeExceeded``). The counts alone decide a claim whose
+selectors this webhook cannot evaluate, and an ``All`` request makes an ok verdict depend on
+every node. Cases ported from upstream's table (structured/internal/allocatortesting, v1.36) are
+named after it.
 """
 
 from __future__ import annotations
@@ -15,9 +17,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from app.allocation import ALLOCATION_RESULTS_MAX_SIZE, NEVER, OK
+from app.allocation import ALLOCATION_RESULTS_MAX_SIZE, NEVER, OK, UNCHECKED
+from app.cluster.view import Kind
 from tests.allocation.conftest import Cluster, request, spec
-from tests.allocation.nvidia import gpu, node_slice
+from tests.allocation.nvidia import DRIVER, gpu, node_slice
 
 Make = Callable[..., Cluster]
 LIMIT = ALLOCATION_RESULTS_MAX_SIZE
@@ -175,3 +178,68 @@ def test_a_subrequest_that_passes_the_limit_with_a_later_request_is_not_tried(
     ]
     fewer = spec(_first(20, 2), request("more", count=12))
     assert cluster(_big("node-a", 40)).check(fewer).outcome == OK
+
+
+# -- what the limit alone decides ------------------------------------------------------------------
+
+GAP = f'isIP(device.attributes["{DRIVER}"].uuid)'
+"""A selector this webhook's CEL engines cannot compile (Kubernetes' IP library): the claim is
+otherwise left unchecked."""
+
+
+def test_a_claim_over_the_limit_is_never_whatever_a_selector_this_engine_cannot_evaluate(
+    cluster: Make,
+) -> None:
+    # Allocate counts ``count`` against the limit before any selector runs
+    c = cluster(_big("node-a", 48))
+    assert c.check(spec(request("gpu", "gpu.nvidia.com", 8, GAP))).outcome == UNCHECKED
+    verdict = c.check(spec(request("gpu", "gpu.nvidia.com", 40, GAP)))
+    assert verdict.outcome == NEVER
+    assert messages(verdict) == [f"spec.devices.requests[0]: asks for 40 devices, {WHY}"]
+    together = spec(request("gpu", "gpu.nvidia.com", 30, GAP), request("more", count=3))
+    assert messages(c.check(together)) == [
+        f"spec.devices.requests: its requests need 33 devices together (gpu 30, more 3), {WHY}"
+    ]
+
+
+def test_an_all_request_this_engine_cannot_evaluate_counts_none_against_the_limit(
+    cluster: Make,
+) -> None:
+    c = cluster(_big("node-a", 48))
+    every = request("gpu", "gpu.nvidia.com", None, GAP, allocationMode="All")
+    assert c.check(spec(every)).outcome == UNCHECKED  # (how many match is not known)
+    assert c.check(spec(every, request("more", count=33))).outcome == NEVER
+
+
+# -- the memo ------------------------------------------------------------------------------------
+
+
+def test_an_ok_all_claim_is_checked_again_when_another_node_passes_the_limit(
+    cluster: Make,
+) -> None:
+    # 40 match across the cluster, at most 20 on a node: node-a takes it; once node-b has 33,
+    # the scheduler fails the pod there whatever node-a offers
+    c = cluster(_big("node-a", 20), _big("node-b", 20))
+    c.view.subscribe(c.model.on_change)
+    assert c.check(spec(_all())).outcome == OK
+    bigger = _big("node-b", 33)
+    bigger["metadata"]["resourceVersion"] = "2"
+    c.view.apply(Kind.RESOURCE_SLICE, bigger)
+    verdict = c.check(spec(_all()))
+    assert verdict.outcome == NEVER
+    assert "and 33 match on node-b" in messages(verdict)[0]
+
+
+def test_an_ok_all_claim_is_checked_again_when_another_nodes_pool_becomes_incomplete(
+    cluster: Make,
+) -> None:
+    c = cluster(_big("node-a", 2), _big("node-b", 2))
+    c.view.subscribe(c.model.on_change)
+    assert c.check(spec(_all())).outcome == OK
+    updating = _big("node-b", 2)
+    updating["metadata"]["resourceVersion"] = "2"
+    updating["spec"]["pool"].update(generation=2, resourceSliceCount=2)
+    c.view.apply(Kind.RESOURCE_SLICE, updating)
+    verdict = c.check(spec(_all()))
+    assert verdict.outcome == NEVER
+    assert f"resource pool {DRIVER}/node-b on node-b is incomplete" in messages(verdict)[0]

@@ -32,6 +32,20 @@ def test_a_4_gpu_claim_on_2_gpu_nodes_is_never_with_the_most_on_any_node(cluster
     ]
 
 
+def test_a_request_without_selectors_short_in_the_cluster_says_what_the_class_has(
+    cluster: Make,
+) -> None:
+    # no selector to blame: the class's devices are all there is
+    verdict = cluster(*TWO_NODES).check(spec(request(count=5)))
+    assert verdict.outcome == NEVER
+    assert messages(verdict) == [
+        "spec.devices.requests[0]: asks for 5 devices, the whole cluster has 4 devices of the class"
+    ]
+    selected = request("gpu", "gpu.nvidia.com", 5, "device.driver != ''")
+    (with_selector,) = messages(cluster(*TWO_NODES).check(spec(selected)))
+    assert "4 can match: 4 of the 4 devices of class gpu.nvidia.com match" in with_selector
+
+
 def test_a_2_gpu_claim_fits_one_node(cluster: Make) -> None:
     assert cluster(*TWO_NODES).check(spec(request(count=2))).outcome == OK
 

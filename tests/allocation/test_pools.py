@@ -3,7 +3,9 @@
 k8s.io/dynamic-resource-allocation/structured/internal/incubating/pools_incubating.go at v1.36:
 an invalid pool fails allocation on the node that gathered it ("invalid resource pools were
 encountered", ErrFailedAllocationOnNode: not fatal to the pod), an incomplete one is skipped;
-either way its devices are not allocated, and a claim no other pool can take is never.
+either way its devices are not allocated, and a claim no other pool can take is never. A request
+for allocationMode All on a node that gathered either (of any driver) fails the whole pod
+instead (``validateDeviceRequest``: SchedulerError), whatever other nodes offer.
 """
 
 from __future__ import annotations
@@ -182,6 +184,96 @@ def test_a_pool_whose_slices_span_nodes_is_complete_counted_across_the_cluster(
     )
     assert c.check(spec(request(count=1))).outcome == OK
     assert c.check(spec(request(count=2))).outcome == NEVER  # one device per node
+
+
+# -- allocationMode All on a node with an unusable pool --------------------------------------
+
+
+def _all() -> Obj:
+    return spec(request(count=None, allocationMode="All"))
+
+
+def _fine(name: str) -> Obj:
+    return rslice(f"{name}-0", name, 1, nodeName=name, devices=[plain(name, 0)])
+
+
+def test_all_devices_of_the_incomplete_pool(cluster: Make) -> None:
+    # upstream's all-devices-of-the-incomplete-pool, on a cluster where node-a could take it
+    incomplete = rslice("b-0", "b", 2, nodeName="node-b", devices=[plain("node-b", 0)])
+    c = cluster(node("node-a"), node("node-b"), _fine("node-a"), incomplete)
+    verdict = c.check(_all())
+    assert verdict.outcome == NEVER
+    assert [(p.path, p.message) for p in verdict.problems] == [
+        (
+            "spec.devices.requests[0]",
+            "asks for all matching devices (allocationMode All), but resource pool "
+            f"{DRIVER}/b on node-b is incomplete (its slices do not add up to its "
+            "resourceSliceCount: the driver is updating it): the scheduler fails the pod with "
+            "an error (SchedulerError) instead of allocating it, whatever other nodes offer",
+        )
+    ]
+    assert c.check(spec(request(count=1))).outcome == OK  # only All asks for every pool
+
+
+def test_all_devices_on_a_node_with_an_invalid_pool_fail_the_pod(cluster: Make) -> None:
+    broken = _invalid_pools()["a device name twice"]
+    c = cluster(node("node-a"), node("node-b"), *broken, _fine("node-b"))
+    verdict = c.check(_all())
+    assert verdict.outcome == NEVER
+    assert (
+        f"resource pool {DRIVER}/p on node-a is invalid (duplicate device name gpu-0)"
+        in messages(verdict)
+    )
+
+
+def test_an_incomplete_pool_of_another_driver_fails_an_all_request_too(cluster: Make) -> None:
+    # upstream looks at every pool the node gathered, before it matches any device
+    other = rslice("x-0", "x", 2, nodeName="node-b", devices=[plain("node-b", 0)])
+    other["spec"]["driver"] = "other.example.com"
+    c = cluster(node("node-a"), node("node-b"), _fine("node-a"), _fine("node-b"), other)
+    verdict = c.check(_all())
+    assert verdict.outcome == NEVER
+    assert "resource pool other.example.com/x on node-b is incomplete" in messages(verdict)
+
+
+def test_a_pool_a_node_sees_only_through_its_counter_sets_counts_too(cluster: Make) -> None:
+    # node-c gathers the rack pool for its counter set alone (the rack's devices are node-a's
+    # and node-b's, which are no Nodes here): no device of it, and still it fails All there
+    objects = _rack(held=False)[2:]
+    for rack_slice in objects:
+        rack_slice["spec"]["pool"]["resourceSliceCount"] = 4
+    c = cluster(node("node-c"), _fine("node-c"), *objects)
+    assert [p.name for p in c.model.inventory().pools["node-c"]] == ["node-c", "rack"]
+    assert {x.pool.name for x in c.model.inventory().nodes["node-c"]} == {"node-c"}
+    verdict = c.check(_all())
+    assert verdict.outcome == NEVER
+    assert f"resource pool {DRIVER}/rack on node-c is incomplete" in messages(verdict)
+
+
+ERRS = f'device.attributes["{DRIVER}"].nvlinkDomain == 0'
+"""Errs on every device here (none has the attribute)."""
+
+
+@pytest.mark.parametrize(
+    ("incomplete", "error"),
+    [
+        ("z", "selector #0 errs on device"),
+        ("a", f"resource pool {DRIVER}/a on node-a is incomplete"),
+    ],
+)
+def test_an_all_request_meets_pools_and_their_devices_in_pool_order(
+    cluster: Make, incomplete: str, error: str
+) -> None:
+    # validateDeviceRequest: pool by pool, the pool's state, then its devices' selectors
+    slices = [
+        rslice(f"{name}-0", name, 2 if name == incomplete else 1, nodeName="node-a", devices=[d])
+        for name, d in (("a", plain("node-a", 0)), ("z", plain("node-a", 1)))
+    ]
+    c = cluster(node("node-a"), *slices)
+    every = spec(request("gpu", "gpu.nvidia.com", None, ERRS, allocationMode="All"))
+    verdict = c.check(every)
+    assert verdict.outcome == NEVER
+    assert error in messages(verdict)
 
 
 # -- generations -------------------------------------------------------------------------------

@@ -5,10 +5,12 @@
 devices never aborts the pod; a device it does evaluate aborts the pod on the error
 (``selectorsMatch``), whatever other devices or nodes offer. Not skipped, and so evaluated: the
 devices an admin-access request considers (it ignores what others hold), a shareable device
-other claims hold shares of, and every device of the node for ``allocationMode: All``
-(``validateDeviceRequest`` fixes its devices before the search, held ones included).
+other claims hold shares of, every device of the node for ``allocationMode: All``
+(``validateDeviceRequest`` fixes its devices before the search, held ones included), and the
+devices of a ``perDeviceNodeSelection`` slice the node gathered that do not reach the node
+(``isSelectable`` runs the selectors before it checks the device's node selection).
 
-The search (:func:`app.allocation.search.scan`) is tested here with what other claims hold and
+The search (:func:`app.allocation.attempt.scan`) is tested here with what other claims hold and
 as if every device were free; the model's verdict on the first kind is pinned at the end.
 """
 
@@ -17,9 +19,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from app.allocation import NOT_NOW, OK, Allocations
+from app.allocation import NEVER, NOT_NOW, OK, Allocations
+from app.allocation.attempt import scan
 from app.allocation.plans import ClaimPlan, RequestPlan, SelectorError, Want
-from app.allocation.search import scan
+from app.cluster.view import Kind
 from app.devices.index import class_selectors
 from app.k8s.claims import parse_claim_spec
 from tests.allocation.conftest import Cluster, request, spec
@@ -59,7 +62,7 @@ def _scan(c: Cluster, body: Any, allocations: Allocations | None) -> tuple[list[
     plan = ClaimPlan(
         "claim c", "spec", (RequestPlan(claim_request.name, claim_request.path, (want,)),)
     )
-    return scan([plan], c.model.inventory().nodes, allocations)
+    return scan([plan], c.model.inventory(), allocations)
 
 
 def _held(c: Cluster) -> Allocations:
@@ -135,3 +138,50 @@ def test_a_claim_short_of_devices_past_a_held_erring_device_is_not_now_and_says_
         and "which another claim holds" in p.message
         for p in verdict.problems
     )
+
+
+# -- perDeviceNodeSelection: the selectors run before the device's node selection ---------------
+
+
+def _per_device(cluster: Make, *, erring_first: bool) -> Cluster:
+    """One Node, node-a, and a perDeviceNodeSelection slice: gpu-0 (no nvlinkDomain: the
+    selector errs on it) for node-z, which is no Node, and gpu-1 for node-a; ``erring_first``:
+    gpu-0 comes first in the slice."""
+    erring = gpu("pd", 0, consumesCounters=[], nodeName="node-z")
+    fine = gpu("pd", 1, consumesCounters=[], nodeName="node-a")
+    fine["attributes"]["nvlinkDomain"] = {"int": 0}
+    per_device = node_slice("pd", devices=[erring, fine] if erring_first else [fine, erring])
+    del per_device["spec"]["nodeName"], per_device["spec"]["sharedCounters"]
+    per_device["spec"]["perDeviceNodeSelection"] = True
+    made = cluster({"apiVersion": "v1", "kind": "Node", "metadata": {"name": "node-a"}})
+    made.view.subscribe(made.model.on_change)
+    made.view.apply(Kind.RESOURCE_SLICE, per_device)
+    assert [x.device.name for x in made.model.inventory().nodes["node-a"]] == ["gpu-1"]
+    return made
+
+
+def test_a_device_not_reaching_the_node_is_tried_before_its_node_selection(cluster: Make) -> None:
+    # isSelectable: the class's selectors, the request's, then (perDeviceNodeSelection) the
+    # device's node: the scheduler reaches gpu-0 first on node-a, and its error aborts the pod
+    c = _per_device(cluster, erring_first=True)
+    verdict = c.check(spec(request("gpu", "gpu.nvidia.com", 1, NVLINK)))
+    assert verdict.outcome == NEVER
+    assert f"selector #0 errs on device {DRIVER}/pd/gpu-0" in verdict.problems[0].message
+    assert "SchedulerError" in verdict.problems[0].message
+
+
+def test_a_device_not_reaching_the_node_after_the_one_taken_is_never_tried(
+    cluster: Make,
+) -> None:
+    c = _per_device(cluster, erring_first=False)
+    assert c.check(spec(request("gpu", "gpu.nvidia.com", 1, NVLINK))).outcome == OK
+
+
+def test_all_devices_try_every_device_of_a_per_device_slice_the_node_gathered(
+    cluster: Make,
+) -> None:
+    c = _per_device(cluster, erring_first=False)
+    every = spec(request("gpu", "gpu.nvidia.com", None, NVLINK, allocationMode="All"))
+    verdict = c.check(every)
+    assert verdict.outcome == NEVER
+    assert f"selector #0 errs on device {DRIVER}/pd/gpu-0" in verdict.problems[0].message

@@ -215,7 +215,10 @@ def test_a_short_request_counts_only_devices_in_pools_the_scheduler_can_use() ->
     twins = Twins([node_slice("node-0", 2, slices=2), node_slice("node-1", 1)])
     verdict = twins.both(spec(request(count=5)))
     assert verdict.outcome == NEVER
-    assert "asks for 5 devices, 1 can match" in verdict.problems[0].message
+    assert verdict.problems[0].message == (
+        "asks for 5 devices, the whole cluster has 3 devices of the class, only 1 of them "
+        "usable (on a node, in a complete and valid pool)"
+    )
 
 
 def test_a_short_request_counts_only_devices_that_reach_a_node() -> None:
@@ -224,7 +227,10 @@ def test_a_short_request_counts_only_devices_that_reach_a_node() -> None:
     twins = Twins([node_slice("node-0", 2), nowhere])
     verdict = twins.both(spec(request(count=5)))
     assert verdict.outcome == NEVER
-    assert "asks for 5 devices, 2 can match" in verdict.problems[0].message
+    assert verdict.problems[0].message == (
+        "asks for 5 devices, the whole cluster has 3 devices of the class, only 2 of them "
+        "usable (on a node, in a complete and valid pool)"
+    )
 
 
 def test_an_admin_request_counts_the_allocated_devices_as_its_own() -> None:
