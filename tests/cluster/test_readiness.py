@@ -141,8 +141,15 @@ async def test_a_translated_pod_gets_its_template_created_on_the_api_server_befo
     await wait_ready(client, True)
     apiserver.hold(Kind.RESOURCE_CLAIM_TEMPLATE)  # its watch event comes only after the answer
     body = review("pod-create-legacy-gpu", namespace="ml-research")  # translate namespace
+    # one GPU: the namespace's ResourceQuota (4, 3 in use) leaves room for one, and the mutating
+    # call now judges quota too (one call per translated pod)
+    (container,) = body["request"]["object"]["spec"]["containers"]
+    container["resources"] = {
+        "limits": {"nvidia.com/gpu": "1"},
+        "requests": {"nvidia.com/gpu": "1"},
+    }
     answer = (await client.post("/mutate", json=body)).json()["response"]
-    assert answer["allowed"] is True
+    assert answer["allowed"] is True, answer
     assert answer["patchType"] == "JSONPatch"
 
     posts = [path for method, path, _ in apiserver.requests if method == "POST"]
