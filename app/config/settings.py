@@ -61,9 +61,12 @@ class Settings(BaseSettings):
     """From the first byte of a request to the end of its headers; then 408 and closed."""
     body_timeout_seconds: float = Field(default=10.0, gt=0)
     """From the end of the headers to the end of the body; then 408 and closed."""
-    idle_timeout_seconds: int = Field(default=5, ge=1)
-    """A connection with no request in progress is closed after this (uvicorn's keep-alive
-    timeout, also applied to a connection that never sends a request)."""
+    idle_timeout_seconds: int = Field(default=120, ge=1)
+    """A connection idle between requests is closed after this (uvicorn's keep-alive timeout).
+    Longer than the API server's client keeps an idle connection (Go's http.Transport, 90 s):
+    the client then closes first, and never sends a review on a connection the webhook is
+    closing (a POST is not sent again: the create it admits would fail). A connection that
+    has sent no request yet must start one within `header_timeout_seconds`."""
     max_buffered_bytes: int = Field(default=64 * 1024 * 1024, ge=1024)
     """Request body bytes held at once by one worker, over every request; a review that would go
     over is answered 429 before its body is read. At least `max_body_bytes`."""

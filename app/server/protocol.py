@@ -22,7 +22,8 @@ So this subclass adds, per worker (settings in `app.config.Settings`):
 - `header_timeout_seconds` from the first byte of a request to the end of its head, and
   `body_timeout_seconds` from there to the end of its body: then 408 and closed (the handler
   waiting for the body sees a disconnect and lets go of what it buffered);
-- the idle timeout armed from the start, so a connection that sends nothing is closed too;
+- the idle timeout armed from the start, so a connection that sends nothing is closed too, and
+  then within the header timeout (the long idle timeout is for keep-alive between requests);
 - the time the head arrived, in the scope's `state`, for the handler's queueing check.
 
 The TLS handshake itself is bounded by the event loop (60 s, asyncio's default).
@@ -133,9 +134,10 @@ class LimitedHttpToolsProtocol(HttpToolsProtocol):
         super().connection_made(transport)
         if self._stats is not None:
             self._stats.connections += 1
-        # uvicorn's keep-alive applies only after a response: idle from the start, so that a
-        # connection that never sends a request is closed as one left idle.
-        self._enter(_IDLE, self.timeout_keep_alive)
+        # uvicorn's keep-alive applies only after a response: idle from the start too, but a
+        # connection that has sent nothing yet gets no longer than a head may take (the long
+        # keep-alive is for the API server's connections between reviews, not for silence)
+        self._enter(_IDLE, min(self.timeout_keep_alive, self.limits.header_timeout))
         _Sweep.of(self)
 
     def connection_lost(self, exc: Exception | None) -> None:

@@ -183,3 +183,29 @@ def test_a_request_that_waited_past_the_api_servers_timeout_is_refused(tmp_path:
         assert b'dra_webhook_refused_total{reason="queue"} 1.0' in harness.metrics.render()
     finally:
         harness.client.__exit__(None, None, None)
+
+
+@pytest.fixture(scope="module")
+def keep_alive_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TlsServer]:
+    env = {**LIMITS, "DRA_WEBHOOK_IDLE_TIMEOUT_SECONDS": "4"}
+    found = start_server(tmp_path_factory.mktemp("keep-alive"), env=env)
+    yield found
+    stop_server(found)
+
+
+def test_an_answered_connection_is_kept_for_the_idle_timeout_a_silent_new_one_only_for_a_head(
+    keep_alive_server: TlsServer,
+) -> None:
+    """The API server keeps an idle connection 90 s and does not send a POST again when the
+    webhook closes one under it: so the webhook keeps answered connections longer than that
+    (here 4 s), while a new connection that sends nothing is closed within the header
+    timeout (1 s)."""
+    with _connect(keep_alive_server) as silent:
+        assert _closed_within(silent, 2.5)
+    with _connect(keep_alive_server) as used:
+        used.sendall(_head() + REVIEW)
+        assert _read_response(used)[0] == 200
+        time.sleep(2)  # past the header timeout, within the idle timeout
+        used.sendall(_head() + REVIEW)
+        assert _read_response(used)[0] == 200
+        assert _closed_within(used, 7)
