@@ -35,13 +35,13 @@ from app.k8s.claims import COUNTING, SELECTING, ClaimSpec, parse_claim_spec, tem
 from app.k8s.labels import Selector
 from app.k8s.objects import PodSpecRef, containers, list_field, object_name, resource_map
 from app.policies.base import ALLOW, Context, Mode, Request, Result, Violation
-from app.policies.builders import legacy_matcher, translation_rules
+from app.policies.builders import legacy_matcher, plan_for
 from app.policies.exceptions import cover, policy_exceptions
 from app.policies.parts import Parts
 from app.policies.workloads import combine, old_specs, templates
 from app.regex import compile_re2, glob_to_re2
 from app.translation.legacy import IMPLICIT_CLASS_PREFIX
-from app.translation.plan import TranslationPlan, Want, plan
+from app.translation.plan import TranslationPlan, Want
 
 
 @dataclass(frozen=True, slots=True)
@@ -330,12 +330,20 @@ def translated_uses(
 ) -> list[Use]:
     """The claims translation would write for a pod spec (as `translate` plans them), on
     classes the namespace may not use."""
-    rules = ctx.parts[translation_rules]
-    planned = plan(spec, request.namespace, rules, ctx.view, replace_own=replace_own)
-    if not planned.wants or _excepted(request, ctx, spec, planned):
+    planned = plan_for(spec, request.namespace, ctx, replace_own=replace_own)
+    if not (planned.wants or planned.left) or _excepted(request, ctx, spec, planned):
         return []
     allow_lists = ctx.parts[class_allow_lists]
-    uses = []
+    uses = [
+        Use(
+            left.legacy.path,
+            left.device_class,
+            f"container {left.legacy.container.name} asks for {left.legacy.resource}: "
+            f"{left.legacy.amount}, which translation leaves to the scheduler to serve from",
+        )
+        for left in planned.left
+        if not classes.allows(left.device_class)
+    ]
     for want in planned.wants:
         device_class = want.mapping.device_class_name
         if want.count <= 0 or classes.allows(device_class):
@@ -358,7 +366,8 @@ def _excepted(request: Request, ctx: Context, spec: PodSpecRef, planned: Transla
     if not exceptions:
         return False
     selecting = exceptions.selecting(request.kind, spec, ctx.namespace_labels)
-    return bool(selecting) and not cover(selecting, [w.legacy for w in planned.wants]).rest
+    legacy = [w.legacy for w in planned.wants] + [left.legacy for left in planned.left]
+    return bool(selecting) and not cover(selecting, legacy).rest
 
 
 def _mapping_fix(want: Want, allow_lists: ClassAllowLists) -> str:

@@ -145,14 +145,16 @@ def left_of(spec: PodSpecRef, rules: TranslationRules, view: ClusterReader) -> l
         mapping = rules.mappings.resolve(legacy.resource, view) if bad is None else None
         if mapping is not None and count > 0:
             wants.append(Want(legacy, count, mapping))
-    return choose(wants, sharing_containers(groups), rules, view).left
+    return choose(wants, groups, rules, view).left
 
 
 def choose(
-    wants: list[Want], shared: frozenset[str], rules: TranslationRules, view: ClusterReader
+    wants: list[Want], groups: Iterable[Group], rules: TranslationRules, view: ClusterReader
 ) -> Leaving:
     """Which of a pod spec's whole-device wants (`wants`, in container order; not shares) to
-    leave; `shared`: the containers that ask for a share (`sharing_containers`)."""
+    leave; `groups`: the pod's GPU shares (their containers, and their names)."""
+    groups = list(groups)
+    shared = sharing_containers(groups)
     out = Leaving()
     candidates: list[Left] = []
     for want in wants:
@@ -172,7 +174,8 @@ def choose(
             out.notes.append(_note(left, reason))
     if not candidates:
         return out
-    vetoes = _pod_vetoes(candidates, wants, rules)
+    shares = [m for g in groups for m in g.members.values()]
+    vetoes = _pod_vetoes(candidates, wants, shares, rules)
     for left in candidates:
         reason = vetoes.get(left.legacy.resource) or vetoes.get("")
         if reason is None:
@@ -206,17 +209,20 @@ def _not_alike(
 
 
 def _pod_vetoes(
-    candidates: list[Left], wants: list[Want], rules: TranslationRules
+    candidates: list[Left], wants: list[Want], shares: list[LegacyRequest], rules: TranslationRules
 ) -> dict[str, str]:
-    """Resource -> why none of its requests in the pod is left ("": none of any resource)."""
+    """Resource -> why none of its requests in the pod is left ("": none of any resource).
+    `shares`: the requests of the pod's GPU shares (an init container's HAMi count asks for
+    the name as much as a plain request does)."""
     vetoes: dict[str, str] = {}
     if rules.config.init_containers == "share":
         names = {c.legacy.resource for c in candidates}
-        for want in wants:
-            ref = want.legacy.container
-            if want.count > 0 and not ref.runs_with_app and want.legacy.resource in names:
+        asked = [(w.legacy, w.count) for w in wants] + [(m, count_of(m)[0]) for m in shares]
+        for legacy, count in asked:
+            ref = legacy.container
+            if count > 0 and not ref.runs_with_app and legacy.resource in names:
                 vetoes.setdefault(
-                    want.legacy.resource,
+                    legacy.resource,
                     f"init container {ref.name} asks for it too: translation shares devices "
                     "with it (translation.initContainers: share), the scheduler would give it "
                     "devices of its own",

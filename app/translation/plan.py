@@ -43,7 +43,7 @@ from app.cluster.templates import ManagedTemplates
 from app.cluster.view import ClusterReader, Kind
 from app.k8s.objects import ContainerRef, PodSpecRef
 from app.translation.existing import dra_classes, existing_claim_names, own_entries
-from app.translation.leave import Left, choose, sharing_containers
+from app.translation.leave import Left, choose
 from app.translation.legacy import DeviceMapping, LegacyRequest, is_resource_name, legacy_requests
 from app.translation.naming import ClaimNames, tail, who
 from app.translation.rules import TranslationRules
@@ -210,7 +210,7 @@ def _analyse(
         else:
             _add(result, Want(legacy, count, mapping))
     if plain:
-        chosen = choose(plain, sharing_containers(groups), rules, view)
+        chosen = choose(plain, groups, rules, view)
         result.left = chosen.left
         result.notes += chosen.notes
         for want in chosen.keep:

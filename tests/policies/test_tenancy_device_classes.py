@@ -279,6 +279,23 @@ def test_translation_never_writes_a_claim_the_namespace_may_not_use(pipeline: Pi
     ) in decision.message
 
 
+def test_a_name_translation_leaves_to_the_scheduler_is_judged_by_the_class_that_serves_it() -> None:
+    """translation.leaveMapped: gpu.amd.com maps amd.com/gpu, as the policy's rule does, so the
+    scheduler serves it; team-a may not use that class, so the pod is denied as a translated
+    claim would be, naming who serves it."""
+    amd = _device_class(AMD, extended="amd.com/gpu")
+    cluster = [o for o in CLUSTER if o["metadata"]["name"] != AMD] + [amd]
+    leaving = make_pipeline(cluster, policy_from(POLICY + "translation: {leaveMapped: true}\n"))
+    pod = workload("Pod", "p", legacy={"amd.com/gpu": "1"}, namespace="a-translate")
+    decision = _review(leaving, pod, Endpoint.MUTATE)
+    assert not decision.allowed and not decision.templates, decision.warnings
+    assert (
+        "spec.containers[0].resources.limits[amd.com/gpu]: container main asks for amd.com/gpu: "
+        "1, which translation leaves to the scheduler to serve from DeviceClass gpu.amd.com, "
+        "which namespace a-translate may not use"
+    ) in decision.message
+
+
 def test_a_translation_to_an_allowed_class_goes_on_as_before(pipeline: Pipeline) -> None:
     pod = workload("Pod", "p", legacy={"nvidia.com/gpu": "1"}, namespace="a-translate")
     decision = _review(pipeline, pod, Endpoint.MUTATE)
