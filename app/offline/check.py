@@ -167,7 +167,7 @@ def check(
                 pipeline.view.apply(Kind.RESOURCE_CLAIM_TEMPLATE, template)
             validated = pipeline.review_any_kind(as_request(patched, namespace, request.uid))
             final = validated if not validated.allowed else mutated
-            warnings = [*mutated.warnings, *validated.warnings]
+            warnings = list(dict.fromkeys([*mutated.warnings, *validated.warnings]))
         else:
             warnings = list(mutated.warnings)
         unserved = served(obj) if served is not None else None
