@@ -14,7 +14,6 @@ import base64
 import copy
 import json
 import re
-import subprocess
 from collections.abc import Callable, Iterator
 from functools import cache
 from pathlib import Path
@@ -34,6 +33,7 @@ from app.policies.exceptions import Exceptions
 from app.transport.review import decode_review
 from app.workloads import builtin
 from tests.assets import k8s_tool
+from tests.chart.helpers import CHART, NAMESPACE, RELEASE, REPO, of_kind, render, run_helm
 from tests.dra_only_cases import (
     CASES,
     EXCEPTION_CASES,
@@ -45,14 +45,11 @@ from tests.helpers import make_pipeline, wrap
 from tests.operators import namespaced_plurals
 from tests.specs import pod_spec
 
-REPO = Path(__file__).resolve().parents[2]
-CHART = REPO / "charts" / "dra-webhook"
 VALUES_FILES = sorted((CHART / "ci").glob("*-values.yaml"))
 EXTERNAL_URL_VALUES = CHART / "ci" / "external-url-values.yaml"
 IN_CLUSTER_VALUES_FILES = [v for v in VALUES_FILES if v != EXTERNAL_URL_VALUES]
 FIXTURES = REPO / "tests" / "fixtures" / "apiserver-v1.36.2"
 K8S_VERSION = "1.34.0"
-RELEASE, NAMESPACE = "rel", "dra-system"
 
 Obj = dict[str, Any]
 
@@ -64,17 +61,8 @@ def _helm() -> str:
     return k8s_tool("helm")
 
 
-def _run_helm(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [_helm(), *args], check=False, capture_output=True, text=True, timeout=120
-    )
-
-
-@cache
 def _render(values: Path) -> tuple[Obj, ...]:
-    result = _run_helm("template", RELEASE, str(CHART), "-n", NAMESPACE, "-f", str(values))
-    assert result.returncode == 0, result.stderr
-    return tuple(doc for doc in yaml.safe_load_all(result.stdout) if doc)
+    return render("-f", str(values))
 
 
 def _values(values: Path) -> Obj:
@@ -88,18 +76,14 @@ def _values(values: Path) -> Obj:
     return merged
 
 
-def _of_kind(docs: tuple[Obj, ...], kind: str) -> list[Obj]:
-    return [doc for doc in docs if doc["kind"] == kind]
-
-
 def _one(docs: tuple[Obj, ...], kind: str) -> Obj:
-    (found,) = _of_kind(docs, kind)
+    (found,) = of_kind(docs, kind)
     return found
 
 
 def _webhooks(docs: tuple[Obj, ...]) -> Iterator[tuple[str, Obj]]:
     for kind in ("MutatingWebhookConfiguration", "ValidatingWebhookConfiguration"):
-        for config in _of_kind(docs, kind):
+        for config in of_kind(docs, kind):
             for webhook in config["webhooks"]:
                 yield kind, webhook
 
@@ -128,7 +112,7 @@ def test_the_values_matrix_covers_defaults_cert_manager_self_signed_and_hpa() ->
 
 @by_values_file
 def test_the_chart_lints_cleanly_in_strict_mode(values: Path) -> None:
-    result = _run_helm("lint", "--strict", str(CHART), "-n", NAMESPACE, "-f", str(values))
+    result = run_helm("lint", "--strict", str(CHART), "-n", NAMESPACE, "-f", str(values))
     assert result.returncode == 0, result.stdout + result.stderr
 
 
@@ -148,7 +132,7 @@ def test_the_chart_lints_cleanly_in_strict_mode(values: Path) -> None:
 def test_the_values_schema_refuses_unknown_keys_and_bad_values(
     override: str, complaint: str
 ) -> None:
-    result = _run_helm("template", RELEASE, str(CHART), "--set", override)
+    result = run_helm("template", RELEASE, str(CHART), "--set", override)
     assert result.returncode != 0
     assert complaint in result.stderr
 
@@ -346,7 +330,7 @@ def test_the_network_policy_is_on_by_default_and_admits_the_webhook_port_only() 
 
 
 def test_the_network_policy_can_be_turned_off_or_narrowed_to_given_sources() -> None:
-    off = _run_helm("template", RELEASE, str(CHART), "--set", "networkPolicy.enabled=false")
+    off = run_helm("template", RELEASE, str(CHART), "--set", "networkPolicy.enabled=false")
     assert off.returncode == 0, off.stderr
     assert "kind: NetworkPolicy" not in off.stdout
     docs = _render(CHART / "ci" / "self-signed-values.yaml")
@@ -446,7 +430,7 @@ def test_the_charts_default_policy_is_the_servers_default_policy() -> None:
 
 
 def test_the_chart_tells_the_webhook_not_to_warn_twice_only_with_its_admission_policy() -> None:
-    without = _run_helm(
+    without = run_helm(
         "template", RELEASE, str(CHART), "-n", NAMESPACE, "--set", "admissionPolicy.enabled=false"
     )
     assert without.returncode == 0, without.stderr
@@ -486,8 +470,8 @@ def test_self_signed_mode_generates_a_serving_pair_whose_ca_is_the_webhooks_ca_b
 )
 def test_cert_manager_mode_injects_the_ca_of_the_serving_certificate(values: Path) -> None:
     docs = _render(values)
-    assert _of_kind(docs, "Secret") == []
-    serving = next(c for c in _of_kind(docs, "Certificate") if not c["spec"].get("isCA", False))
+    assert of_kind(docs, "Secret") == []
+    serving = next(c for c in of_kind(docs, "Certificate") if not c["spec"].get("isCA", False))
     service = _one(docs, "Service")["metadata"]["name"]
     assert f"{service}.{NAMESPACE}.svc" in serving["spec"]["dnsNames"]
     for kind in ("MutatingWebhookConfiguration", "ValidatingWebhookConfiguration"):
@@ -508,7 +492,7 @@ def test_an_external_url_gets_the_given_ca_bundle_and_no_in_cluster_workload(mod
     given caBundle; the chart makes no Secret, Deployment or Service for a server it does not
     run, and cert-manager is not asked to inject a CA over the given one."""
     values = yaml.safe_load(EXTERNAL_URL_VALUES.read_text())["webhook"]
-    result = _run_helm(
+    result = run_helm(
         "template", RELEASE, str(CHART), "-n", NAMESPACE, "-f", str(EXTERNAL_URL_VALUES),
         "--set", f"certificates.mode={mode}",
     )  # fmt: skip
@@ -537,7 +521,7 @@ def test_an_external_url_gets_the_given_ca_bundle_and_no_in_cluster_workload(mod
 
 
 def test_a_ca_bundle_without_an_external_url_is_refused() -> None:
-    result = _run_helm("template", RELEASE, str(CHART), "--set", "webhook.caBundle=QUJD")
+    result = run_helm("template", RELEASE, str(CHART), "--set", "webhook.caBundle=QUJD")
     assert result.returncode != 0
     assert "webhook.caBundle is only used with webhook.url" in result.stderr
 
@@ -580,7 +564,7 @@ def test_every_webhook_speaks_v1_with_equivalent_matching_and_values_for_failure
 def _rules(docs: tuple[Obj, ...], kind: str) -> set[tuple[str, str, str]]:
     return {
         (group, resource, operation)
-        for config in _of_kind(docs, kind)
+        for config in of_kind(docs, kind)
         for webhook in config["webhooks"]
         for rule in webhook["rules"]
         for group in rule["apiGroups"]
@@ -730,13 +714,13 @@ def test_quota_entries_for_pods_exist_exactly_when_the_admission_policy_takes_th
 
 
 def test_without_the_admission_policy_the_webhook_sees_pods_of_every_mode_again() -> None:
-    result = _run_helm(
+    result = run_helm(
         "template", RELEASE, str(CHART), "-n", NAMESPACE, "--set", "admissionPolicy.enabled=false"
     )
     assert result.returncode == 0, result.stderr
     docs = tuple(d for d in yaml.safe_load_all(result.stdout) if d)
-    assert not _of_kind(docs, "ValidatingAdmissionPolicy")
-    assert not _of_kind(docs, "ValidatingAdmissionPolicyBinding")
+    assert not of_kind(docs, "ValidatingAdmissionPolicy")
+    assert not of_kind(docs, "ValidatingAdmissionPolicyBinding")
     pods = {
         w["name"].split(".", 1)[0]: w
         for kind, w in _webhooks(docs)
@@ -756,10 +740,10 @@ def test_without_the_admission_policy_the_webhook_sees_pods_of_every_mode_again(
     ],
 )
 def test_names_served_by_device_classes_leave_the_rule_to_the_webhook(setting: str) -> None:
-    result = _run_helm("template", RELEASE, str(CHART), "-n", NAMESPACE, "--set", setting)
+    result = run_helm("template", RELEASE, str(CHART), "-n", NAMESPACE, "--set", setting)
     assert result.returncode == 0, result.stderr
     docs = tuple(d for d in yaml.safe_load_all(result.stdout) if d)
-    assert not _of_kind(docs, "ValidatingAdmissionPolicy")
+    assert not of_kind(docs, "ValidatingAdmissionPolicy")
     policy = parse_policy(_one(docs, "ConfigMap")["data"]["policy.yaml"], "chart")
     assert policy.dra_only.allows_mapped_names
     assert not policy.dra_only.audit_warned_by_admission_policy  # no admission policy warns
@@ -770,7 +754,7 @@ def test_names_served_by_device_classes_leave_the_rule_to_the_webhook(setting: s
 
 
 def test_a_mapped_names_value_the_server_would_refuse_fails_the_render() -> None:
-    result = _run_helm(
+    result = run_helm(
         "template", RELEASE, str(CHART), "-n", NAMESPACE, "--set", "policy.draOnly.mappedNames=warn"
     )
     assert result.returncode != 0
@@ -810,7 +794,7 @@ def test_workload_translation_adds_mutating_workload_entries_with_dry_run_side_e
 
 
 def test_the_release_namespace_stays_exempt_whatever_the_values_say() -> None:
-    result = _run_helm(
+    result = run_helm(
         "template",
         RELEASE,
         str(CHART),
@@ -1001,7 +985,7 @@ def test_the_memory_request_and_limit_follow_the_worker_count(
     overrides: list[str], requests: str, limits: str
 ) -> None:
     args = [arg for override in overrides for arg in ("--set", override)]
-    result = _run_helm("template", RELEASE, str(CHART), "-n", NAMESPACE, *args)
+    result = run_helm("template", RELEASE, str(CHART), "-n", NAMESPACE, *args)
     assert result.returncode == 0, result.stderr
     docs = [d for d in yaml.safe_load_all(result.stdout) if d]
     (container,) = _one(tuple(docs), "Deployment")["spec"]["template"]["spec"]["containers"]
@@ -1010,7 +994,7 @@ def test_the_memory_request_and_limit_follow_the_worker_count(
 
 
 def test_the_cache_budget_goes_to_the_server_and_a_limit_that_cannot_hold_it_is_refused() -> None:
-    result = _run_helm(
+    result = run_helm(
         "template",
         RELEASE,
         str(CHART),
@@ -1026,12 +1010,12 @@ def test_the_cache_budget_goes_to_the_server_and_a_limit_that_cannot_hold_it_is_
     assert env["DRA_WEBHOOK_CACHE_MAX_BYTES"] == str(96 * 1024 * 1024)
     # 512 (the 8,000-slice row's baseline) + 128 + 64 + 64 = 768: the default limit holds it
     assert (
-        _run_helm(
+        run_helm(
             "template", RELEASE, str(CHART), "--set", "memoryPerWorker.requestMi=512"
         ).returncode
         == 0
     )
-    refused = _run_helm(
+    refused = run_helm(
         "template",
         RELEASE,
         str(CHART),
@@ -1170,7 +1154,7 @@ def test_the_admission_policy_denies_in_dra_only_and_warns_in_audit_namespaces()
     docs = _render(CHART / "ci" / "default-values.yaml")
     bindings = {
         b["metadata"]["name"].removeprefix(f"{RELEASE}-dra-webhook-"): b["spec"]
-        for b in _of_kind(docs, "ValidatingAdmissionPolicyBinding")
+        for b in of_kind(docs, "ValidatingAdmissionPolicyBinding")
         if b["spec"]["policyName"].endswith("-dra-only")
     }
     # (the third, in translate namespaces, holds judged pods: test_chart_one_call.py)
@@ -1202,7 +1186,7 @@ def test_the_admission_policy_denies_in_dra_only_and_warns_in_audit_namespaces()
 
 
 def test_the_admission_policy_follows_the_policys_names_and_label() -> None:
-    result = _run_helm(
+    result = run_helm(
         "template", RELEASE, str(CHART), "-n", NAMESPACE,
         "--set", "policy.namespaceModes.label=example.com/gpus",
         "--set", "policy.namespaceModes.draOnly=strict",
@@ -1220,7 +1204,7 @@ def test_the_admission_policy_follows_the_policys_names_and_label() -> None:
     assert not _vap_verdict(policy, fpga, "strict", "cel-expr-python")[0]
     assert _vap_verdict(policy, gpu, "strict", "cel-expr-python")[0]
     deny = [
-        b for b in _of_kind(docs, "ValidatingAdmissionPolicyBinding")
+        b for b in of_kind(docs, "ValidatingAdmissionPolicyBinding")
         if b["metadata"]["name"].endswith("-dra-only-deny")
     ]  # fmt: skip
     (selector,) = deny[0]["spec"]["matchResources"]["namespaceSelector"]["matchExpressions"][:1]
@@ -1228,7 +1212,7 @@ def test_the_admission_policy_follows_the_policys_names_and_label() -> None:
 
 
 def test_a_name_the_admission_policy_cannot_express_is_refused_with_the_way_out() -> None:
-    result = _run_helm(
+    result = run_helm(
         "template", RELEASE, str(CHART), "-n", NAMESPACE,
         "--set", "policy.legacyResources.names={example.com/fpga-[ab]}",
     )  # fmt: skip
@@ -1316,7 +1300,7 @@ def test_each_exception_that_covers_pods_gets_a_webhook_entry_with_its_selectors
 def test_without_the_admission_policy_no_exception_entry_is_needed(
     exception_values: Path,
 ) -> None:
-    result = _run_helm(
+    result = run_helm(
         "template", RELEASE, str(CHART), "-n", NAMESPACE, "-f", str(exception_values),
         "--set", "admissionPolicy.enabled=false",
     )  # fmt: skip
@@ -1328,11 +1312,11 @@ def test_a_bad_exception_fails_the_render_naming_it(tmp_path: Path) -> None:
     bad = tmp_path / "values.yaml"
     broken = {**EXCEPTIONS[0], "objectSelector": {"matchLabels": {"app": "it's"}}}
     bad.write_text(yaml.safe_dump({"policy": {"exceptions": [broken]}}))
-    result = _run_helm("template", RELEASE, str(CHART), "-n", NAMESPACE, "-f", str(bad))
+    result = run_helm("template", RELEASE, str(CHART), "-n", NAMESPACE, "-f", str(bad))
     assert result.returncode != 0
     assert "policy.exceptions[0].objectSelector" in result.stderr
     bad.write_text(yaml.safe_dump({"policy": {"exceptions": [{**EXCEPTIONS[0], "until": "soon"}]}}))
-    result = _run_helm("template", RELEASE, str(CHART), "-n", NAMESPACE, "-f", str(bad))
+    result = run_helm("template", RELEASE, str(CHART), "-n", NAMESPACE, "-f", str(bad))
     assert result.returncode != 0 and "until" in result.stderr
 
 

@@ -15,14 +15,12 @@ from __future__ import annotations
 import copy
 import functools
 import re
-import subprocess
 from collections.abc import Callable
 from typing import Any
 
 import jsonpatch
 import orjson
 import pytest
-import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -32,8 +30,7 @@ from app.config.policy import parse_policy
 from app.pipeline import Endpoint, Pipeline
 from app.policies.translate_judged import JUDGED_ANNOTATION
 from app.transport.review import decode_review
-from tests.assets import k8s_tool
-from tests.chart.test_chart_one_call import CHART, NAMESPACE, RELEASE
+from tests.chart.helpers import CHART, RELEASE, render, run_helm
 from tests.helpers import DEMO_NAMESPACES, make_pipeline, wrap
 from tests.policies.mapped_objects import mapping_class
 
@@ -59,25 +56,15 @@ OWN_CLAIM = {
 by_backend = pytest.mark.parametrize("backend", BACKENDS)
 
 
-@functools.cache
-def _render(*args: str) -> tuple[Obj, ...]:
-    result = subprocess.run(
-        [k8s_tool("helm"), "template", RELEASE, str(CHART), "-n", NAMESPACE, *args],
-        check=False, capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
-    assert result.returncode == 0, result.stderr
-    return tuple(doc for doc in yaml.safe_load_all(result.stdout) if doc)
-
-
 def _admission_policy(*args: str) -> Obj:
-    (found,) = [d for d in _render(*args) if d["kind"] == "ValidatingAdmissionPolicy" and
+    (found,) = [d for d in render(*args) if d["kind"] == "ValidatingAdmissionPolicy" and
                 d["metadata"]["name"].endswith("-dra-only")]  # fmt: skip
     return found
 
 
 @functools.cache
 def _pipeline(*args: str) -> Pipeline:
-    (config,) = [d for d in _render(*args) if d["kind"] == "ConfigMap"]
+    (config,) = [d for d in render(*args) if d["kind"] == "ConfigMap"]
     policy = parse_policy(config["data"]["policy.yaml"], "the chart's ConfigMap")
     amd = mapping_class("gpu.amd.com", "amd.com/gpu")
     return make_pipeline([*DEMO_NAMESPACES, mapping_class(), amd, OWN_CLASS, OWN_CLAIM], policy)
@@ -266,11 +253,9 @@ def test_each_variable_of_the_admission_policy_reads_only_those_before_it(
 
 
 def test_the_values_schema_refuses_a_switch_that_is_not_a_boolean() -> None:
-    result = subprocess.run(
-        [k8s_tool("helm"), "template", RELEASE, str(CHART),
-         "--set", "policy.translation.leaveMapped=maybe"],
-        check=False, capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
+    result = run_helm(
+        "template", RELEASE, str(CHART), "--set", "policy.translation.leaveMapped=maybe"
+    )
     assert result.returncode != 0
     assert "leaveMapped" in result.stderr
 

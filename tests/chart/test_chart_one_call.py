@@ -12,16 +12,13 @@ from __future__ import annotations
 
 import copy
 import re
-import subprocess
 from collections.abc import Callable
 from functools import cache
-from pathlib import Path
 from typing import Any
 
 import jsonpatch
 import orjson
 import pytest
-import yaml
 
 from app.cel.engine import ADMISSION, ADMISSION_MESSAGE, BACKENDS
 from app.cel.factory import get_engine
@@ -29,25 +26,13 @@ from app.config.policy import parse_policy
 from app.pipeline import Endpoint
 from app.policies.translate_judged import JUDGED_ANNOTATION
 from app.transport.review import decode_review
-from tests.assets import k8s_tool
+from tests.chart.helpers import CHART, NAMESPACE, RELEASE, render, run_helm
 from tests.helpers import DEMO_NAMESPACES, make_pipeline, wrap
 
-REPO = Path(__file__).resolve().parents[2]
-CHART = REPO / "charts" / "dra-webhook"
-RELEASE, NAMESPACE, NS = "rel", "dra-system", "ml-research"
+NS = "ml-research"
 Obj = dict[str, Any]
 
 by_backend = pytest.mark.parametrize("backend", BACKENDS)
-
-
-@cache
-def _render(*args: str) -> tuple[Obj, ...]:
-    result = subprocess.run(
-        [k8s_tool("helm"), "template", RELEASE, str(CHART), "-n", NAMESPACE, *args],
-        check=False, capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
-    assert result.returncode == 0, result.stderr
-    return tuple(doc for doc in yaml.safe_load_all(result.stdout) if doc)
 
 
 def _entries(docs: tuple[Obj, ...], kind: str) -> dict[str, Obj]:
@@ -112,7 +97,7 @@ MIXED = _pod({**CLAIMS["spec"], "containers": [*CLAIMS["spec"]["containers"], _g
 
 @cache
 def _policy() -> Any:
-    docs = _render()
+    docs = render()
     (config,) = [d for d in docs if d["kind"] == "ConfigMap"]
     return parse_policy(config["data"]["policy.yaml"], "the chart's ConfigMap")
 
@@ -181,7 +166,7 @@ def _judged_pods() -> list[tuple[str, Obj]]:
 
 @by_backend
 def test_a_pod_its_mutating_call_judged_is_not_sent_to_the_validating_entry(backend: str) -> None:
-    entry = _entries(_render(), "ValidatingWebhookConfiguration")["pods"]
+    entry = _entries(render(), "ValidatingWebhookConfiguration")["pods"]
     selector = {e["key"]: e for e in entry["namespaceSelector"]["matchExpressions"]}
     assert selector["gpu-mode"]["values"] == ["translate"]
     uses, judged = (_condition(entry, n) for n in ("pod-uses-devices", "not-judged-at-mutation"))
@@ -207,7 +192,7 @@ CHANGED_AFTER = [
 def test_a_judged_pod_changed_after_its_mutating_call_is_validated(
     case: str, change: Callable[[Obj], None], backend: str
 ) -> None:
-    entry = _entries(_render(), "ValidatingWebhookConfiguration")["pods"]
+    entry = _entries(render(), "ValidatingWebhookConfiguration")["pods"]
     judged = _condition(entry, "not-judged-at-mutation")
     pod = _mutated(MIXED)
     assert not _sent(judged, pod, backend)
@@ -219,8 +204,8 @@ def test_a_mark_the_pipeline_did_not_write_never_spares_the_validating_call(back
     """The author's own value, even one that matches: the mutating entry sends the pod (it
     carries the annotation), and the pipeline rewrites a wrong value and removes one it does
     not vouch for (tests/transport/test_judged_at_mutation.py)."""
-    validating = _entries(_render(), "ValidatingWebhookConfiguration")["pods"]
-    mutating = _entries(_render(), "MutatingWebhookConfiguration")["pods"]
+    validating = _entries(render(), "ValidatingWebhookConfiguration")["pods"]
+    mutating = _entries(render(), "MutatingWebhookConfiguration")["pods"]
     plain = _pod({"containers": [{"name": "c", "image": "i"}]})
     wrong = _with(
         _with(CLAIMS, _forge),
@@ -250,7 +235,7 @@ def test_a_mark_the_pipeline_did_not_write_never_spares_the_validating_call(back
 def test_without_a_mutating_call_that_always_runs_every_pod_is_validated(
     args: tuple[str, ...],
 ) -> None:
-    for name, entry in _entries(_render(*args), "ValidatingWebhookConfiguration").items():
+    for name, entry in _entries(render(*args), "ValidatingWebhookConfiguration").items():
         if name.startswith("pods"):
             assert [c["name"] for c in entry["matchConditions"]] == ["pod-uses-devices"], name
 
@@ -260,7 +245,7 @@ def test_where_the_pods_entry_sees_every_mode_translate_namespaces_get_their_own
     backend: str,
 ) -> None:
     entries = _entries(
-        _render("--set", "admissionPolicy.enabled=false"), "ValidatingWebhookConfiguration"
+        render("--set", "admissionPolicy.enabled=false"), "ValidatingWebhookConfiguration"
     )
     modes = {
         name: next(
@@ -280,14 +265,12 @@ def test_the_reinvocation_policy_of_every_mutating_entry_is_the_value() -> None:
     for value in ("Never", "IfNeeded"):
         args = ("--set", f"webhook.mutating.reinvocationPolicy={value}")
         args += ("--set", "policy.translation.translateWorkloads=true")
-        entries = _entries(_render(*args), "MutatingWebhookConfiguration")
+        entries = _entries(render(*args), "MutatingWebhookConfiguration")
         assert len(entries) > 2
         assert {e["reinvocationPolicy"] for e in entries.values()} == {value}
-    bad = subprocess.run(
-        [k8s_tool("helm"), "template", RELEASE, str(CHART),
-         "--set", "webhook.mutating.reinvocationPolicy=Always"],
-        check=False, capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
+    bad = run_helm(
+        "template", RELEASE, str(CHART), "--set", "webhook.mutating.reinvocationPolicy=Always"
+    )
     assert bad.returncode != 0 and "reinvocationPolicy" in bad.stderr
 
 
@@ -295,7 +278,7 @@ def test_the_reinvocation_policy_of_every_mutating_entry_is_the_value() -> None:
 
 
 def _admission_policy() -> Obj:
-    (found,) = [d for d in _render() if d["kind"] == "ValidatingAdmissionPolicy" and
+    (found,) = [d for d in render() if d["kind"] == "ValidatingAdmissionPolicy" and
                 d["metadata"]["name"].endswith("-dra-only")]  # fmt: skip
     return found
 
@@ -358,7 +341,7 @@ def test_a_legacy_pod_the_webhook_did_not_judge_is_left_to_it_in_translate_names
 
 def test_the_translate_binding_holds_pods_of_translate_namespaces_only() -> None:
     (binding,) = [
-        d for d in _render()
+        d for d in render()
         if d["kind"] == "ValidatingAdmissionPolicyBinding"
         and d["metadata"]["name"].endswith("-dra-only-translated")
     ]  # fmt: skip
@@ -376,5 +359,5 @@ def test_the_translate_binding_holds_pods_of_translate_namespaces_only() -> None
     }
     assert selector["gpu-mode"] == {"key": "gpu-mode", "operator": "In", "values": ["translate"]}
     assert NAMESPACE in selector["kubernetes.io/metadata.name"]["values"]
-    without = _render("--set", "webhook.mutating.enabled=false")
+    without = render("--set", "webhook.mutating.enabled=false")
     assert not [d for d in without if d["metadata"]["name"].endswith("-dra-only-translated")]

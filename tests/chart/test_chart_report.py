@@ -7,8 +7,8 @@ from typing import Any
 
 import yaml
 
-from tests.chart.test_chart import CHART, NAMESPACE, _of_kind, _render
-from tests.cluster.test_rbac_doc import REPORT_ROLE, documented_grants
+from tests.chart.helpers import CHART, NAMESPACE, of_kind, render
+from tests.cluster.helpers import REPORT_ROLE, documented_grants
 
 REPORT_VALUES = CHART / "ci" / "report-values.yaml"
 DEFAULT_VALUES = CHART / "ci" / "default-values.yaml"
@@ -26,21 +26,21 @@ def _grants(role: Obj) -> set[tuple[str, str, str]]:
 
 
 def _named(docs: tuple[Obj, ...], kind: str, suffix: str) -> Obj:
-    (found,) = [d for d in _of_kind(docs, kind) if d["metadata"]["name"].endswith(suffix)]
+    (found,) = [d for d in of_kind(docs, kind) if d["metadata"]["name"].endswith(suffix)]
     return found
 
 
 def test_the_report_role_is_the_one_docs_rbac_md_checks_against_the_report() -> None:
-    docs = _render(REPORT_VALUES)
+    docs = render("-f", str(REPORT_VALUES))
     assert _grants(_named(docs, "ClusterRole", "-report")) == documented_grants(REPORT_ROLE)
 
 
 def test_without_policy_reports_the_report_role_cannot_write_them(tmp_path: Path) -> None:
     values = tmp_path / "values.yaml"
     values.write_text(yaml.safe_dump({"report": {"enabled": True, "policyReports": False}}))
-    docs = _render(values)
+    docs = render("-f", str(values))
     assert all(g != "wgpolicyk8s.io" for g, _, _ in _grants(_named(docs, "ClusterRole", "-report")))
-    (cronjob,) = _of_kind(docs, "CronJob")
+    (cronjob,) = of_kind(docs, "CronJob")
     args = cronjob["spec"]["jobTemplate"]["spec"]["template"]["spec"]["containers"][0]["args"]
     assert "--policy-reports" not in args
     webhook_role = _named(docs, "ClusterRole", "dra-webhook")
@@ -48,8 +48,8 @@ def test_without_policy_reports_the_report_role_cannot_write_them(tmp_path: Path
 
 
 def test_the_cronjob_runs_the_live_report_under_its_own_service_account() -> None:
-    docs = _render(REPORT_VALUES)
-    (cronjob,) = _of_kind(docs, "CronJob")
+    docs = render("-f", str(REPORT_VALUES))
+    (cronjob,) = of_kind(docs, "CronJob")
     job = cronjob["spec"]["jobTemplate"]["spec"]
     pod = job["template"]["spec"]
     (container,) = pod["containers"]
@@ -74,20 +74,22 @@ def test_the_cronjob_runs_the_live_report_under_its_own_service_account() -> Non
 
 
 def test_the_webhook_lists_policy_reports_only_when_its_gauge_reads_them() -> None:
-    with_gauge = _render(REPORT_VALUES)
+    with_gauge = render("-f", str(REPORT_VALUES))
     role = _named(with_gauge, "ClusterRole", "dra-webhook")
-    extra = _grants(role) - _grants(_named(_render(DEFAULT_VALUES), "ClusterRole", "dra-webhook"))
+    extra = _grants(role) - _grants(
+        _named(render("-f", str(DEFAULT_VALUES)), "ClusterRole", "dra-webhook")
+    )
     assert extra == {("wgpolicyk8s.io", "policyreports", "list")}
-    (deployment,) = _of_kind(with_gauge, "Deployment")
+    (deployment,) = of_kind(with_gauge, "Deployment")
     env = {
         e["name"]: e.get("value")
         for e in deployment["spec"]["template"]["spec"]["containers"][0]["env"]
     }
     assert env["DRA_WEBHOOK_MIGRATION_GAUGE_INTERVAL_SECONDS"] == "300"
-    (default,) = _of_kind(_render(DEFAULT_VALUES), "Deployment")
+    (default,) = of_kind(render("-f", str(DEFAULT_VALUES)), "Deployment")
     env = {
         e["name"]: e.get("value")
         for e in default["spec"]["template"]["spec"]["containers"][0]["env"]
     }
     assert env["DRA_WEBHOOK_MIGRATION_GAUGE_INTERVAL_SECONDS"] == "0"
-    assert _of_kind(_render(DEFAULT_VALUES), "CronJob") == []
+    assert of_kind(render("-f", str(DEFAULT_VALUES)), "CronJob") == []

@@ -11,8 +11,8 @@ from app.cluster.view import ClusterView, Kind
 from app.config import Settings
 from app.errors import TemplateConflictError, TemplateCreateError
 from tests.cluster import objects
-from tests.cluster.conftest import ROOMY, eventually, live_settings
 from tests.cluster.fake_apiserver import FakeApiServer
+from tests.cluster.helpers import ROOMY, eventually, live_settings
 
 pytestmark = pytest.mark.anyio
 

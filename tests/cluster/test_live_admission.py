@@ -22,8 +22,8 @@ from app.pipeline import Endpoint
 from app.transport.app import create_app
 from app.transport.review import decode_review
 from tests.claim_objects import POLICY_FILE, claim, cluster_objects, exact
-from tests.cluster.conftest import eventually, live_settings
 from tests.cluster.fake_apiserver import FakeApiServer
+from tests.cluster.helpers import eventually, live_settings
 from tests.helpers import make_pipeline, review, wrap
 
 pytestmark = pytest.mark.anyio

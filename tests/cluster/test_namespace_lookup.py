@@ -19,8 +19,8 @@ from app.cluster.view import ClusterView, Kind
 from app.config import Settings, load_policy
 from app.metrics import Metrics
 from app.transport.app import create_app
-from tests.cluster.conftest import eventually, live_settings
 from tests.cluster.fake_apiserver import FakeApiServer
+from tests.cluster.helpers import eventually, live_settings
 from tests.helpers import review
 
 pytestmark = pytest.mark.anyio

@@ -18,8 +18,8 @@ from app.config import Settings
 from app.metrics import Metrics
 from app.transport.app import create_app
 from tests.cluster import objects
-from tests.cluster.conftest import eventually, live_settings
 from tests.cluster.fake_apiserver import FakeApiServer
+from tests.cluster.helpers import eventually, live_settings
 from tests.helpers import policy_from
 
 pytestmark = pytest.mark.anyio

@@ -7,11 +7,9 @@ the report's PolicyReports lists them and does nothing else."""
 from __future__ import annotations
 
 import asyncio
-import re
 from pathlib import Path
 
 import pytest
-import yaml
 
 from app.cli import main
 from app.cluster.listing import Cluster, connect
@@ -21,12 +19,11 @@ from app.cluster.view import ClusterView, Kind
 from app.config import Settings
 from app.workloads import builtin
 from tests.cluster import objects
-from tests.cluster.conftest import eventually
 from tests.cluster.fake_apiserver import FakeApiServer
+from tests.cluster.helpers import RBAC_DOC, REPORT_ROLE, Grant, documented_grants, eventually
 from tests.operators import namespaced_plurals
 from tests.report.helpers import Running, seed
 
-RBAC_DOC = Path(__file__).resolve().parents[2] / "docs" / "rbac.md"
 VIEW_KINDS = {
     ("", "namespaces"),
     ("", "resourcequotas"),
@@ -37,24 +34,6 @@ VIEW_KINDS = {
 }
 NODE_READS = {("", "nodes", "list"), ("", "nodes", "watch")}
 TEMPLATE_WRITES = ("create", "patch", "delete")
-Grant = tuple[str, str, str]  # (apiGroup, resource, verb)
-
-
-def documented_grants(name: str = "dra-webhook") -> set[Grant]:
-    blocks = re.findall(r"```yaml\n(.*?)```", RBAC_DOC.read_text(), re.DOTALL)
-    documents = [doc for block in blocks for doc in yaml.safe_load_all(block)]
-    (role,) = [
-        doc
-        for doc in documents
-        if doc.get("kind") == "ClusterRole" and doc["metadata"]["name"] == name
-    ]
-    return {
-        (group, resource, verb)
-        for rule in role["rules"]
-        for group in rule["apiGroups"]
-        for resource in rule["resources"]
-        for verb in rule["verbs"]
-    }
 
 
 def needed(method: str, path: str, query: dict[str, str]) -> Grant | None:
@@ -105,7 +84,6 @@ async def test_every_request_the_live_source_makes_is_allowed_by_the_documented_
     assert {verb for _, _, verb in used} == {"list", "watch", "create", "get", "patch", "delete"}
 
 
-REPORT_ROLE = "dra-webhook-report"
 OPERATOR_KINDS = [
     (entry.group, entry.kind, plural)
     for entry in builtin().entries()

@@ -14,8 +14,8 @@ from app.cluster.view import ClusterView, Kind
 from app.config import Settings
 from app.metrics import Metrics
 from app.transport.app import create_app
-from tests.cluster.conftest import ROOMY, eventually, live_settings
 from tests.cluster.fake_apiserver import FakeApiServer
+from tests.cluster.helpers import ROOMY, eventually, live_settings
 from tests.helpers import policy_from, review
 
 pytestmark = pytest.mark.anyio

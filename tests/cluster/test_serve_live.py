@@ -17,8 +17,8 @@ from app.config import Settings
 from app.config.settings import ClusterSource
 from app.errors import ConfigError
 from tests.cluster import objects
-from tests.cluster.conftest import FAST, eventually
 from tests.cluster.fake_apiserver import FakeApiServer
+from tests.cluster.helpers import FAST, eventually
 from tests.helpers import TlsServer, review, start_server, stop_server
 
 

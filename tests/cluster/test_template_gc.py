@@ -17,8 +17,8 @@ from app.cluster.view import ClusterView, Kind
 from app.k8s.templates import LAST_USED_LABEL, TEMPLATE_LABEL
 from app.metrics import Metrics
 from tests.cluster import objects
-from tests.cluster.conftest import eventually, live_settings
 from tests.cluster.fake_apiserver import FakeApiServer
+from tests.cluster.helpers import eventually, live_settings
 
 pytestmark = pytest.mark.anyio
 GRACE = 0.4

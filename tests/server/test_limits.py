@@ -7,29 +7,16 @@ huge head, half a body, nothing at all. Limits are set small through DRA_WEBHOOK
 
 from __future__ import annotations
 
-import socket
-import ssl
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
-import orjson
 import pytest
 
-from tests.helpers import TlsServer, load_fixture, start_server, stop_server
+from tests.helpers import TlsServer, start_server, stop_server
+from tests.server.helpers import LIMITS, REVIEW, closed_within, connect, head, read_response
 
 pytestmark = pytest.mark.slow
-
-LIMITS = {
-    "DRA_WEBHOOK_MAX_CONNECTIONS": "6",
-    "DRA_WEBHOOK_MAX_HEADER_BYTES": "8192",
-    "DRA_WEBHOOK_HEADER_TIMEOUT_SECONDS": "1",
-    "DRA_WEBHOOK_BODY_TIMEOUT_SECONDS": "1",
-    "DRA_WEBHOOK_IDLE_TIMEOUT_SECONDS": "1",
-    "DRA_WEBHOOK_MAX_BODY_BYTES": "1048576",
-    "DRA_WEBHOOK_MAX_BUFFERED_BYTES": "1572864",
-}
-REVIEW = orjson.dumps(load_fixture("pod-create-legacy-gpu"))
 
 
 @pytest.fixture(scope="module")
@@ -39,126 +26,73 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TlsServer]:
     stop_server(found)
 
 
-def _connect(server: TlsServer, timeout: float = 5.0) -> ssl.SSLSocket:
-    host, port = server.base_url.removeprefix("https://").split(":")
-    raw = socket.create_connection((host, int(port)), timeout=timeout)
-    return server.ssl_context().wrap_socket(raw, server_hostname=host)
-
-
-def _head(path: str = "/validate", length: int = len(REVIEW), extra: str = "") -> bytes:
-    return (
-        f"POST {path}?timeout=10s HTTP/1.1\r\nHost: webhook\r\n"
-        f"Content-Type: application/json\r\nContent-Length: {length}\r\n{extra}\r\n"
-    ).encode()
-
-
-def _read_response(sock: ssl.SSLSocket) -> tuple[int, bytes]:
-    """Status and whole response (until the server closes or the body is complete)."""
-    data = b""
-    while b"\r\n\r\n" not in data:
-        chunk = sock.recv(65536)
-        if not chunk:
-            break
-        data += chunk
-    if not data:
-        return 0, b""
-    head, _, body = data.partition(b"\r\n\r\n")
-    length = next(
-        (
-            int(line.split(b":", 1)[1])
-            for line in head.split(b"\r\n")
-            if line.lower().startswith(b"content-length:")
-        ),
-        0,
-    )
-    while len(body) < length:
-        chunk = sock.recv(65536)
-        if not chunk:
-            break
-        body += chunk
-    return int(head.split(b" ", 2)[1]), head + b"\r\n\r\n" + body
-
-
-def _closed_within(sock: ssl.SSLSocket, seconds: float) -> bool:
-    """Whether the server closes the connection within `seconds` (whatever it sent first)."""
-    sock.settimeout(seconds)
-    try:
-        while sock.recv(65536):
-            pass
-    except TimeoutError:
-        return False
-    except (ConnectionError, ssl.SSLError):
-        return True
-    return True
-
-
 def test_a_valid_review_is_still_answered(server: TlsServer) -> None:
-    with _connect(server) as sock:
-        sock.sendall(_head() + REVIEW)
-        status, _ = _read_response(sock)
+    with connect(server) as sock:
+        sock.sendall(head() + REVIEW)
+        status, _ = read_response(sock)
     assert status == 200
 
 
 def test_a_head_over_the_header_limit_is_refused_with_431(server: TlsServer) -> None:
-    with _connect(server) as sock:
-        sock.sendall(_head(extra=f"X-Big: {'a' * 32768}\r\n") + REVIEW)
-        status, response = _read_response(sock)
+    with connect(server) as sock:
+        sock.sendall(head(extra=f"X-Big: {'a' * 32768}\r\n") + REVIEW)
+        status, response = read_response(sock)
     assert status == 431, response[:200]
 
 
 def test_a_head_trickled_forever_is_cut_at_the_header_timeout(server: TlsServer) -> None:
-    with _connect(server) as sock:
+    with connect(server) as sock:
         sock.sendall(b"POST /validate HTTP/1.1\r\nHost: w\r\n")
         started = time.monotonic()
-        status, _ = _read_response(sock)
+        status, _ = read_response(sock)
     assert status in (0, 408)
     assert time.monotonic() - started < 4
 
 
 def test_half_a_body_is_cut_at_the_body_timeout_with_408(server: TlsServer) -> None:
-    with _connect(server) as sock:
-        sock.sendall(_head(length=len(REVIEW)) + REVIEW[: len(REVIEW) // 2])
+    with connect(server) as sock:
+        sock.sendall(head(length=len(REVIEW)) + REVIEW[: len(REVIEW) // 2])
         started = time.monotonic()
-        status, _ = _read_response(sock)
+        status, _ = read_response(sock)
     assert status == 408
     assert time.monotonic() - started < 4
 
 
 def test_a_connection_that_never_sends_a_request_is_closed_when_idle(server: TlsServer) -> None:
-    with _connect(server) as sock:
-        assert _closed_within(sock, 4)
+    with connect(server) as sock:
+        assert closed_within(sock, 4)
 
 
 def test_bodies_over_the_buffered_bytes_budget_are_refused_with_429(server: TlsServer) -> None:
     big = 1_000_000
-    with _connect(server) as holder, _connect(server) as second:
-        holder.sendall(_head(length=big) + b"{" + b" " * 100_000)  # holds its budget
+    with connect(server) as holder, connect(server) as second:
+        holder.sendall(head(length=big) + b"{" + b" " * 100_000)  # holds its budget
         time.sleep(0.3)
-        second.sendall(_head(length=big) + b" " * big)
-        status, response = _read_response(second)
+        second.sendall(head(length=big) + b" " * big)
+        status, response = read_response(second)
     assert status == 429, response[:300]
     assert b"retry-after" in response.lower()
-    with _connect(server) as sock:  # the budget is returned once the holder is gone
-        sock.sendall(_head() + REVIEW)
-        assert _read_response(sock)[0] == 200
+    with connect(server) as sock:  # the budget is returned once the holder is gone
+        sock.sendall(head() + REVIEW)
+        assert read_response(sock)[0] == 200
 
 
 def test_connections_over_the_cap_are_refused_at_once_with_429(server: TlsServer) -> None:
-    held = [_connect(server) for _ in range(int(LIMITS["DRA_WEBHOOK_MAX_CONNECTIONS"]))]
+    held = [connect(server) for _ in range(int(LIMITS["DRA_WEBHOOK_MAX_CONNECTIONS"]))]
     try:
         time.sleep(0.2)
-        with _connect(server) as extra:
+        with connect(server) as extra:
             started = time.monotonic()
-            status, _ = _read_response(extra)
+            status, _ = read_response(extra)
         assert status == 429
         assert time.monotonic() - started < 1
     finally:
         for sock in held:
             sock.close()
     time.sleep(0.3)
-    with _connect(server) as sock:  # room again once they are gone
-        sock.sendall(_head() + REVIEW)
-        assert _read_response(sock)[0] == 200
+    with connect(server) as sock:  # room again once they are gone
+        sock.sendall(head() + REVIEW)
+        assert read_response(sock)[0] == 200
 
 
 def test_a_request_that_waited_past_the_api_servers_timeout_is_refused(tmp_path: Path) -> None:
@@ -200,12 +134,12 @@ def test_an_answered_connection_is_kept_for_the_idle_timeout_a_silent_new_one_on
     webhook closes one under it: so the webhook keeps answered connections longer than that
     (here 4 s), while a new connection that sends nothing is closed within the header
     timeout (1 s)."""
-    with _connect(keep_alive_server) as silent:
-        assert _closed_within(silent, 2.5)
-    with _connect(keep_alive_server) as used:
-        used.sendall(_head() + REVIEW)
-        assert _read_response(used)[0] == 200
+    with connect(keep_alive_server) as silent:
+        assert closed_within(silent, 2.5)
+    with connect(keep_alive_server) as used:
+        used.sendall(head() + REVIEW)
+        assert read_response(used)[0] == 200
         time.sleep(2)  # past the header timeout, within the idle timeout
-        used.sendall(_head() + REVIEW)
-        assert _read_response(used)[0] == 200
-        assert _closed_within(used, 7)
+        used.sendall(head() + REVIEW)
+        assert read_response(used)[0] == 200
+        assert closed_within(used, 7)

@@ -13,13 +13,7 @@ from uvicorn.protocols.http.flow_control import FlowControl
 
 from app.server.protocol import _Cycle
 from tests.helpers import TlsServer, load_fixture, start_server, stop_server
-from tests.server.test_limits import (
-    LIMITS,
-    _closed_within,
-    _connect,
-    _head,
-    _read_response,
-)
+from tests.server.helpers import LIMITS, closed_within, connect, head, read_response
 
 REVIEW = orjson.dumps(load_fixture("pod-create-legacy-gpu"))
 
@@ -48,9 +42,9 @@ def _uid(response: bytes) -> str:
 @pytest.mark.slow
 def test_pipelined_reviews_on_one_connection_are_answered_in_order(server: TlsServer) -> None:
     bodies = [_review(f"uid-{n}") for n in range(3)]
-    with _connect(server) as sock:
-        sock.sendall(b"".join(_head(length=len(body)) + body for body in bodies))
-        answers = [_read_response(sock) for _ in bodies]
+    with connect(server) as sock:
+        sock.sendall(b"".join(head(length=len(body)) + body for body in bodies))
+        answers = [read_response(sock) for _ in bodies]
     assert [status for status, _ in answers] == [200, 200, 200]
     assert [_uid(response) for _, response in answers] == ["uid-0", "uid-1", "uid-2"]
 
@@ -59,11 +53,11 @@ def test_pipelined_reviews_on_one_connection_are_answered_in_order(server: TlsSe
 def test_a_pipelined_head_over_the_limit_is_refused_though_it_began_in_the_read_before(
     server: TlsServer,
 ) -> None:
-    big = _head(extra=f"X-Big: {'a' * 9000}\r\n")  # over the 8192 bytes of LIMITS
-    with _connect(server) as sock:
-        sock.sendall(_head() + REVIEW + big + REVIEW)
+    big = head(extra=f"X-Big: {'a' * 9000}\r\n")  # over the 8192 bytes of LIMITS
+    with connect(server) as sock:
+        sock.sendall(head() + REVIEW + big + REVIEW)
         statuses = []
-        while (status := _read_response(sock)[0]) != 0:
+        while (status := read_response(sock)[0]) != 0:
             statuses.append(status)
     assert statuses[-1] == 431
 
@@ -73,19 +67,19 @@ def test_a_small_head_read_together_with_a_large_body_is_not_taken_for_a_large_h
     server: TlsServer,
 ) -> None:
     body = _review("uid-big", pad=200_000)  # one send: the first read holds far over 8192 bytes
-    with _connect(server) as sock:
-        sock.sendall(_head(length=len(body)) + body)
-        status, response = _read_response(sock)
+    with connect(server) as sock:
+        sock.sendall(head(length=len(body)) + body)
+        status, response = read_response(sock)
     assert status == 200, response[:300]
     assert _uid(response) == "uid-big"
 
 
 @pytest.mark.slow
 def test_a_connection_left_idle_after_an_answer_is_closed(server: TlsServer) -> None:
-    with _connect(server) as sock:
-        sock.sendall(_head() + REVIEW)
-        assert _read_response(sock)[0] == 200
-        assert _closed_within(sock, 4)  # idle timeout 1 s, swept
+    with connect(server) as sock:
+        sock.sendall(head() + REVIEW)
+        assert read_response(sock)[0] == 200
+        assert closed_within(sock, 4)  # idle timeout 1 s, swept
 
 
 class _Transport:

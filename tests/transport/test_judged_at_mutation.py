@@ -28,7 +28,7 @@ from app.transport.app import create_app
 from app.transport.review import decode_review
 from tests.helpers import DEMO_NAMESPACES, AppHarness, build_app, make_view, policy_from, wrap
 from tests.policies.selector_objects import device_class
-from tests.transport.test_translate_provision import SlowSource, _admit_concurrently
+from tests.transport.helpers import SlowSource, admit_concurrently
 
 Obj = dict[str, Any]
 NS = "ml-research"
@@ -242,7 +242,7 @@ def test_a_pod_admitted_untranslated_after_a_failed_create_leaves_no_mark() -> N
     source = SlowSource([*DEMO_NAMESPACES], error="the API server is unreachable")
     policy = policy_from("failure: {templateCreate: open}")
     forged = _pod(annotations={JUDGED_ANNOTATION: ""})
-    (response,) = asyncio.run(_admit_concurrently(source, [wrap(forged)], policy))
+    (response,) = asyncio.run(admit_concurrently(source, [wrap(forged)], policy))
     assert response["allowed"] is True
     assert "admitted untranslated" in response["warnings"][0]
     assert _patch(response) == [

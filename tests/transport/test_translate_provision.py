@@ -14,15 +14,12 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import httpx
 import orjson
 import pytest
 from fastapi.testclient import TestClient
 
-from app.cluster.static import StaticSource
-from app.cluster.view import ClusterView, Kind
-from app.config import Settings, load_policy
-from app.errors import TemplateCreateError
+from app.cluster.view import Kind
+from app.config import Settings
 from app.metrics import Metrics
 from app.transport.app import create_app
 from tests.helpers import (
@@ -36,32 +33,13 @@ from tests.helpers import (
     write_cluster_file,
 )
 from tests.policies.translate_support import apply, assert_pod_rules, assert_valid
+from tests.transport.helpers import SlowSource, admit_concurrently
 
 Obj = dict[str, Any]
 NS = "ml-research"
 LEGACY = "pod-create-legacy-gpu"
 TRANSLATED_E2E = [*(n for n in DEMO_NAMESPACES if n["metadata"]["name"] != "gpu-e2e")]
 TRANSLATED_E2E.append(namespace("gpu-e2e", "translate"))
-
-
-class SlowSource(StaticSource):
-    """Creates take `delay` seconds, as an API call does; counts calls; may fail."""
-
-    def __init__(
-        self, objects: list[Obj], delay: float = 0.02, error: str = "", refused: bool = False
-    ) -> None:
-        super().__init__(ClusterView(), objects=objects)
-        self.delay = delay
-        self.error = error
-        self.refused = refused
-        self.calls: list[str] = []
-
-    async def create_claim_template(self, template: dict[str, Any]) -> None:
-        self.calls.append(template["metadata"]["name"])
-        await asyncio.sleep(self.delay)
-        if self.error:
-            raise TemplateCreateError(self.error, refused=self.refused)
-        await super().create_claim_template(template)
 
 
 def patch_of(response: Obj) -> list[Obj]:
@@ -154,29 +132,10 @@ def test_a_template_the_cluster_already_has_costs_no_api_call(
     assert harness.source.created_templates == []
 
 
-async def _admit_concurrently(
-    source: SlowSource, bodies: list[Obj], policy: Any = None
-) -> list[Obj]:
-    app = create_app(Settings(), policy=policy or load_policy(), source=source, metrics=Metrics())
-    await source.start()
-    transport = httpx.ASGITransport(app=app)
-    async with httpx.AsyncClient(transport=transport, base_url="http://webhook") as client:
-        replies = await asyncio.gather(
-            *(
-                client.post(
-                    "/mutate", content=orjson.dumps(b), headers={"content-type": "application/json"}
-                )
-                for b in bodies
-            )
-        )
-    assert all(r.status_code == 200 for r in replies)
-    return [r.json()["response"] for r in replies]
-
-
 def test_concurrent_admissions_of_a_new_shape_share_one_create() -> None:
     source = SlowSource(DEMO_NAMESPACES)
     bodies = [wrap(gpu_pod(f"p{n}", 1 + n % 2), uid=f"u{n}") for n in range(100)]
-    responses = asyncio.run(_admit_concurrently(source, bodies))
+    responses = asyncio.run(admit_concurrently(source, bodies))
     assert all(r["allowed"] for r in responses)
     assert len(source.calls) == 2, source.calls  # two shapes: 1 GPU and 2 GPUs
     assert len(set(source.calls)) == 2
@@ -192,7 +151,7 @@ def test_a_failed_create_is_answered_per_the_failure_policy_with_the_api_error(
     source = SlowSource(DEMO_NAMESPACES, error=error)
     policy = policy_from(f"failure: {{templateCreate: {failure}}}")
     bodies = [wrap(gpu_pod(f"p{n}"), uid=f"u{n}") for n in range(5)]
-    responses = asyncio.run(_admit_concurrently(source, bodies, policy))
+    responses = asyncio.run(admit_concurrently(source, bodies, policy))
     assert len(source.calls) == 1, "concurrent waiters share the one failed create"
     for response in responses:
         if failure == "closed":
@@ -207,7 +166,7 @@ def test_a_failed_create_is_answered_per_the_failure_policy_with_the_api_error(
             assert "admitted untranslated (fail open)" in response["warnings"][0]
     # the failure is not remembered: the next admission tries again
     source.error = ""
-    (again,) = asyncio.run(_admit_concurrently(source, [wrap(gpu_pod("later"))], policy))
+    (again,) = asyncio.run(admit_concurrently(source, [wrap(gpu_pod("later"))], policy))
     assert again["allowed"] is True
     assert len(source.calls) == 2
 
@@ -222,7 +181,7 @@ def test_retry_later_is_said_only_where_a_retry_can_help(
 ) -> None:
     error = "403 Forbidden: admission webhook denied the request" if refused else "unreachable"
     source = SlowSource(DEMO_NAMESPACES, error=error, refused=refused)
-    (response,) = asyncio.run(_admit_concurrently(source, [wrap(gpu_pod("p"))], None))
+    (response,) = asyncio.run(admit_concurrently(source, [wrap(gpu_pod("p"))], None))
     assert response["allowed"] is False
     assert response["status"]["code"] == code
     assert ("retry later" in response["status"]["message"]) is retry
@@ -248,7 +207,7 @@ class BrokenSource(SlowSource):
 
 def test_a_bug_while_creating_a_template_is_answered_per_the_internal_error_policy() -> None:
     source = BrokenSource(DEMO_NAMESPACES)
-    (response,) = asyncio.run(_admit_concurrently(source, [wrap(gpu_pod("p"))]))
+    (response,) = asyncio.run(admit_concurrently(source, [wrap(gpu_pod("p"))]))
     assert response["allowed"] is True  # failure.internalError: open (the default)
     assert "patch" not in response
     assert "internal error" in response["warnings"][0]
