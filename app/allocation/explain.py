@@ -297,19 +297,17 @@ def over_limit(abort: OverLimit) -> Problem:
 
 def unusable_pool(abort: UnusablePool) -> Problem:
     """An ``All`` request on a node that gathered an incomplete or invalid pool (of any driver):
-    "all" cannot be known there, and the scheduler fails the pod rather than the node."""
+    "all" cannot be known there, and the scheduler fails the pod rather than the node. Short:
+    a warning is cut at 256 characters."""
     pool = abort.pool
     why = (
-        "is incomplete (its slices do not add up to its resourceSliceCount: the driver is "
-        "updating it)"
-        if pool.incomplete
-        else f"is invalid ({pool.invalid})"
+        "incomplete (its driver is updating it)" if pool.incomplete else f"invalid ({pool.invalid})"
     )
     return Problem(
         abort.want.path,
         f"{asks(abort.want.alternative)}, but resource pool {pool.label} on "
-        f"{_node(abort.node or '')} {why}: the scheduler fails the pod with an error "
-        "(SchedulerError) instead of allocating it, whatever other nodes offer",
+        f"{_node(abort.node or '')} is {why}: the scheduler fails the pod (SchedulerError), "
+        "whatever other nodes offer",
     )
 
 
