@@ -211,11 +211,6 @@ _PATH = "<extended-resources>"
 no real field path starts with it, so its problems are told apart from the pod's claims'."""
 _REQUEST = re.compile(r"^<extended-resources>\.devices\.requests\[(\d+)\]")
 _ASKS = re.compile(r"^asks for [^,;:]*?(?:, |; |: )")
-_SHORT = re.compile(
-    r"^(\d+) can match: each selector matches enough of the (\d+) devices of class "
-)
-"""The model's words for a request short in the whole cluster, said of selectors: a mapped
-request has none, so it is said of the class."""
 
 
 def served(m: MappedRequest) -> str:
@@ -243,9 +238,6 @@ def reword(
         text = _ASKS.sub("", problem.message).removeprefix(f"{verdict}: ")
         if match is not None and int(match.group(1)) < len(mapped):
             m = mapped[int(match.group(1))]
-            short = _SHORT.match(text)
-            if short is not None:
-                text = f"the whole cluster has {short.group(1)} devices of the class"
             out.append(Problem(m.path, f"{served(m)}: {verdict}: {text}"))
         elif problem.path.startswith(_PATH):
             out.append(Problem(spec_path, f"{_whole(mapped)}: {verdict}: {problem.message}"))
