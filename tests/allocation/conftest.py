@@ -1,21 +1,15 @@
-"""A cluster view with the allocation model subscribed, and a one-call verdict."""
+"""Fixtures of the allocation tests: the CEL engine of each backend, and clusters to check
+claims against (builders in tests/allocation/helpers.py)."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
 
 import pytest
 
-from app.allocation import Allocations, ClaimInput, Model, Verdict
 from app.cel.engine import BACKENDS, Engine
 from app.cel.factory import get_engine
-from app.cluster.view import ClusterView, Kind
-from app.k8s.claims import parse_claim_spec
-from tests.allocation.nvidia import CLASSES
-
-Obj = dict[str, Any]
-Check = Callable[..., Verdict]
+from tests.allocation.helpers import Cluster
 
 
 @pytest.fixture(scope="session", params=BACKENDS)
@@ -23,54 +17,6 @@ def engine(request: pytest.FixtureRequest) -> Engine:
     return get_engine(request.param)
 
 
-class Cluster:
-    def __init__(self, engine: Engine, objects: list[Obj]) -> None:
-        from app.devices.index import DeviceIndex
-
-        self.view = ClusterView()
-        self.index = DeviceIndex(engine)
-        self.view.subscribe(self.index.on_change)
-        self.model = Model(self.index)
-        for obj in [*CLASSES, *objects]:
-            self.view.apply(Kind(obj["kind"]), obj)
-
-    def check(self, *specs: Obj) -> Verdict:
-        claims = [
-            ClaimInput(
-                f"claim c{i}", parse_claim_spec(spec), f"claims[{i}]." if len(specs) > 1 else ""
-            )
-            for i, spec in enumerate(specs)
-        ]
-        return self.model.check(
-            claims,
-            self.view.device_classes(),
-            self.view.derived(Allocations),
-            classes_generation=self.view.generation(Kind.DEVICE_CLASS),
-        )
-
-
 @pytest.fixture
 def cluster(engine: Engine) -> Callable[..., Cluster]:
     return lambda *objects: Cluster(engine, list(objects))
-
-
-def request(
-    name: str = "gpu",
-    device_class: str = "gpu.nvidia.com",
-    count: int | None = 1,
-    *selectors: str,
-    **fields: Any,
-) -> Obj:
-    body: Obj = {"deviceClassName": device_class, **fields}
-    if count is not None:
-        body["count"] = count
-    if selectors:
-        body["selectors"] = [{"cel": {"expression": s}} for s in selectors]
-    return {"name": name, "exactly": body}
-
-
-def spec(*requests: Obj, constraints: list[Obj] | None = None) -> Obj:
-    devices: Obj = {"requests": list(requests)}
-    if constraints:
-        devices["constraints"] = constraints
-    return {"devices": devices}

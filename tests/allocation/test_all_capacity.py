@@ -12,7 +12,7 @@ from collections.abc import Callable
 from typing import Any
 
 from app.allocation import NEVER, NOT_NOW, OK
-from tests.allocation.conftest import Cluster, request, spec
+from tests.allocation.helpers import Cluster, request, spec
 from tests.allocation.nvidia import allocated_claim, gpu, node_slice
 
 Make = Callable[..., Cluster]

@@ -19,7 +19,7 @@ from typing import Any
 
 from app.allocation import ALLOCATION_RESULTS_MAX_SIZE, NEVER, OK, UNCHECKED
 from app.cluster.view import Kind
-from tests.allocation.conftest import Cluster, request, spec
+from tests.allocation.helpers import Cluster, request, spec
 from tests.allocation.nvidia import DRIVER, gpu, node_slice
 
 Make = Callable[..., Cluster]

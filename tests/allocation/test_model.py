@@ -9,7 +9,7 @@ import pytest
 
 from app.allocation import NEVER, NOT_NOW, OK, UNCHECKED
 from app.cluster.view import Kind
-from tests.allocation.conftest import Cluster, request, spec
+from tests.allocation.helpers import Cluster, request, spec
 from tests.allocation.nvidia import DRIVER, allocated_claim, gpu, mig, node_slice
 
 Make = Callable[..., Cluster]

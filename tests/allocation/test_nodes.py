@@ -15,7 +15,7 @@ from app.allocation import NEVER, OK
 from app.allocation.nodes import ANY_NODE, Selector, reach_of
 from app.cel.engine import Engine
 from app.cluster.view import Kind
-from tests.allocation.conftest import Cluster, request, spec
+from tests.allocation.helpers import Cluster, request, spec
 from tests.allocation.nvidia import DRIVER, gpu, node_slice
 
 Obj = dict[str, Any]

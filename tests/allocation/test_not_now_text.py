@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from app.allocation import NOT_NOW
 from app.allocation.not_now import left_text
 from app.k8s.quantity import Quantity, parse_quantity
-from tests.allocation.conftest import Cluster, request, spec
+from tests.allocation.helpers import Cluster, request, spec
 from tests.allocation.nvidia import DRIVER, allocated_claim, gpu
 
 Make = Callable[..., Cluster]

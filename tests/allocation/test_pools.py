@@ -18,7 +18,7 @@ import pytest
 from app.allocation import NEVER, NOT_NOW, OK
 from app.cel.engine import Engine
 from app.cluster.view import Kind
-from tests.allocation.conftest import Cluster, request, spec
+from tests.allocation.helpers import Cluster, request, spec
 from tests.allocation.nvidia import DRIVER, allocated_claim, gpu
 
 Obj = dict[str, Any]

@@ -25,7 +25,7 @@ from app.allocation.plans import ClaimPlan, RequestPlan, SelectorError, Want
 from app.cluster.view import Kind
 from app.devices.index import class_selectors
 from app.k8s.claims import parse_claim_spec
-from tests.allocation.conftest import Cluster, request, spec
+from tests.allocation.helpers import Cluster, request, spec
 from tests.allocation.nvidia import DRIVER, allocated_claim, gpu, node_slice
 
 Make = Callable[..., Cluster]

@@ -21,7 +21,7 @@ from app.cel.factory import get_engine
 from app.cluster.view import ClusterView, Kind
 from app.devices.index import DeviceIndex
 from app.k8s.claims import parse_claim_spec
-from tests.allocation.conftest import request, spec
+from tests.allocation.helpers import request, spec
 from tests.allocation.nvidia import CLASSES, DRIVER, allocated_claim, gpu, node_slice
 
 Obj = dict[str, Any]

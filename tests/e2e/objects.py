@@ -163,3 +163,25 @@ def allocated_devices(claim_obj: Obj) -> list[tuple[str, str, str]]:
         (r["request"], r["pool"], r["device"])
         for r in allocation.get("devices", {}).get("results", [])
     ]
+
+
+def pod_outcome(kube: Kube, namespace: str, name: str) -> str | None:
+    """`allocated` (bound, its claim allocated), `unschedulable`, or None while neither."""
+    pod = kube.get("Pod", namespace=namespace, name=name)
+    if pod["spec"].get("nodeName"):
+        claim = kube.get("ResourceClaim", name, namespace)
+        return "allocated" if allocated_devices(claim) else None
+    return "unschedulable" if unschedulable(pod) else None
+
+
+def settle_outcome(kube: Kube, namespace: str, name: str, seconds: float = 3) -> str:
+    """`allocated` if the pod's claim is allocated within `seconds` (a late allocation), else
+    `unschedulable`."""
+    try:
+        return kube.wait(
+            lambda: pod_outcome(kube, namespace, name) == "allocated" and "allocated",
+            "a late allocation",
+            seconds,
+        )
+    except AssertionError:
+        return "unschedulable"

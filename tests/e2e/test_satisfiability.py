@@ -196,12 +196,12 @@ def test_the_webhooks_verdict_matches_the_schedulers(
     kube.create(o.pod(name, ns, pod_spec))
     try:
         outcome = kube.wait(
-            lambda: _outcome(kube, ns, name), f"the scheduler's verdict on {case.id}", 30
+            lambda: o.pod_outcome(kube, ns, name), f"the scheduler's verdict on {case.id}", 30
         )
         if outcome == "unschedulable" and webhook_satisfiable:
             # a device freed by the previous case may reach the scheduler a moment late: it
             # retries on claim events, so give it that moment before calling a disagreement
-            outcome = _settle(kube, ns, name)
+            outcome = o.settle_outcome(kube, ns, name)
     finally:
         kube.delete("Pod", name, ns, now=True)
         kube.delete("ResourceClaim", name, ns)
@@ -212,25 +212,6 @@ def test_the_webhooks_verdict_matches_the_schedulers(
         f"(warnings {answer.warnings}), scheduler {outcome}; devices per node {case.per_node()}"
     )
     assert scheduler_allocated == case.scheduler_allocates, "the case's own expectation"
-
-
-def _outcome(kube: Kube, namespace: str, name: str) -> str | None:
-    pod = kube.get("Pod", namespace=namespace, name=name)
-    if pod["spec"].get("nodeName"):
-        claim = kube.get("ResourceClaim", name, namespace)
-        return "allocated" if o.allocated_devices(claim) else None
-    return "unschedulable" if o.unschedulable(pod) else None
-
-
-def _settle(kube: Kube, namespace: str, name: str, seconds: float = 3) -> str:
-    try:
-        return kube.wait(
-            lambda: _outcome(kube, namespace, name) == "allocated" and "allocated",
-            "a late allocation",
-            seconds,
-        )
-    except AssertionError:
-        return "unschedulable"
 
 
 # -- a fabric-level pool: devices reaching the nodes a label selects ---------------------------
@@ -328,7 +309,7 @@ def _run(kube: Kube, ns: str, name: str) -> tuple[list[str], str, Any]:
     )
     kube.create(o.pod(name, ns, pod_spec))
     try:
-        outcome = kube.wait(lambda: _outcome(kube, ns, name), f"the verdict on {name}", 30)
+        outcome = kube.wait(lambda: o.pod_outcome(kube, ns, name), f"the verdict on {name}", 30)
         claim = kube.get("ResourceClaim", name, ns)
         placed = kube.get("Pod", namespace=ns, name=name)["spec"].get("nodeName")
     finally:
@@ -355,7 +336,7 @@ def test_a_fabric_gpu_and_a_gpu_only_another_node_type_has_is_never_until_one_no
     never, outcome, (node, devices) = _run(kube, fabric, "pair-together")
     assert never == []
     if outcome != "allocated":
-        outcome = _settle(kube, fabric, "pair-together")
+        outcome = o.settle_outcome(kube, fabric, "pair-together")
     assert outcome == "allocated"
     assert node == "fabric-l4"
     assert len(devices) == 2

@@ -32,7 +32,6 @@ from tests.e2e import generated
 from tests.e2e import objects as o
 from tests.e2e.fleet import _STATUS, node
 from tests.e2e.kube import Kube, release_devices
-from tests.e2e.test_satisfiability import _outcome, _settle
 
 pytestmark = [pytest.mark.journey("satisfiability"), pytest.mark.usefixtures("webhook")]
 
@@ -175,9 +174,9 @@ def _decide(kube: Kube, ns: str, name: str, spec: dict[str, object]) -> tuple[st
     )
     kube.create(o.pod(name, ns, pod_spec))
     try:
-        outcome = kube.wait(lambda: _outcome(kube, ns, name), f"the verdict on {name}", 30)
+        outcome = kube.wait(lambda: o.pod_outcome(kube, ns, name), f"the verdict on {name}", 30)
         if outcome == "unschedulable" and said == "ok":
-            outcome = _settle(kube, ns, name)
+            outcome = o.settle_outcome(kube, ns, name)
     finally:
         kube.delete("Pod", name, ns, now=True)
         kube.delete("ResourceClaim", name, ns)

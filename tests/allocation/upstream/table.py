@@ -30,7 +30,7 @@ import yaml
 from app.allocation import NEVER, NOT_NOW, OK, Verdict
 from app.cel.engine import Engine
 from app.cluster.view import Kind
-from tests.allocation.conftest import Cluster
+from tests.allocation.helpers import Cluster
 
 Obj = dict[str, Any]
 HERE: Final = Path(__file__).resolve().parent
