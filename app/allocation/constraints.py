@@ -1,7 +1,13 @@
 """Constraints across the devices of a claim, as upstream's constraint.go checks them while the
 search picks devices: ``matchAttribute`` (one value across the devices of the requests it
-names) and ``distinctAttribute`` (all values different); a device without the attribute
-satisfies neither."""
+names) and ``distinctAttribute`` (values different); a device without the attribute satisfies
+neither.
+
+``distinctAttribute`` is kept the way upstream keeps it: one value per request name (its
+``attributes`` map is keyed by the request, not the device), so a device is checked only against
+the last value each request added, and removing a device forgets its request's value. Two
+devices of one request may then share a value (three GPUs of index 0, 1, 2 for one request and
+a fourth of index 0 for another pass), and the model must allow what the scheduler allocates."""
 
 from __future__ import annotations
 
@@ -28,6 +34,9 @@ class ConstraintState:
     def __init__(self, constraint: Constraint) -> None:
         self.constraint = constraint
         self.values: list[Any] = []
+        self.requests: list[str] = []
+        self.by_request: dict[str, Any] = {}
+        """``distinctAttribute``: the last value each request added (upstream's ``attributes``)."""
 
     def add(self, request: str, sub: str, candidate: Candidate) -> bool | None:
         """True if added, None if the constraint does not apply, False if violated."""
@@ -40,10 +49,17 @@ class ConstraintState:
         if self.constraint.match_attribute is not None:
             if self.values and self.values[0] != value:
                 return False
-        elif value in self.values:
-            return False
-        self.values.append(value)
+            self.values.append(value)
+        else:
+            if value in self.by_request.values():
+                return False
+            self.by_request[request] = value
+        self.requests.append(request)
         return True
 
     def remove(self) -> None:
-        self.values.pop()
+        request = self.requests.pop()
+        if self.constraint.match_attribute is not None:
+            self.values.pop()
+        else:
+            self.by_request.pop(request, None)

@@ -20,6 +20,9 @@ later request cannot be met. For every device tried:
 5. a ``NoSchedule`` or ``NoExecute`` taint must be tolerated by the request;
 6. every constraint of the claim must still hold (:mod:`~app.allocation.constraints`).
 
+A device refused at 5 or 6 keeps the counters 4 charged to it for the rest of the node's search,
+as upstream's ``allocateDevice`` never gives them back there.
+
 Before the search (``Allocate``'s loop over the claims and ``validateDeviceRequest``), the
 devices of every ``allocationMode: All`` request or subrequest are fixed, pool by pool: an
 incomplete or invalid pool of the node fails the pod (:class:`UnusablePool`), else every device
@@ -375,9 +378,11 @@ class Search:
             if not self.counters.take(candidate):
                 return None
             counted = True
+        # Past the counters, a device refused for a taint or a constraint keeps them charged
+        # until the node's search ends: upstream's allocateDevice returns without
+        # deallocateCountersForDevice there, so they stay out of reach for every device tried
+        # after it on this node (a tainted MIG partition blocks its GPU's memory).
         if not self.ignore_taints and taint_prevents(candidate, want.alternative):
-            if counted:
-                self.counters.release(candidate)
             return None
         added: list[ConstraintState] = []
         for state in self.constraints[c]:
@@ -385,8 +390,6 @@ class Search:
             if outcome is False:
                 for done in added:
                     done.remove()
-                if counted:
-                    self.counters.release(candidate)
                 return None
             if outcome:
                 added.append(state)

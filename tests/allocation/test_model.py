@@ -93,6 +93,59 @@ def test_distinct_attribute_on_a_shared_value_is_never(cluster: Make) -> None:
     assert "constraint distinctAttribute gpu.nvidia.com/productName" in messages(verdict)[0]
 
 
+def test_distinct_attribute_holds_one_value_per_request_as_upstream_does(cluster: Make) -> None:
+    # upstream's distinctAttributeConstraint keeps one value per request name (its map is keyed
+    # by the request), so a device is checked against the last value each request added: three
+    # A100s of index 0, 1, 2 for r0 and a rack GB200 of index 0 for r1 pass, as the scheduler
+    # allocated them (a generated fleet: seed 258297783, claim #93)
+    a100 = "NVIDIA A100-SXM4-40GB"
+    local = node_slice("node-a", 3, devices=[gpu("node-a", i, product=a100) for i in range(3)])
+    rack = node_slice("rack-0", devices=[gpu("rack-0", i, consumesCounters=[]) for i in range(2)])
+    del rack["spec"]["nodeName"], rack["spec"]["sharedCounters"]
+    rack["spec"]["nodeSelector"] = {
+        "nodeSelectorTerms": [
+            {
+                "matchExpressions": [
+                    {"key": "example.com/rack-index", "operator": "Gt", "values": ["0"]},
+                    {"key": "example.com/rack-index", "operator": "Lt", "values": ["2"]},
+                ]
+            }
+        ]
+    }
+    c = cluster(local, rack)
+    c.view.subscribe(c.model.on_change)
+    labels = {"example.com/rack": "rack-0", "example.com/rack-index": "1"}
+    node = {"apiVersion": "v1", "kind": "Node", "metadata": {"name": "node-a", "labels": labels}}
+    c.view.apply(Kind.NODE, node)
+    constraint = {"requests": ["r0", "r1"], "distinctAttribute": f"{DRIVER}/index"}
+    claim = spec(request("r0", count=3), request("r1"), constraints=[constraint])
+    assert c.check(claim).outcome == OK
+    # r1's second device is checked against r0's last value and r1's first
+    pair = spec(request("r0", count=3), request("r1", count=2), constraints=[constraint])
+    assert c.check(pair).outcome == OK
+
+
+def test_a_device_a_constraint_refuses_keeps_its_counters_charged_as_upstream_does(
+    cluster: Make,
+) -> None:
+    # upstream's allocateDevice charges a device's counters before it checks the constraints
+    # and does not give them back when one refuses it: r0's second pick, gpu-1 (an H100 like
+    # gpu-0), keeps gpu-1's counters, so the Hopper r1 then needs is out of reach on this node,
+    # as the scheduler found (a generated fleet: seed 2683765576, claim #4)
+    devices = [gpu("node-a", i) for i in range(2)]
+    devices.append(gpu("node-a", 2, product="NVIDIA GB200", consumesCounters=[]))
+    c = cluster(node_slice("node-a", 2, devices=devices))
+    h100 = f'device.attributes["{DRIVER}"].productName == "NVIDIA H100 80GB HBM3"'
+    constraint = {"requests": ["r0", "r1"], "distinctAttribute": f"{DRIVER}/productName"}
+    requests = (request("r0", count=2), request("r1", "gpu.nvidia.com", 1, h100))
+    assert c.check(spec(*requests, constraints=[constraint])).outcome == NEVER
+    # r0 = gpu-0 and the GB200, r1 = gpu-1, had gpu-1 not been tried for r0 first
+    other = [d for d in devices if d["name"] != "gpu-2"]
+    other.insert(1, devices[2])
+    reordered = cluster(node_slice("node-a", 2, devices=other))
+    assert reordered.check(spec(*requests, constraints=[constraint])).outcome == OK
+
+
 # -- taints ------------------------------------------------------------------------------------
 
 UNHEALTHY = {"key": "nvidia.com/unhealthy", "effect": "NoSchedule"}
@@ -163,6 +216,36 @@ def test_a_gpu_whose_partition_is_allocated_is_not_now_with_the_counters_left(
         "spec.devices.requests[0]: not now: 0 of 1 matching devices are allocated to other "
         "claims; counter set gpu-0-counter-set has 7 of 8 memory slices left"
     ]
+
+
+def _a100_node(taint: bool) -> Any:
+    """An A100 40GB node as the generated fleet publishes it: gpu-0 and gpu-1 in MIG mode (two
+    1g.10gb and a 3g.40gb on a 40Gi counter set), gpu-2 whole; gpu-0's 3g.40gb tainted."""
+    made = node_slice(
+        "node-a", 3, migs={k: [("1g.10gb", 0), ("1g.10gb", 1), ("3g.40gb", 4)] for k in (0, 1)}
+    )
+    for counter_set in made["spec"]["sharedCounters"]:
+        counter_set["counters"]["memory"] = {"value": "40Gi"}
+    for device in made["spec"]["devices"]:
+        if device["attributes"]["type"]["string"] == "gpu":
+            device["consumesCounters"][0]["counters"]["memory"] = {"value": "40Gi"}
+        if taint and device["name"] == "gpu-0-mig-3g40gb-4":
+            device["taints"] = [UNHEALTHY]
+    return made
+
+
+def test_a_tainted_partition_keeps_its_counters_charged_as_upstream_does(cluster: Make) -> None:
+    # upstream's allocateDevice charges a device's counters before it checks its taints and does
+    # not give them back when a taint refuses it: once r1 has tried gpu-0's tainted 3g.40gb,
+    # gpu-0's memory is gone for the rest of the node's search, and with gpu-2 for r0, r1 finds
+    # only gpu-1's two 1g.10gb (a generated fleet: seed 2683765576, claim #28)
+    claim = spec(request("r0"), request("r1", "mig.nvidia.com", 3))
+    assert cluster(_a100_node(taint=True)).check(claim).outcome == NEVER
+    assert cluster(_a100_node(taint=False)).check(claim).outcome == OK
+    tolerated = spec(
+        request("r0"), request("r1", "mig.nvidia.com", 3, tolerations=[{"operator": "Exists"}])
+    )
+    assert cluster(_a100_node(taint=True)).check(tolerated).outcome == OK
 
 
 # -- what is allocated -------------------------------------------------------------------------
