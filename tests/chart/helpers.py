@@ -3,13 +3,17 @@ the real helm."""
 
 from __future__ import annotations
 
+import re
 import subprocess
+from collections.abc import Callable
 from functools import cache
 from pathlib import Path
 from typing import Any
 
 import yaml
 
+from app.cel.engine import ADMISSION, ADMISSION_MESSAGE
+from app.cel.factory import get_engine
 from tests.assets import k8s_tool
 
 Obj = dict[str, Any]
@@ -36,3 +40,32 @@ def render(*args: str) -> tuple[Obj, ...]:
 
 def of_kind(docs: tuple[Obj, ...], kind: str) -> list[Obj]:
     return [doc for doc in docs if doc["kind"] == kind]
+
+
+def inline_variables(policy: Obj, expression: str) -> str:
+    """`expression` of a ValidatingAdmissionPolicy with every `variables.<name>` replaced by that
+    variable's expression (the project's engine has no `variables`; a variable only reads those
+    declared before it). A `legacy*` variable is a literal and goes in as it is (cel-python's
+    function check reads `in (` as a call)."""
+    known = {
+        v["name"]: v["expression"] if v["name"].startswith("legacy") else f"({v['expression']})"
+        for v in policy["spec"]["variables"]
+    }
+    pattern = re.compile(r"\bvariables\.(\w+)")
+    while pattern.search(expression):
+        expression = pattern.sub(lambda m: known[m.group(1)], expression)
+    return expression
+
+
+@cache
+def compile_admission(expression: str, backend: str, message: bool = False) -> Callable[[Obj], Any]:
+    """An admission policy's expression (or, with `message`, its messageExpression) compiled by
+    this project's engine, evaluated over `object`, `oldObject`, `request`, `namespaceObject`."""
+    engine = get_engine(backend)
+    environment = ADMISSION_MESSAGE if message else ADMISSION
+    program = engine.compile(expression, environment)
+
+    def evaluate(variables: Obj) -> Any:
+        return program.evaluate(engine.activation(environment, {**variables, "params": None}))
+
+    return evaluate

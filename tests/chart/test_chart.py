@@ -25,7 +25,7 @@ import pytest
 import yaml
 from cryptography import x509
 
-from app.cel.engine import ADMISSION, ADMISSION_MESSAGE, BACKENDS
+from app.cel.engine import ADMISSION, BACKENDS
 from app.cel.factory import get_engine
 from app.config.policy import load_policy, parse_policy
 from app.pipeline import Endpoint
@@ -33,7 +33,17 @@ from app.policies.exceptions import Exceptions
 from app.transport.review import decode_review
 from app.workloads import builtin
 from tests.assets import k8s_tool
-from tests.chart.helpers import CHART, NAMESPACE, RELEASE, REPO, of_kind, render, run_helm
+from tests.chart.helpers import (
+    CHART,
+    NAMESPACE,
+    RELEASE,
+    REPO,
+    compile_admission,
+    inline_variables,
+    of_kind,
+    render,
+    run_helm,
+)
 from tests.dra_only_cases import (
     CASES,
     EXCEPTION_CASES,
@@ -1038,32 +1048,6 @@ def _admission_policy(values: Path = CHART / "ci" / "default-values.yaml") -> Ob
     return _one(_render(values), "ValidatingAdmissionPolicy")
 
 
-def _inline(policy: Obj, expression: str) -> str:
-    """`expression` with every `variables.<name>` replaced by that variable's expression (the
-    project's engine has no `variables`; a variable only reads those declared before it)."""
-    known = {
-        # a literal goes in as it is (cel-python's function check reads `in (` as a call)
-        v["name"]: v["expression"] if v["name"].startswith("legacy") else f"({v['expression']})"
-        for v in policy["spec"]["variables"]
-    }
-    pattern = re.compile(r"\bvariables\.(\w+)")
-    while pattern.search(expression):
-        expression = pattern.sub(lambda m: known[m.group(1)], expression)
-    return expression
-
-
-@cache
-def _compile_admission(expression: str, backend: str, message: bool) -> Callable[[Obj], Any]:
-    engine = get_engine(backend)
-    environment = ADMISSION_MESSAGE if message else ADMISSION
-    program = engine.compile(expression, environment)
-
-    def evaluate(variables: Obj) -> Any:
-        return program.evaluate(engine.activation(environment, {**variables, "params": None}))
-
-    return evaluate
-
-
 def _vap_verdict(
     policy: Obj, obj: Obj, mode: str, backend: str, labels: dict[str, str] | None = None
 ) -> tuple[bool, str]:
@@ -1083,10 +1067,12 @@ def _vap_verdict(
         },
     }
     (validation,) = policy["spec"]["validations"]
-    check = _compile_admission(_inline(policy, validation["expression"]), backend, False)
+    check = compile_admission(inline_variables(policy, validation["expression"]), backend, False)
     if check(variables):
         return True, ""
-    message = _compile_admission(_inline(policy, validation["messageExpression"]), backend, True)
+    message = compile_admission(
+        inline_variables(policy, validation["messageExpression"]), backend, True
+    )
     text = message(variables)
     assert isinstance(text, str)
     return False, text

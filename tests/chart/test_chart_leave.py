@@ -15,7 +15,6 @@ from __future__ import annotations
 import copy
 import functools
 import re
-from collections.abc import Callable
 from typing import Any
 
 import jsonpatch
@@ -24,13 +23,19 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from app.cel.engine import ADMISSION, ADMISSION_MESSAGE, BACKENDS
-from app.cel.factory import get_engine
+from app.cel.engine import BACKENDS
 from app.config.policy import parse_policy
 from app.pipeline import Endpoint, Pipeline
 from app.policies.translate_judged import JUDGED_ANNOTATION
 from app.transport.review import decode_review
-from tests.chart.helpers import CHART, RELEASE, render, run_helm
+from tests.chart.helpers import (
+    CHART,
+    RELEASE,
+    compile_admission,
+    inline_variables,
+    render,
+    run_helm,
+)
 from tests.helpers import DEMO_NAMESPACES, make_pipeline, wrap
 from tests.policies.mapped_objects import mapping_class
 
@@ -70,29 +75,6 @@ def _pipeline(*args: str) -> Pipeline:
     return make_pipeline([*DEMO_NAMESPACES, mapping_class(), amd, OWN_CLASS, OWN_CLAIM], policy)
 
 
-def _inline(policy: Obj, expression: str) -> str:
-    known = {
-        v["name"]: v["expression"] if v["name"].startswith("legacy") else f"({v['expression']})"
-        for v in policy["spec"]["variables"]
-    }
-    pattern = re.compile(r"\bvariables\.(\w+)")
-    while pattern.search(expression):
-        expression = pattern.sub(lambda m: known[m.group(1)], expression)
-    return expression
-
-
-@functools.cache
-def _compile(expression: str, backend: str, message: bool = False) -> Callable[[Obj], Any]:
-    engine = get_engine(backend)
-    environment = ADMISSION_MESSAGE if message else ADMISSION
-    program = engine.compile(expression, environment)
-
-    def evaluate(variables: Obj) -> Any:
-        return program.evaluate(engine.activation(environment, {**variables, "params": None}))
-
-    return evaluate
-
-
 def _verdict(pod: Obj, mode: str, backend: str, *args: str) -> tuple[bool, str]:
     policy = _admission_policy(*args)
     variables = {
@@ -106,9 +88,11 @@ def _verdict(pod: Obj, mode: str, backend: str, *args: str) -> tuple[bool, str]:
         "namespaceObject": {"metadata": {"name": NS, "labels": {"gpu-mode": mode}}},
     }
     (validation,) = policy["spec"]["validations"]
-    if _compile(_inline(policy, validation["expression"]), backend)(variables):
+    if compile_admission(inline_variables(policy, validation["expression"]), backend)(variables):
         return True, ""
-    text = _compile(_inline(policy, validation["messageExpression"]), backend, True)(variables)
+    text = compile_admission(
+        inline_variables(policy, validation["messageExpression"]), backend, True
+    )(variables)
     return False, str(text)
 
 

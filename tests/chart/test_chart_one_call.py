@@ -11,7 +11,6 @@ pod's author skip validation), then changed as a later mutation would change the
 from __future__ import annotations
 
 import copy
-import re
 from collections.abc import Callable
 from functools import cache
 from typing import Any
@@ -20,13 +19,20 @@ import jsonpatch
 import orjson
 import pytest
 
-from app.cel.engine import ADMISSION, ADMISSION_MESSAGE, BACKENDS
-from app.cel.factory import get_engine
+from app.cel.engine import BACKENDS
 from app.config.policy import parse_policy
 from app.pipeline import Endpoint
 from app.policies.translate_judged import JUDGED_ANNOTATION
 from app.transport.review import decode_review
-from tests.chart.helpers import CHART, NAMESPACE, RELEASE, render, run_helm
+from tests.chart.helpers import (
+    CHART,
+    NAMESPACE,
+    RELEASE,
+    compile_admission,
+    inline_variables,
+    render,
+    run_helm,
+)
 from tests.helpers import DEMO_NAMESPACES, make_pipeline, wrap
 
 NS = "ml-research"
@@ -49,21 +55,9 @@ def _condition(webhook: Obj, name: str) -> str:
     return str(found)
 
 
-@cache
-def _compile(expression: str, backend: str, message: bool = False) -> Callable[[Obj], Any]:
-    engine = get_engine(backend)
-    environment = ADMISSION_MESSAGE if message else ADMISSION
-    program = engine.compile(expression, environment)
-
-    def evaluate(variables: Obj) -> Any:
-        return program.evaluate(engine.activation(environment, {**variables, "params": None}))
-
-    return evaluate
-
-
 def _sent(expression: str, obj: Obj, backend: str) -> bool:
     variables = {"object": obj, "oldObject": None, "request": {}, "namespaceObject": None}
-    result = _compile(expression, backend)(variables)
+    result = compile_admission(expression, backend)(variables)
     assert isinstance(result, bool)
     return result
 
@@ -283,19 +277,6 @@ def _admission_policy() -> Obj:
     return found
 
 
-def _inline(policy: Obj, expression: str) -> str:
-    """`expression` with every `variables.<name>` replaced by its expression (the project's
-    engine has no `variables`)."""
-    known = {
-        v["name"]: v["expression"] if v["name"].startswith("legacy") else f"({v['expression']})"
-        for v in policy["spec"]["variables"]
-    }
-    pattern = re.compile(r"\bvariables\.(\w+)")
-    while pattern.search(expression):
-        expression = pattern.sub(lambda m: known[m.group(1)], expression)
-    return expression
-
-
 def _verdict(pod: Obj, mode: str, backend: str) -> tuple[bool, str]:
     policy = _admission_policy()
     variables = {
@@ -309,9 +290,11 @@ def _verdict(pod: Obj, mode: str, backend: str) -> tuple[bool, str]:
         "namespaceObject": {"metadata": {"name": NS, "labels": {"gpu-mode": mode}}},
     }
     (validation,) = policy["spec"]["validations"]
-    if _compile(_inline(policy, validation["expression"]), backend)(variables):
+    if compile_admission(inline_variables(policy, validation["expression"]), backend)(variables):
         return True, ""
-    text = _compile(_inline(policy, validation["messageExpression"]), backend, True)(variables)
+    text = compile_admission(
+        inline_variables(policy, validation["messageExpression"]), backend, True
+    )(variables)
     return False, str(text)
 
 

@@ -6,7 +6,6 @@ Kubernetes 1.34 schemas."""
 
 from __future__ import annotations
 
-import re
 import subprocess
 from collections.abc import Callable
 from functools import cache
@@ -24,6 +23,7 @@ from app.config.policy import parse_policy
 from app.pipeline import Endpoint
 from app.transport.review import decode_review
 from tests.assets import k8s_tool
+from tests.chart.helpers import inline_variables
 from tests.helpers import make_pipeline, namespace, wrap
 from tests.tenancy_cases import ADMIN_ACCESS, LABEL, LABEL_CHANGES, LabelChange, namespace_object
 
@@ -86,16 +86,6 @@ def _program(expression: str, backend: str, message: bool = False) -> Callable[[
         return program.evaluate(activation)
 
     return evaluate
-
-
-def _inline(policy: Obj, expression: str) -> str:
-    """`expression` with each `variables.<name>` replaced by its expression (the engine has no
-    `variables`)."""
-    known = {v["name"]: f"({v['expression']})" for v in policy["spec"]["variables"]}
-    pattern = re.compile(r"\bvariables\.(\w+)")
-    while pattern.search(expression):
-        expression = pattern.sub(lambda m: known[m.group(1)], expression)
-    return expression
 
 
 def _variables(case: LabelChange) -> Obj:
@@ -210,13 +200,15 @@ def test_the_admission_policy_and_the_webhook_agree_on_every_label_change(
     (condition,) = policy["spec"]["matchConditions"]
     matched = _program(condition["expression"], backend)(variables)
     (validation,) = policy["spec"]["validations"]
-    allowed = not matched or _program(_inline(policy, validation["expression"]), backend)(variables)
+    allowed = not matched or _program(inline_variables(policy, validation["expression"]), backend)(
+        variables
+    )
     webhook_allowed, webhook_message = _webhook_verdict(case)
     assert allowed is webhook_allowed is case.allowed
     if not case.allowed:
-        message = _program(_inline(policy, validation["messageExpression"]), backend, message=True)(
-            variables
-        )
+        message = _program(
+            inline_variables(policy, validation["messageExpression"]), backend, message=True
+        )(variables)
         assert "\n" not in message  # the API server drops a messageExpression with line breaks
         # the same words as the webhook, on one line
         for line in webhook_message.splitlines():
