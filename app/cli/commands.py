@@ -119,6 +119,11 @@ def _run_live_report(args: argparse.Namespace) -> int:
         )
         if args.output == "text":
             _print_sources(outcome.tally.sources, found)
+    if outcome.nodes_unread:
+        print(
+            f"dra-webhook: note: Nodes not read, so no per-node view: {outcome.nodes_unread}",
+            file=sys.stderr,
+        )
     for namespace in outcome.skipped:
         print(
             f"dra-webhook: note: namespace {namespace} is being deleted; "

@@ -70,6 +70,9 @@ class Outcome:
     """PolicyReports created or updated."""
     skipped: tuple[str, ...] = ()
     """Namespaces whose PolicyReport was not written: being deleted, they refuse new objects."""
+    nodes_unread: str = ""
+    """Why the Nodes could not be listed (no `list` on nodes, say): the per-node view is empty,
+    the rest of the report stands."""
 
 
 async def run(policy: Policy, options: Options, progress_to: TextIO) -> Outcome:
@@ -95,15 +98,16 @@ async def run(policy: Policy, options: Options, progress_to: TextIO) -> Outcome:
         operators = await cluster.discover(tally.operator_kinds())
         # Claims and templates after the pods: a claim made for a pod is judged through it.
         claims = CLAIMS if classes_served else ()
-        # Nodes first, for the legacy names their device plugins advertise (status.allocatable).
-        for resource in (NODES, *operators, *WORKLOADS, *claims):
-            seen = 0
-            async for page in cluster.pages(resource):
-                for obj in page.items:
-                    tally.add(obj)
-                seen += len(page.items)
-                progress.update(resource.plural, seen, page.remaining)
-            listed[resource.kind] = seen
+        # Nodes first, for the legacy names their device plugins advertise (status.allocatable):
+        # optional, as the per-node view is; the namespaces' report stands without it.
+        try:
+            listed[NODES.kind] = await _into(cluster, NODES, tally, progress)
+        except ReportError as exc:
+            skipped_nodes = str(exc)
+        else:
+            skipped_nodes = ""
+        for resource in (*operators, *WORKLOADS, *claims):
+            listed[resource.kind] = await _into(cluster, resource, tally, progress)
         for ns in view.objects(Kind.NAMESPACE).values():
             name = ns["metadata"]["name"]
             if tally.mode(name) != NO_MODE:
@@ -126,10 +130,21 @@ async def run(policy: Policy, options: Options, progress_to: TextIO) -> Outcome:
                     written += 1
                 progress.update("policyreports", number, len(entries) - number)
         progress.done()
-        return Outcome(tally, listed, written, tuple(skipped))
+        return Outcome(tally, listed, written, tuple(skipped), skipped_nodes)
     finally:
         progress.done()
         await cluster.close()
+
+
+async def _into(cluster: Cluster, resource: Resource, tally: Tally, progress: Progress) -> int:
+    """List `resource` a page at a time into the tally; the number of objects listed."""
+    seen = 0
+    async for page in cluster.pages(resource):
+        for obj in page.items:
+            tally.add(obj)
+        seen += len(page.items)
+        progress.update(resource.plural, seen, page.remaining)
+    return seen
 
 
 async def _leaving(cluster: Cluster, namespace: str) -> bool:

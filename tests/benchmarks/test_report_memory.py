@@ -31,6 +31,11 @@ def _populate(cluster: FakeCluster, pods: int) -> None:
     cluster.serve("/api/v1/namespaces", NAMESPACES, spaces.__getitem__)
     cluster.serve("/apis/resource.k8s.io/v1/deviceclasses", 0, lambda i: {})
     for path in (
+        "/api/v1/nodes", "/apis/resource.k8s.io/v1/resourceclaimtemplates",
+        "/apis/resource.k8s.io/v1/resourceclaims",
+    ):  # fmt: skip
+        cluster.serve(path, 0, lambda i: {})
+    for path in (
         "/apis/batch/v1/cronjobs", "/apis/apps/v1/deployments", "/apis/apps/v1/statefulsets",
         "/apis/apps/v1/daemonsets", "/api/v1/replicationcontrollers", "/api/v1/podtemplates",
         "/apis/apps/v1/replicasets", "/apis/batch/v1/jobs",

@@ -113,6 +113,19 @@ def test_one_line_naming_the_write_when_rbac_forbids_policy_reports(
     assert "not allowed to patch policyreports (wgpolicyk8s.io API group)" in line
 
 
+def test_without_list_on_nodes_the_report_stands_and_says_the_per_node_view_is_empty(
+    cluster: FakeCluster, kubeconfig: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    cluster.forbid("list", "nodes")
+    code, out, err = run(capsys, "report", "--kubeconfig", str(kubeconfig), "--output", "json")
+    assert code == 0, err
+    assert {row["namespace"] for row in orjson.loads(out)} >= {"train", "serve", "lab"}
+    (note,) = [line for line in err.splitlines() if "Nodes not read" in line]
+    assert "not allowed to list nodes" in note
+    code, out, err = run(capsys, "report", "--kubeconfig", str(kubeconfig), "--nodes")
+    assert code == 0 and "kubectl get nodes" in out
+
+
 def test_a_namespace_being_deleted_is_skipped_with_a_note_and_the_others_reports_are_written(
     cluster: FakeCluster, kubeconfig: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
