@@ -54,8 +54,8 @@ ACCEPT: dict[Kind, tuple[str, str]] = {
 for PartialObjectMetadata only (kube-apiserver serves it for every built-in kind), never the
 whole object as a fallback."""
 OPTIONAL_KINDS = frozenset({Kind.NODE})
-"""Kinds the webhook works without: a 403 on their list means "not granted", not an outage
-(the view holds none of them and stays ready; docs/rbac.md)."""
+"""Kinds the webhook works without: a 403 (not granted) or a 404 (not served) on their list is
+not an outage (the view holds none of them and stays ready; docs/rbac.md)."""
 MERGE_PATCH = "application/merge-patch+json"
 
 
@@ -167,6 +167,11 @@ class ForbiddenError(StatusError):
     """403: the identity may not list or watch the kind (RBAC)."""
 
 
+class NotServedError(StatusError):
+    """404 on a list or watch: the API server does not serve the kind's resource (an API
+    server of another kind, or a stand-in that knows only some)."""
+
+
 async def read_json(response: aiohttp.ClientResponse) -> Obj:
     try:
         data = await response.read()
@@ -194,7 +199,9 @@ def error_for(status: int, body: bytes) -> Exception:
     text = status_text(status, body)
     if status == 410:
         return GoneError(text)
-    return ForbiddenError(text) if status == 403 else StatusError(text)
+    if status == 403:
+        return ForbiddenError(text)
+    return NotServedError(text) if status == 404 else StatusError(text)
 
 
 def status_text(status: int, body: bytes) -> str:

@@ -30,6 +30,8 @@ from app.cluster.api import (
     Api,
     ForbiddenError,
     GoneError,
+    NotServedError,
+    StatusError,
     describe,
     error_for,
     read_json,
@@ -100,7 +102,7 @@ class KindWatcher:
                 delay = self._backoff.next_delay()
                 if self._backoff.failures > 1:  # gone again before any progress: slow down
                     await asyncio.sleep(delay)
-            except ForbiddenError as exc:
+            except (ForbiddenError, NotServedError) as exc:
                 if self.kind not in OPTIONAL_KINDS:
                     await self._retry(exc)
                     continue
@@ -122,9 +124,10 @@ class KindWatcher:
         )
         await asyncio.sleep(delay)
 
-    def _not_granted(self, exc: ForbiddenError) -> None:
-        """403 on a kind the webhook works without: the view holds none of it (what it knew
-        may be outdated by now) and is synced and fresh for it; said once."""
+    def _not_granted(self, exc: StatusError) -> None:
+        """403 (not granted) or 404 (not served) on a kind the webhook works without: the view
+        holds none of it (what it knew may be outdated by now) and is synced and fresh for it;
+        said once."""
         self._version = None
         if not self._stats.forbidden:
             self._stats.forbidden = True

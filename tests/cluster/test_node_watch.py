@@ -106,10 +106,16 @@ async def test_410_gone_relists_the_nodes_and_drops_those_deleted_in_the_gap(
         await source.stop()
 
 
+@pytest.mark.parametrize(("code", "reason"), [(403, "Forbidden"), (404, "NotFound")])
 async def test_without_permission_on_nodes_the_view_is_ready_without_them_and_says_so_once(
-    labelled: FakeApiServer, tmp_path: Path, caplog: pytest.LogCaptureFixture
+    labelled: FakeApiServer,
+    tmp_path: Path,
+    caplog: pytest.LogCaptureFixture,
+    code: int,
+    reason: str,
 ) -> None:
-    labelled.refuse[Kind.NODE] = (403, "Forbidden")
+    """403: not granted; 404: not served (an API server, or a stand-in, without nodes)."""
+    labelled.refuse[Kind.NODE] = (code, reason)
     settings = live_settings(
         labelled.write_kubeconfig(tmp_path / "kubeconfig"), backoff_max_seconds=0.05
     )
@@ -128,7 +134,7 @@ async def test_without_permission_on_nodes_the_view_is_ready_without_them_and_sa
         assert "dra_webhook_node_labels_available 0.0" in metrics.render().decode()
         said = [r.getMessage() for r in caplog.records if "cluster Node" in r.getMessage()]
         assert len(said) == 1, said
-        assert "403 Forbidden" in said[0] and "taken to match" in said[0]
+        assert f"{code} {reason}" in said[0] and "taken to match" in said[0]
 
         del labelled.refuse[Kind.NODE]  # granted later: picked up without a restart
         await eventually(lambda: len(nodes(source.view)) == 3, "the nodes once granted")
