@@ -69,3 +69,36 @@ def compile_admission(expression: str, backend: str, message: bool = False) -> C
         return program.evaluate(engine.activation(environment, {**variables, "params": None}))
 
     return evaluate
+
+
+def dra_only_policy(*args: str) -> Obj:
+    """The chart's `-dra-only` ValidatingAdmissionPolicy as rendered with `args`."""
+    (found,) = [
+        d
+        for d in render(*args)
+        if d["kind"] == "ValidatingAdmissionPolicy" and d["metadata"]["name"].endswith("-dra-only")
+    ]
+    return found
+
+
+def pod_verdict(pod: Obj, namespace: str, mode: str, backend: str, *args: str) -> tuple[bool, str]:
+    """(allowed, message) of the `-dra-only` admission policy (rendered with `args`) for `pod`
+    created in `namespace` labelled `gpu-mode=<mode>`."""
+    policy = dra_only_policy(*args)
+    variables = {
+        "object": pod,
+        "oldObject": None,
+        "request": {
+            "kind": {"group": "", "version": "v1", "kind": "Pod"},
+            "namespace": namespace,
+            "operation": "CREATE",
+        },
+        "namespaceObject": {"metadata": {"name": namespace, "labels": {"gpu-mode": mode}}},
+    }
+    (validation,) = policy["spec"]["validations"]
+    if compile_admission(inline_variables(policy, validation["expression"]), backend)(variables):
+        return True, ""
+    text = compile_admission(
+        inline_variables(policy, validation["messageExpression"]), backend, True
+    )(variables)
+    return False, str(text)

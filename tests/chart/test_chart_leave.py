@@ -31,8 +31,8 @@ from app.transport.review import decode_review
 from tests.chart.helpers import (
     CHART,
     RELEASE,
-    compile_admission,
-    inline_variables,
+    dra_only_policy,
+    pod_verdict,
     render,
     run_helm,
 )
@@ -61,39 +61,12 @@ OWN_CLAIM = {
 by_backend = pytest.mark.parametrize("backend", BACKENDS)
 
 
-def _admission_policy(*args: str) -> Obj:
-    (found,) = [d for d in render(*args) if d["kind"] == "ValidatingAdmissionPolicy" and
-                d["metadata"]["name"].endswith("-dra-only")]  # fmt: skip
-    return found
-
-
 @functools.cache
 def _pipeline(*args: str) -> Pipeline:
     (config,) = [d for d in render(*args) if d["kind"] == "ConfigMap"]
     policy = parse_policy(config["data"]["policy.yaml"], "the chart's ConfigMap")
     amd = mapping_class("gpu.amd.com", "amd.com/gpu")
     return make_pipeline([*DEMO_NAMESPACES, mapping_class(), amd, OWN_CLASS, OWN_CLAIM], policy)
-
-
-def _verdict(pod: Obj, mode: str, backend: str, *args: str) -> tuple[bool, str]:
-    policy = _admission_policy(*args)
-    variables = {
-        "object": pod,
-        "oldObject": None,
-        "request": {
-            "kind": {"group": "", "version": "v1", "kind": "Pod"},
-            "namespace": NS,
-            "operation": "CREATE",
-        },
-        "namespaceObject": {"metadata": {"name": NS, "labels": {"gpu-mode": mode}}},
-    }
-    (validation,) = policy["spec"]["validations"]
-    if compile_admission(inline_variables(policy, validation["expression"]), backend)(variables):
-        return True, ""
-    text = compile_admission(
-        inline_variables(policy, validation["messageExpression"]), backend, True
-    )(variables)
-    return False, str(text)
 
 
 def _pod(*containers: Obj, claims: bool = True) -> Obj:
@@ -145,10 +118,10 @@ def test_a_judged_pod_with_a_name_left_to_the_scheduler_is_not_refused(backend: 
     judged = _mutated(_pod(_gpu()), *LEAVE)
     assert judged["metadata"]["annotations"][JUDGED_ANNOTATION] == "c:mine"
     assert judged["spec"]["containers"][1]["resources"]["limits"] == {GPU: "2"}  # left
-    assert _verdict(judged, "translate", backend, *LEAVE) == (True, "")
+    assert pod_verdict(judged, NS, "translate", backend, *LEAVE) == (True, "")
     # without the switch the same pod, as written after a judged call, is refused: the chart
     # held every legacy name of a judged pod to be a later mutation's
-    allowed, message = _verdict(judged, "translate", backend)
+    allowed, message = pod_verdict(judged, NS, "translate", backend)
     assert not allowed
     assert "container cuda asks for nvidia.com/gpu: 2 -> use DeviceClass gpu.nvidia.com" in message
 
@@ -166,7 +139,7 @@ def test_names_the_policy_never_leaves_added_after_the_mutating_call_are_refused
     case: str, container: Obj, backend: str
 ) -> None:
     judged = _mutated(_pod(_gpu()), *LEAVE)
-    allowed, message = _verdict(_added(judged, container), "translate", backend, *LEAVE)
+    allowed, message = pod_verdict(_added(judged, container), NS, "translate", backend, *LEAVE)
     assert not allowed, case
     assert message.startswith(
         f"namespace {NS} translates device-plugin requests into DRA claims (gpu-mode=translate), "
@@ -204,24 +177,24 @@ def test_the_first_rule_that_matches_a_name_decides_as_the_webhook_does(
         assert still_there is is_left, (case, name)
         # what the webhook left is let through; a name it translates, added back, is refused
         added = judged if is_left else _added(judged, _asks("again", **{name: "1"}))
-        assert _verdict(added, "translate", backend, *args)[0] is is_left, (case, name)
+        assert pod_verdict(added, NS, "translate", backend, *args)[0] is is_left, (case, name)
 
 
 @by_backend
 def test_dra_only_and_audit_namespaces_are_unchanged_by_the_switch(backend: str) -> None:
     plain = _pod(_gpu(), claims=False)
-    assert not _verdict(plain, "dra-only", backend, *LEAVE)[0]
-    assert not _verdict(plain, "audit", backend, *LEAVE)[0]  # (its binding only warns)
+    assert not pod_verdict(plain, NS, "dra-only", backend, *LEAVE)[0]
+    assert not pod_verdict(plain, NS, "audit", backend, *LEAVE)[0]  # (its binding only warns)
 
 
 def test_without_anything_to_leave_the_admission_policy_is_rendered_as_before() -> None:
     default, off = (
-        _admission_policy(),
-        _admission_policy("--set", "policy.translation.leaveMapped=false"),
+        dra_only_policy(),
+        dra_only_policy("--set", "policy.translation.leaveMapped=false"),
     )
     assert default == off
     assert "legacyShareWith)) &&" not in str(default["spec"]["validations"])
-    assert "legacyShareWith)) &&" in str(_admission_policy(*LEAVE)["spec"]["validations"])
+    assert "legacyShareWith)) &&" in str(dra_only_policy(*LEAVE)["spec"]["validations"])
 
 
 @pytest.mark.parametrize("args", [(), LEAVE], ids=["default", "leaveMapped"])
@@ -230,8 +203,8 @@ def test_each_variable_of_the_admission_policy_reads_only_those_before_it(
 ) -> None:
     """The API server compiles a variable with the ones declared before it only (this engine
     inlines them all, so it would not notice): `mode` comes before the offences that read it."""
-    names = [v["name"] for v in _admission_policy(*args)["spec"]["variables"]]
-    for index, variable in enumerate(_admission_policy(*args)["spec"]["variables"]):
+    names = [v["name"] for v in dra_only_policy(*args)["spec"]["variables"]]
+    for index, variable in enumerate(dra_only_policy(*args)["spec"]["variables"]):
         used = set(re.findall(r"\bvariables\.(\w+)", variable["expression"]))
         assert used <= set(names[:index]), (variable["name"], used - set(names[:index]))
 
@@ -270,4 +243,4 @@ def test_a_pod_the_webhook_judged_is_never_refused_for_what_it_left(backend: str
     if not decision.allowed or not decision.vouched:
         return  # denied, or not judged whole: the admission policy leaves it to the webhook
     admitted = jsonpatch.apply_patch(pod, list(decision.patch))
-    assert _verdict(admitted, "translate", backend, *LEAVE) == (True, ""), decision.warnings
+    assert pod_verdict(admitted, NS, "translate", backend, *LEAVE) == (True, ""), decision.warnings

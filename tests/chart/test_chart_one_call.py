@@ -29,7 +29,8 @@ from tests.chart.helpers import (
     NAMESPACE,
     RELEASE,
     compile_admission,
-    inline_variables,
+    dra_only_policy,
+    pod_verdict,
     render,
     run_helm,
 )
@@ -271,38 +272,11 @@ def test_the_reinvocation_policy_of_every_mutating_entry_is_the_value() -> None:
 # -- the admission policy in translate namespaces --------------------------------------------
 
 
-def _admission_policy() -> Obj:
-    (found,) = [d for d in render() if d["kind"] == "ValidatingAdmissionPolicy" and
-                d["metadata"]["name"].endswith("-dra-only")]  # fmt: skip
-    return found
-
-
-def _verdict(pod: Obj, mode: str, backend: str) -> tuple[bool, str]:
-    policy = _admission_policy()
-    variables = {
-        "object": pod,
-        "oldObject": None,
-        "request": {
-            "kind": {"group": "", "version": "v1", "kind": "Pod"},
-            "namespace": NS,
-            "operation": "CREATE",
-        },
-        "namespaceObject": {"metadata": {"name": NS, "labels": {"gpu-mode": mode}}},
-    }
-    (validation,) = policy["spec"]["validations"]
-    if compile_admission(inline_variables(policy, validation["expression"]), backend)(variables):
-        return True, ""
-    text = compile_admission(
-        inline_variables(policy, validation["messageExpression"]), backend, True
-    )(variables)
-    return False, str(text)
-
-
 @by_backend
 def test_a_judged_pod_given_legacy_names_again_is_refused_in_the_api_server(backend: str) -> None:
     translated = _mutated(LEGACY)
-    assert _verdict(translated, "translate", backend) == (True, "")
-    allowed, message = _verdict(_with(translated, _readd_gpu), "translate", backend)
+    assert pod_verdict(translated, NS, "translate", backend) == (True, "")
+    allowed, message = pod_verdict(_with(translated, _readd_gpu), NS, "translate", backend)
     assert not allowed
     assert message.startswith(
         f"namespace {NS} translates device-plugin requests into DRA claims (gpu-mode=translate), "
@@ -318,8 +292,8 @@ def test_a_legacy_pod_the_webhook_did_not_judge_is_left_to_it_in_translate_names
 ) -> None:
     """Admitted untranslated under a fail-open policy (a stale view, a failed template create):
     no mark, so the admission policy leaves it, as it did before, to the validating entry."""
-    assert _verdict(LEGACY, "translate", backend) == (True, "")
-    assert not _verdict(LEGACY, "dra-only", backend)[0]  # (the dra-only rule is unchanged)
+    assert pod_verdict(LEGACY, NS, "translate", backend) == (True, "")
+    assert not pod_verdict(LEGACY, NS, "dra-only", backend)[0]  # (the dra-only rule is unchanged)
 
 
 def test_the_translate_binding_holds_pods_of_translate_namespaces_only() -> None:
@@ -330,7 +304,7 @@ def test_the_translate_binding_holds_pods_of_translate_namespaces_only() -> None
     ]  # fmt: skip
     spec = binding["spec"]
     assert spec["validationActions"] == ["Deny"]
-    assert spec["policyName"] == _admission_policy()["metadata"]["name"]
+    assert spec["policyName"] == dra_only_policy()["metadata"]["name"]
     (rule,) = spec["matchResources"]["resourceRules"]
     assert (rule["apiGroups"], rule["resources"], rule["operations"]) == (
         [""],
