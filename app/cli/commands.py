@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 import orjson
 
 from app import offline
-from app.cluster.static import StaticSource
+from app.cluster.static import StaticSource, named_release
 from app.cluster.view import ClusterView
 from app.config import Settings, load_policy
 from app.errors import ConfigError
@@ -37,6 +37,7 @@ def _target(args: argparse.Namespace) -> Target:
 def _offline_pipeline(args: argparse.Namespace) -> Pipeline:
     view = ClusterView()
     StaticSource(view, args.cluster_file).load()
+    named_release(view, getattr(args, "kubernetes_version", None))
     policy = offline.offline_policy(load_policy(args.config))  # no admission policy offline
     return Pipeline(policy, view, own_namespace=Settings().namespace)
 
@@ -235,4 +236,11 @@ def run_migrate(args: argparse.Namespace) -> int:
         tools={"kubectl": args.kubectl, "helm": args.helm},
         leave_mapped=args.leave_mapped,
     )
-    return migrate.main(options, args.config, args.cluster_file, sys.stdout, sys.stderr)
+    return migrate.main(
+        options,
+        args.config,
+        args.cluster_file,
+        sys.stdout,
+        sys.stderr,
+        kubernetes_version=args.kubernetes_version,
+    )

@@ -200,6 +200,14 @@ def build() -> argparse.ArgumentParser:
         "the scheduler serves it alike (as the policy's translation.leaveMapped: true); says "
         "what it left",
     )
+    migrate.add_argument(
+        "--kubernetes-version",
+        default=None,
+        metavar="1.N",
+        help="the release the manifests go to: what its API server keeps by default decides "
+        "what is written (a GPU share needs 1.36+: docs/control-plane.md); default: the "
+        "cluster file's serverVersion, else the newest",
+    )
     migrate.add_argument("--kubectl", default="kubectl", help="renders kustomize overlays")
     migrate.add_argument("--helm", default="helm", help="renders Helm charts")
     live = report.add_mutually_exclusive_group()

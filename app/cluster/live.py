@@ -59,7 +59,10 @@ from app.cluster.api import (
     object_or,
     status_text,
 )
+from app.cluster.backoff import Backoff
+from app.cluster.probe import ProbeError, probe
 from app.cluster.ratelimit import ExpiringSet, TokenBucket
+from app.cluster.release import ServedRelease
 from app.cluster.stats import SourceStats
 from app.cluster.template_gc import TemplateCollector
 from app.cluster.view import ClusterView, Kind, Obj
@@ -109,12 +112,17 @@ class LiveSource:
         )
         for kind in Kind:
             view.mark_stale(kind)
+        view.set_release(ServedRelease.unknown())
+        self._release_due = asyncio.Event()
 
     async def start(self) -> None:
-        """Connect and start one list+watch task per kind; returns before they have synced."""
+        """Connect, learn the release (one try: app.cluster.probe) and start one list+watch
+        task per kind; returns before they have synced."""
         if self._api is not None:
             return
         self._api = Api(await self._connect())
+        learned = await self._learn_release()
+        self._tasks.append(asyncio.create_task(self._keep_release(learned), name="release probe"))
         for kind in Kind:
             watcher = KindWatcher(
                 kind,
@@ -123,6 +131,7 @@ class LiveSource:
                 stats=self.stats.kinds[kind],
                 settings=self._settings,
                 rng=self._rng,
+                on_relisted=self._release_due.set,
             )
             self._watchers.append(watcher)
             self._tasks.append(asyncio.create_task(watcher.run(), name=f"watch {kind.value}"))
@@ -145,6 +154,42 @@ class LiveSource:
         if self._api is not None:
             api, self._api = self._api, None
             await api.close()
+
+    async def _learn_release(self) -> bool:
+        """Probe the API server once; False (the view keeps what it had) when it failed."""
+        assert self._api is not None
+        try:
+            release = await probe(
+                self._api, self._settings.namespace, self._settings.api_timeout_seconds
+            )
+        except (ProbeError, TimeoutError, aiohttp.ClientError, OSError) as exc:
+            logger.warning(
+                "release probe failed: %s; nothing is written that some release drops until "
+                "it succeeds",
+                describe(exc),
+            )
+            return False
+        if release != self.view.release:
+            logger.info("API server release", extra={"release": release.describe()})
+        self.view.set_release(release)
+        return True
+
+    async def _keep_release(self, learned: bool) -> None:
+        """Retry a failed probe with backoff; probe again whenever a kind relists (an API
+        server restarted, maybe upgraded, shows as one)."""
+        backoff = Backoff(
+            self._settings.backoff_initial_seconds,
+            max(self._settings.backoff_max_seconds, self._settings.backoff_initial_seconds),
+            self._rng,
+        )
+        while True:
+            if learned:
+                backoff.reset()
+                self._release_due.clear()
+                await self._release_due.wait()
+            else:
+                await asyncio.sleep(backoff.next_delay())
+            learned = await self._learn_release()
 
     async def lookup_namespace(self, name: str) -> Obj | None:
         """GET one namespace the view does not hold yet, and put it in the view.

@@ -1,8 +1,9 @@
 """The static source: cluster objects from a YAML file, as `kubectl get ... -o yaml` writes them.
 
 The file may be a `List` (`kind: List` with `items`), a multi-document stream, or a mix. Objects
-of kinds the view does not hold are skipped. The embedded demo cluster is the default for
-development and tests: no cluster needed.
+of kinds the view does not hold are skipped. A `kubectl version -o yaml` document in it names the
+release: the view then keeps to that release's default DRA features (app.cluster.release).
+The embedded demo cluster is the default for development and tests: no cluster needed.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from typing import Any
 
 import yaml
 
+from app.cluster.release import ServedRelease, parse_minor
 from app.cluster.view import ClusterView, Kind, object_key
 from app.config.files import one_line, read_text
 from app.errors import ClusterFileError
@@ -34,12 +36,26 @@ def read_cluster_text(path: Path | None) -> tuple[str, str]:
 
 def parse_cluster_objects(text: str, source: str) -> dict[Kind, list[dict[str, Any]]]:
     """Objects of the kinds the view holds, grouped by kind; validates names."""
+    return _parse(text, source)[0]
+
+
+def _parse(text: str, source: str) -> tuple[dict[Kind, list[dict[str, Any]]], str | None]:
+    """The objects, and the release of a `kubectl version -o yaml` document (`serverVersion`)
+    in the file, if it has one."""
     known = {kind.value: kind for kind in Kind}
     grouped: dict[Kind, list[dict[str, Any]]] = {kind: [] for kind in Kind}
     try:
         documents = list(yaml.safe_load_all(text))
     except yaml.YAMLError as exc:
         raise ClusterFileError(f"{source}: not valid YAML: {one_line(exc)}") from None
+    release = next(
+        (d["serverVersion"].get("gitVersion") for d in documents
+         if isinstance(d, dict) and isinstance(d.get("serverVersion"), dict)),
+        None,
+    )  # fmt: skip
+    if release is not None and (not isinstance(release, str) or parse_minor(release) is None):
+        raise ClusterFileError(f"{source}: serverVersion.gitVersion {release!r} is no release")
+    documents = [d for d in documents if not (isinstance(d, dict) and "serverVersion" in d)]
     skipped: dict[str, int] = {}
     for index, obj in enumerate(_flatten(documents)):
         if not isinstance(obj, dict):
@@ -60,7 +76,7 @@ def parse_cluster_objects(text: str, source: str) -> dict[Kind, list[dict[str, A
         logger.info(
             "cluster file: skipped kinds the view does not hold", extra={"skipped": skipped}
         )
-    return grouped
+    return grouped, release
 
 
 def _flatten(documents: list[Any]) -> Iterator[Any]:
@@ -97,12 +113,14 @@ class StaticSource:
         """Read the file into the view and mark every kind synced (raises ClusterFileError)."""
         if self._objects is not None:
             source = "objects"
-            grouped = parse_cluster_objects(yaml.safe_dump_all(self._objects), source)
+            grouped, release = _parse(yaml.safe_dump_all(self._objects), source)
         else:
             text, source = read_cluster_text(self._path)
-            grouped = parse_cluster_objects(text, source)
+            grouped, release = _parse(text, source)
         for kind, objs in grouped.items():
             self.view.replace(kind, objs)
+        if release is not None:
+            self.view.set_release(ServedRelease.from_defaults(release, f"{source}: defaults"))
         logger.info(
             "cluster view loaded",
             extra={"source": source, "counts": {k.value: len(v) for k, v in grouped.items()}},
@@ -126,3 +144,14 @@ class StaticSource:
     async def touch_claim_template(self, namespace: str, name: str) -> bool:
         """Nothing deletes a static view's templates: there is nothing to protect them from."""
         return self.view.get(Kind.RESOURCE_CLAIM_TEMPLATE, name, namespace) is not None
+
+
+def named_release(view: ClusterView, version: str | None) -> None:
+    """`--kubernetes-version`: judge as that release's defaults would (over the cluster file's
+    own `serverVersion`). Raises ClusterFileError for a name that is no release."""
+    if version is None:
+        return
+    try:
+        view.set_release(ServedRelease.from_defaults(version, "--kubernetes-version: defaults"))
+    except ValueError as exc:
+        raise ClusterFileError(str(exc)) from None

@@ -21,6 +21,7 @@ from enum import StrEnum
 from types import MappingProxyType
 from typing import Any, Protocol, TypeVar, cast
 
+from app.cluster.release import ServedRelease
 from app.cluster.slim import SharedValues, slim
 
 Obj = dict[str, Any]
@@ -68,6 +69,9 @@ class ClusterReader(Protocol):
 
     @property
     def stale_kinds(self) -> frozenset[Kind]: ...
+
+    @property
+    def release(self) -> ServedRelease: ...
 
     def synced_kinds(self) -> frozenset[Kind]: ...
 
@@ -123,8 +127,18 @@ class ClusterView:
         self._on_synced: list[Callable[[], None]] = []
         self._shared_values = SharedValues()
         self._derived: dict[type[Any], DerivedIndex] = {}
+        self._release = ServedRelease.assumed()
 
     # -- reads -----------------------------------------------------------------------------
+
+    @property
+    def release(self) -> ServedRelease:
+        """The release the API server runs and the DRA fields it keeps (app.cluster.release):
+        what the checks may write. Set by the source (probed live, named offline)."""
+        return self._release
+
+    def set_release(self, release: ServedRelease) -> None:
+        self._release = release
 
     @property
     def synced(self) -> bool:

@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
+from collections.abc import Callable
 from typing import Any
 
 import aiohttp
@@ -63,8 +64,12 @@ class KindWatcher:
         stats: KindStats,
         settings: Settings,
         rng: random.Random,
+        on_relisted: Callable[[], None] | None = None,
     ) -> None:
         self.kind = kind
+        self._on_relisted = on_relisted
+        """Called after every list but the first: the API server may have been restarted or
+        upgraded meanwhile (app.cluster.live re-learns its release)."""
         self._api = api
         self._path = COLLECTIONS[kind]
         self._accept = ACCEPT.get(kind, (JSON, JSON))
@@ -192,6 +197,8 @@ class KindWatcher:
         self._view.replace(self.kind, items)
         self._stats.lists += 1
         self._stats.listed = True
+        if self._stats.lists > 1 and self._on_relisted is not None:
+            self._on_relisted()
         if self._stats.forbidden:
             self._stats.forbidden = False
             logger.info("cluster %s: readable again", self.kind.value)

@@ -41,6 +41,13 @@ class Translation(_Model):
     """Leave a legacy name as written where a DeviceClass maps it (spec.extendedResourceName,
     Kubernetes 1.36+) and the in-tree path gives the pod what translation would: the scheduler
     serves it from the class. A `mappings` rule's `leaveToScheduler` overrides it for its names."""
+    shares_without_capacity: Literal["deny", "wholeDevices"] = Field(
+        default="deny", alias="sharesWithoutCapacity"
+    )
+    """Where the API server does not keep consumable-capacity requests (Kubernetes 1.34 and
+    1.35 by default: app.cluster.release), a GPU share cannot be written: deny names the release
+    and the gate; wholeDevices gives each share a whole device of the rule's DeviceClass, and says
+    so in a warning."""
 
     @field_validator("template_name_prefix", "claim_name_prefix")
     @classmethod

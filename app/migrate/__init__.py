@@ -17,7 +17,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TextIO
 
-from app.cluster.static import StaticSource
+from app.cluster.static import StaticSource, named_release
 from app.cluster.view import ClusterView
 from app.config import load_policy
 from app.migrate.objects import Rules
@@ -32,9 +32,13 @@ def main(
     cluster_file: Path | None,
     stdout: TextIO,
     stderr: TextIO,
+    *,
+    kubernetes_version: str | None = None,
 ) -> int:
-    """Run `migrate` with the policy file and the static cluster file the server reads."""
+    """Run `migrate` with the policy file and the static cluster file the server reads, for
+    the release named (what it keeps: app.cluster.release)."""
     view = ClusterView()
     StaticSource(view, cluster_file).load()
+    named_release(view, kubernetes_version)
     rules = Rules.build(load_policy(config), view)
     return report(migrate(options, rules), options, stdout, stderr)

@@ -34,7 +34,11 @@ def mapping_resolver(parts: Parts) -> MappingResolver:
 
 def sharing_rules(parts: Parts) -> SharingRules:
     """Builder: GPU-sharing names -> consumable-capacity requests (`sharing`)."""
-    return SharingRules(parts.policy.sharing, parts.build(mapping_resolver).maps)
+    return SharingRules(
+        parts.policy.sharing,
+        parts.build(mapping_resolver).maps,
+        whole_devices=parts.policy.translation.shares_without_capacity == "wholeDevices",
+    )
 
 
 def translation_rules(parts: Parts) -> TranslationRules:

@@ -29,6 +29,7 @@ from typing import Any
 from app.cel.cache import CompileCache
 from app.cel.engine import SELECTOR, Engine
 from app.cel.errors import CelCompileError, does_not_compile
+from app.cluster.release import Feature
 from app.config.policy import Defaults
 from app.errors import PolicyError
 from app.k8s import patch
@@ -115,8 +116,12 @@ def check(request: Request, ctx: Context) -> Result:
     defaults = ctx.parts[claim_defaults]
     if not defaults or request.operation != "CREATE" or request.object is None:
         return ALLOW
-    planned = plan(request.kind, request.object, defaults, ctx.namespace_labels)
-    if not planned.patch:
+    release = ctx.view.release
+    dropped = (
+        None if release.keeps(Feature.DEVICE_TAINTS) else release.dropped(Feature.DEVICE_TAINTS)
+    )
+    planned = plan(request.kind, request.object, defaults, ctx.namespace_labels, dropped)
+    if not planned.patch and not planned.added:
         return ALLOW
     what = subject(request)
     return Result(
@@ -125,13 +130,22 @@ def check(request: Request, ctx: Context) -> Result:
     )
 
 
-def plan(kind: str, obj: Obj, defaults: ClaimDefaults, labels: Mapping[str, str]) -> Planned:
+def plan(
+    kind: str,
+    obj: Obj,
+    defaults: ClaimDefaults,
+    labels: Mapping[str, str],
+    tolerations_dropped: str | None = None,
+) -> Planned:
     """The JSONPatch adding the defaults to a ResourceClaim or ResourceClaimTemplate (pure).
 
     The claim is read by the claim model (`app.k8s.claims`): which member of a request holds
     its alternatives, each alternative's class and selectors, the user's opaque config. What a
     patch needs beyond those values is how the document is written (whether a member is there,
-    to `add` it or append to it), read from the dict each model value was read from."""
+    to `add` it or append to it), read from the dict each model value was read from.
+
+    `tolerations_dropped`: why the release would drop a request's tolerations (app.cluster.
+    release); the class's tolerations are then not added, and `added` says so."""
     planned = Planned()
     base = CLAIM_SPEC_POINTER.get(kind)
     if base is None or not defaults:
@@ -160,7 +174,7 @@ def plan(kind: str, obj: Obj, defaults: ClaimDefaults, labels: Mapping[str, str]
             if default_class is None:
                 continue
             body: Obj = {"deviceClassName": default_class}
-            filled = _fill(None, body, defaults, needs, name)
+            filled = _fill(None, body, defaults, needs, name, dropped=tolerations_dropped)
             value: Obj = {"deviceClassName": default_class}
             value.update((key, v) for key, v, _ in filled.changes)
             planned.patch.append(patch.add(f"{pointer}/exactly", value))
@@ -174,6 +188,7 @@ def plan(kind: str, obj: Obj, defaults: ClaimDefaults, labels: Mapping[str, str]
                 needs,
                 name,
                 default_class=default_class,
+                dropped=tolerations_dropped,
             )
             _patch(filled, f"{pointer}/exactly", planned)
             if filled.added:
@@ -187,7 +202,13 @@ def plan(kind: str, obj: Obj, defaults: ClaimDefaults, labels: Mapping[str, str]
                 sub_name = raw_sub if isinstance(raw_sub, str) else str(sub_index)
                 target = f"{name}/{sub_name}"
                 filled = _fill(
-                    alternative, sub, defaults, needs, target, default_class=default_class
+                    alternative,
+                    sub,
+                    defaults,
+                    needs,
+                    target,
+                    default_class=default_class,
+                    dropped=tolerations_dropped,
                 )
                 _patch(filled, f"{pointer}/firstAvailable/{sub_index}", planned)
                 if filled.added:
@@ -219,6 +240,7 @@ def _fill(
     target: str,
     *,
     default_class: str | None = None,
+    dropped: str | None = None,
 ) -> _Filled:
     """The defaults one exact request or subrequest lacks (it is not changed). `alternative` is
     the model's reading of `body` (None for an `exactly` the namespace default makes)."""
@@ -253,8 +275,11 @@ def _fill(
                     changes.extend(("selectors", v, True) for v in values)
                 added.append(f"{len(new)} selector{'s' if len(new) > 1 else ''} of {device_class}")
     if class_defaults.tolerations and body.get("tolerations") is None:
-        changes.append(("tolerations", [dict(t) for t in class_defaults.tolerations], False))
-        added.append(f"tolerations of {device_class}")
+        if dropped is None:
+            changes.append(("tolerations", [dict(t) for t in class_defaults.tolerations], False))
+            added.append(f"tolerations of {device_class}")
+        else:
+            added.append(f"no tolerations of {device_class}: {dropped}")
     if (
         class_defaults.count is not None
         and body.get("allocationMode") is None

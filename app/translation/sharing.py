@@ -27,6 +27,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from app.cluster.release import Feature, ServedRelease
 from app.cluster.view import ClusterReader, Kind
 from app.config.sharing import SharedCapacity, SharingRule
 from app.k8s.objects import resource_map
@@ -153,9 +154,16 @@ class SharingRules:
     """The policy's sharing rules, compiled once: which names they own, and the groups."""
 
     def __init__(
-        self, rules: Iterable[SharingRule] = (), mapped: Callable[[str], bool] = bool
+        self,
+        rules: Iterable[SharingRule] = (),
+        mapped: Callable[[str], bool] = bool,
+        *,
+        whole_devices: bool = False,
     ) -> None:
         self.rules = tuple(rules)
+        self.whole_devices = whole_devices
+        """Where the release drops consumable capacity: a whole device per share (else the
+        share is refused); `translation.sharesWithoutCapacity`."""
         self._owner: dict[str, int] = {}
         for index, rule in enumerate(self.rules):
             for name in rule.names:
@@ -286,6 +294,9 @@ class SharingRules:
         if not counted and not asked:
             shares = 0  # every name asks for zero: nothing to share, the plan removes them
         ordered = [members[name] for name in rule.names if name in members]
+        release = view.release
+        if shares and not release.keeps(Feature.CONSUMABLE_CAPACITY):
+            return self._without_capacity(ordered, shares, rule, release, notes)
         selectors = (*rule.selectors, SHAREABLE, *sizes)
         mapping = DeviceMapping(
             rule.device_class_name,
@@ -294,6 +305,50 @@ class SharingRules:
             tuple(sorted(capacity.items())),
         )
         return Shared(Want(ordered[0], shares, mapping, tuple(ordered[1:])), (), tuple(notes))
+
+    def _without_capacity(
+        self,
+        ordered: list[LegacyRequest],
+        shares: int,
+        rule: SharingRule,
+        release: ServedRelease,
+        notes: list[str],
+    ) -> Shared:
+        """A share on a release that drops consumable capacity (and knows no
+        `device.allowMultipleAllocations` in CEL): refused, or whole devices where the policy
+        says so. Never a claim the API server would store as something else."""
+        asked = ", ".join(f"{m.resource}: {m.amount}" for m in ordered)
+        why = release.dropped(Feature.CONSUMABLE_CAPACITY)
+        first = ordered[0]
+        if not self.whole_devices:
+            return Shared(
+                None,
+                (
+                    Problem(
+                        request_key(first),
+                        _field(first),
+                        f"{_who(first)} asks for a GPU share ({asked}, sharing rule "
+                        f"{rule.name}), which cannot be written as a DRA request here: {why}. "
+                        "Ask for whole GPUs, turn the gate on, or set the dra-webhook policy's "
+                        "translation.sharesWithoutCapacity: wholeDevices",
+                    ),
+                ),
+                tuple(notes),
+            )
+        whole = "a whole device" if shares == 1 else f"{shares} whole devices"
+        notes.append(
+            f"{_who(first)}: {asked} -> {whole} of DeviceClass {rule.device_class_name}, not a "
+            f"share: {why} (translation.sharesWithoutCapacity: wholeDevices)"
+        )
+        mapping = DeviceMapping(
+            rule.device_class_name, tuple(dict.fromkeys(rule.selectors)), f"sharing:{rule.name}"
+        )
+        return Shared(Want(first, shares, mapping, tuple(ordered[1:])), (), tuple(notes))
+
+
+def _field(legacy: LegacyRequest) -> str:
+    which = "limits" if legacy.limit is not None else "requests"
+    return f"{legacy.container.path}.resources.{which}[{legacy.resource}]"
 
 
 def _capacity(entry: SharedCapacity, rule: SharingRule, view: ClusterReader) -> str | None:

@@ -20,6 +20,9 @@ It speaks the parts of the API the live source uses, in the real wire format:
   `PATCH` (merge patch of `metadata.labels`): the updated object or 404; `DELETE` with
   DeleteOptions `preconditions` (uid, resourceVersion): 200, 404, or 409 `Conflict` when a
   precondition does not hold, as kube-apiserver answers.
+- `GET /version` (`git_version`), `GET /apis/resource.k8s.io` (v1), and the release probe's
+  server-side dry run (`POST ...?dryRun=All`): the object back as stored, less the fields of the
+  features in `drops` (as a release with those gates off answers), and nothing stored.
 - Every request must carry the bearer token of the kubeconfig it writes, or gets 401.
 
 Tests steer it: `put`/`delete` objects (each a new resourceVersion and a watch event), `hold` a
@@ -43,6 +46,7 @@ import orjson
 import yaml
 from aiohttp import web
 
+from app.cluster.release import Feature
 from app.cluster.view import Kind
 
 Obj = dict[str, Any]
@@ -136,8 +140,15 @@ class FakeApiServer:
         self.before_create_response: Callable[[Obj], Awaitable[None]] | None = None
         self.before_delete: Callable[[Obj], Awaitable[None]] | None = None
         """Runs after a DELETE is received, before its preconditions are checked (a race)."""
+        self.git_version = "v1.36.2"
+        self.refuse_version = False
+        """`GET /version` answered 503 (an API server not serving yet)."""
+        self.drops: frozenset[Feature] = frozenset()
+        """The DRA features whose fields a dry-run create drops (a release with them off)."""
         self.requests: list[tuple[str, str, dict[str, str]]] = []
-        """(method, path, query) of every request, in order."""
+        """(method, path, query) of every request but the dry runs, in order."""
+        self.dry_runs: list[str] = []
+        """The paths of the server-side dry-run creates (the release probe's), in order."""
         self.accepts: list[tuple[str, str]] = []
         """(path, Accept header) of every request, in order."""
         self.port = 0
@@ -215,6 +226,10 @@ class FakeApiServer:
         gone["metadata"]["resourceVersion"] = str(self.version)
         self._record(kind, "DELETED", gone)
 
+    def store_of_templates(self) -> list[Obj]:
+        """The ResourceClaimTemplates stored (a dry run stores none)."""
+        return list(self.store[Kind.RESOURCE_CLAIM_TEMPLATE].values())
+
     def hold(self, kind: Kind) -> None:
         """Keep `kind`'s events from open watches (they fall behind) until `release`."""
         self.held.add(kind)
@@ -276,11 +291,22 @@ class FakeApiServer:
     # -- HTTP --------------------------------------------------------------------------------
 
     async def _handle(self, request: web.Request) -> web.StreamResponse:
-        self.requests.append((request.method, request.path, dict(request.query)))
+        if request.query.get("dryRun") == "All":
+            self.dry_runs.append(request.path)
+        else:
+            self.requests.append((request.method, request.path, dict(request.query)))
         self.accepts.append((request.path, request.headers.get("Accept", "")))
         if request.headers.get("Authorization") != f"Bearer {TOKEN}":
             return _status_response(status(401, "Unauthorized", "Unauthorized"))
         path = request.path
+        if request.method == "GET" and path == "/version" and self.refuse_version:
+            return _status_response(status(503, "ServiceUnavailable", "not serving yet"))
+        if request.method == "GET" and path == "/version":
+            version = {"major": "1", "minor": self.git_version.split(".")[1]}
+            return web.json_response({**version, "gitVersion": self.git_version})
+        if request.method == "GET" and path == "/apis/resource.k8s.io":
+            versions = [{"groupVersion": "resource.k8s.io/v1", "version": "v1"}]
+            return web.json_response({"kind": "APIGroup", "versions": versions})
         if request.method == "GET" and path in COLLECTIONS:
             kind, _ = COLLECTIONS[path]
             if kind in self.refuse:
@@ -440,6 +466,8 @@ class FakeApiServer:
 
     async def _create(self, request: web.Request, namespace: str) -> web.Response:
         body = orjson.loads(await request.read())
+        if request.query.get("dryRun") == "All":
+            return web.json_response(_dry_run(body, self.drops), status=201)
         name = body.get("metadata", {}).get("name")
         if self.create_error is not None:
             code, reason, message = self.create_error
@@ -498,6 +526,25 @@ class FakeApiServer:
         del updated["metadata"]["resourceVersion"]
         stored = self.put(updated)
         return web.Response(body=orjson.dumps(stored), content_type="application/json")
+
+
+_DROPPED = {
+    Feature.CONSUMABLE_CAPACITY: "capacity",
+    Feature.DEVICE_TAINTS: "tolerations",
+    Feature.ADMIN_ACCESS: "adminAccess",
+}
+
+
+def _dry_run(template: Obj, drops: frozenset[Feature]) -> Obj:
+    """What a dry-run create answers: the template less the members of the dropped features."""
+    answer = copy.deepcopy(template)
+    for request in answer["spec"]["spec"]["devices"]["requests"]:
+        exactly = request.get("exactly") or {}
+        for feature in drops & _DROPPED.keys():
+            exactly.pop(_DROPPED[feature], None)
+        if Feature.PRIORITIZED_LIST in drops:
+            request.pop("firstAvailable", None)
+    return answer
 
 
 def _status_response(body: Obj) -> web.Response:

@@ -90,7 +90,7 @@ def _gets(apiserver: FakeApiServer) -> list[str]:
     return [
         path
         for method, path, query in apiserver.requests
-        if method == "GET" and "watch" not in query and "limit" not in query
+        if method == "GET" and path.startswith("/api/v1/namespaces/")
     ]
 
 

@@ -3,12 +3,18 @@
 One control plane per test session (tests/e2e/controlplane.py), stopped by PID at the end; when a
 test that used it fails, the tail of each process's log is attached to the failure. Tests belong
 to a journey by `pytestmark = pytest.mark.journey("<name>")`; the terminal summary prints one line
-per journey with its verdict.
+per journey with its verdict, and `DRA_E2E_JOURNEYS_OUT=<file>` writes them as JSON with the
+release (hack/e2e-matrix reads it). `DRA_E2E_JOURNEYS=dra-only,translate` runs only those journeys.
+
+A test that needs what a release serves from some minor on carries
+`pytest.mark.since(36, "why")`: on an older control plane it is skipped saying the release and why.
 """
 
 from __future__ import annotations
 
 import itertools
+import json
+import os
 import re
 import time
 from collections import defaultdict
@@ -16,7 +22,7 @@ from collections.abc import Callable, Iterator
 
 import pytest
 
-from tests.assets import control_plane_assets, k8s_tool
+from tests.assets import control_plane_assets, control_plane_release, k8s_tool
 from tests.e2e.controlplane import ControlPlane, ControlPlaneError
 from tests.e2e.fleet import publish
 from tests.e2e.kube import Kube, release_devices
@@ -41,6 +47,7 @@ JOURNEYS = (
     "report",
     "runbook",
     "extended-resources",
+    "releases",
     "tenancy",
     "faults",
     "latency",
@@ -48,16 +55,31 @@ JOURNEYS = (
 """The order journeys run in: faults stops the API server, and latency is best measured last."""
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     def rank(item: pytest.Item) -> int:
         marker = item.get_closest_marker("journey")
         return JOURNEYS.index(marker.args[0]) + 1 if marker else 0
 
     items.sort(key=rank)  # stable: the order within a journey is the file's
+    wanted = {j for j in os.environ.get("DRA_E2E_JOURNEYS", "").split(",") if j}
+    if not wanted:
+        return
+    unknown = wanted - set(JOURNEYS)
+    if unknown:
+        raise pytest.UsageError(f"DRA_E2E_JOURNEYS: no journey {', '.join(sorted(unknown))}")
+    kept, dropped = [], []
+    for item in items:
+        marker = item.get_closest_marker("journey")
+        (kept if marker is not None and marker.args[0] in wanted else dropped).append(item)
+    config.hook.pytest_deselected(items=dropped)
+    items[:] = kept
 
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "journey(name): the user journey a control-plane test walks")
+    config.addinivalue_line(
+        "markers", "since(minor, why): needs Kubernetes 1.<minor> or later (skipped before)"
+    )
 
 
 @pytest.fixture(scope="session")
@@ -86,7 +108,7 @@ def kube(control_plane: ControlPlane) -> Iterator[Kube]:
 @pytest.fixture(scope="session")
 def fleet(kube: Kube) -> None:
     """Two Ready nodes with NVIDIA GPUs and MIG devices, and their DeviceClasses."""
-    publish(kube)
+    publish(kube, control_plane_release()[0])
 
 
 @pytest.fixture(scope="session")
@@ -169,6 +191,11 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
     marker = item.get_closest_marker("journey")
     if marker is not None:
         item.user_properties.append(("journey", marker.args[0]))
+    since = item.get_closest_marker("since")
+    if since is not None:
+        minor, version = control_plane_release()
+        if minor < since.args[0]:
+            pytest.skip(f"Kubernetes {version}: {since.args[1]}")
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
@@ -177,7 +204,12 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
     write = terminalreporter.write_line
     terminalreporter.section("journeys through the control plane")
     if _PLANE and _PLANE[0].startup_seconds:
-        write(f"control plane: API server answered {_PLANE[0].startup_seconds:.1f} s after start")
+        version = control_plane_release()[1]
+        write(
+            f"control plane: Kubernetes {version}, API server answered "
+            f"{_PLANE[0].startup_seconds:.1f} s after start"
+        )
+    verdicts: dict[str, dict[str, object]] = {}
     for journey, reports in _JOURNEYS.items():
         outcomes: dict[str, int] = defaultdict(int)
         for report in reports:
@@ -189,4 +221,13 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
         counts = ", ".join(f"{n} {o}" for o, n in sorted(outcomes.items()))
         seconds = sum(r.duration for r in reports)
         write(f"journey {journey:<18} {verdict:<8} ({counts}; {seconds:.1f} s)")
+        skips = sorted(
+            {str(r.longrepr[2]) for r in reports if r.skipped and isinstance(r.longrepr, tuple)}
+        )
+        verdicts[journey] = {"verdict": verdict, "outcomes": dict(outcomes), "skipped": skips}
     write(f"session: {time.monotonic() - _STARTED:.1f} s")
+    out = os.environ.get("DRA_E2E_JOURNEYS_OUT")
+    if out and _PLANE:
+        release = control_plane_release()[1]
+        with open(out, "w") as file:
+            json.dump({"release": release, "journeys": verdicts}, file, indent=1)

@@ -426,7 +426,11 @@ def _main() -> int:
     args = parser.parse_args()
     assets = os.environ.get("CONTROL_PLANE_ASSETS", "")
     if not assets:
-        print("set CONTROL_PLANE_ASSETS to the folder of the binaries", file=sys.stderr)
+        print(
+            "set CONTROL_PLANE_ASSETS to the folder of the binaries: "
+            'CONTROL_PLANE_ASSETS="$(hack/get-control-plane)"',
+            file=sys.stderr,
+        )
         return 2
     # SIGTERM (e.g. `timeout`) stops the children like Ctrl-C does: they run in their own session
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
@@ -439,11 +443,12 @@ def _main() -> int:
         print(error, file=sys.stderr)
         return 1
     if args.fleet:
+        from tests.assets import read_release
         from tests.e2e.fleet import publish
         from tests.e2e.kube import Kube
 
         kube = Kube(plane)
-        publish(kube)
+        publish(kube, (read_release(plane.assets) or (36, ""))[0])
         kube.close()
     print(f"control plane up in {plane.startup_seconds:.1f} s at {plane.url}; logs in {root}/logs")
     print(f"webhook identity: {plane.kubeconfig(WEBHOOK)}")

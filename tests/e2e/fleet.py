@@ -124,8 +124,20 @@ def shared_slice() -> Obj:
     }
 
 
-def shared_class() -> Obj:
-    expression = f'device.driver == "{DRIVER}" && device.allowMultipleAllocations'
+SHARING_SINCE = 36
+"""Consumable capacity (DRAConsumableCapacity) is on by default from 1.36: before, the API server
+drops `allowMultipleAllocations` from slices and its CEL knows no such field."""
+
+
+def shared_class(minor: int = SHARING_SINCE) -> Obj:
+    """The shareable GPUs' class; before 1.36, the same device by its `type` (the field is
+    unknown to that release's CEL: a class naming it is refused)."""
+    if minor >= SHARING_SINCE:
+        expression = f'device.driver == "{DRIVER}" && device.allowMultipleAllocations'
+    else:
+        expression = (
+            f'device.driver == "{DRIVER}" && device.attributes["{DRIVER}"].type == "shared-gpu"'
+        )
     return {
         "apiVersion": "resource.k8s.io/v1",
         "kind": "DeviceClass",
@@ -158,9 +170,9 @@ _STATUS: Obj = {
 }
 
 
-def publish(kube: Kube) -> None:
+def publish(kube: Kube, minor: int) -> None:
     """Nodes Ready and untainted, their ResourceSlices (and the shareable GPU's), the
-    DeviceClasses."""
+    DeviceClasses, as Kubernetes 1.<minor> takes them."""
     for name in NODES:
         kube.apply(node(name))
         # The TaintNodesByCondition admission plugin taints every new Node not-ready; the node
@@ -171,4 +183,4 @@ def publish(kube: Kube) -> None:
     kube.apply(shared_slice())
     kube.apply(device_class("gpu.nvidia.com", "gpu"))
     kube.apply(device_class("mig.nvidia.com", "mig"))
-    kube.apply(shared_class())
+    kube.apply(shared_class(minor))

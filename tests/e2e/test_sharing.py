@@ -17,10 +17,14 @@ import pytest
 
 from app.k8s.quantity import parse_quantity
 from tests.e2e import objects as o
-from tests.e2e.fleet import DRIVER, SHARED_CLASS, SHARED_POOL
+from tests.e2e.fleet import DRIVER, SHARED_CLASS, SHARED_POOL, SHARING_SINCE
 from tests.e2e.kube import Kube
 
-pytestmark = [pytest.mark.journey("sharing"), pytest.mark.usefixtures("webhook")]
+pytestmark = [
+    pytest.mark.journey("sharing"),
+    pytest.mark.usefixtures("webhook"),
+    pytest.mark.since(SHARING_SINCE, "consumable capacity (DRAConsumableCapacity) is off"),
+]
 
 Obj = dict[str, Any]
 SHARED_GPU = (SHARED_POOL, "gpu-s0")

@@ -1,0 +1,176 @@
+"""Learn the release the API server runs and which DRA fields it keeps (app.cluster.release).
+
+Three reads and two writes that store nothing:
+
+1. `GET /version`: the release (`gitVersion`).
+2. `GET /apis/resource.k8s.io`: the served versions.
+3. A server-side dry-run create (`dryRun=All`) of a ResourceClaimTemplate in the webhook's own
+   namespace whose first request asks for a consumable capacity and tolerates a taint, and whose
+   second is a `firstAvailable` list: the object the API server answers with is what it would
+   store, so a field missing from it is a field the release drops. The webhook may already create
+   templates (translation), so this needs no permission it lacks; its own namespace is exempt
+   from its own webhook configurations, so the dry run does not call back into it.
+4. The same with `adminAccess: true`: kept (or refused because the namespace lacks the
+   admin-access label, which only a release that keeps the field checks) means on.
+
+No gate list is guessed from the version number: the defaults table is only the fallback when
+the dry runs cannot be made (not granted, the namespace missing), and the answer says so
+(`source`).
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import orjson
+
+from app.cluster.api import Api, api_path, status_text
+from app.cluster.release import PROBED, Feature, ServedRelease
+
+logger = logging.getLogger(__name__)
+
+PROBE_NAME = "dra-webhook-release-probe"
+_PROBE_CLASS = "dra-webhook-release-probe.example.com"
+
+
+def _template(namespace: str, requests: list[dict[str, Any]]) -> dict[str, Any]:
+    return {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceClaimTemplate",
+        "metadata": {"name": PROBE_NAME, "namespace": namespace},
+        "spec": {"spec": {"devices": {"requests": requests}}},
+    }
+
+
+def fields_probe(namespace: str) -> dict[str, Any]:
+    """The probe template for capacity, tolerations and firstAvailable."""
+    return _template(
+        namespace,
+        [
+            {
+                "name": "shares",
+                "exactly": {
+                    "deviceClassName": _PROBE_CLASS,
+                    "capacity": {"requests": {"memory": "1Mi"}},
+                    "tolerations": [{"key": "example.com/probe", "operator": "Exists"}],
+                },
+            },
+            {
+                "name": "alternatives",
+                "firstAvailable": [{"name": "first", "deviceClassName": _PROBE_CLASS}],
+            },
+        ],
+    )
+
+
+def admin_probe(namespace: str) -> dict[str, Any]:
+    """The probe template for adminAccess."""
+    return _template(
+        namespace,
+        [{"name": "admin", "exactly": {"deviceClassName": _PROBE_CLASS, "adminAccess": True}}],
+    )
+
+
+def kept_fields(stored: dict[str, Any]) -> set[Feature]:
+    """Which of the fields probe's features survived in the dry-run answer."""
+    spec = stored.get("spec")
+    inner = spec.get("spec") if isinstance(spec, dict) else None
+    devices = inner.get("devices") if isinstance(inner, dict) else None
+    requests = devices.get("requests") if isinstance(devices, dict) else None
+    kept: set[Feature] = set()
+    for request in requests if isinstance(requests, list) else ():
+        if not isinstance(request, dict):
+            continue
+        exactly = request.get("exactly")
+        if isinstance(exactly, dict):
+            capacity = exactly.get("capacity")
+            if isinstance(capacity, dict) and capacity.get("requests"):
+                kept.add(Feature.CONSUMABLE_CAPACITY)
+            if exactly.get("tolerations"):
+                kept.add(Feature.DEVICE_TAINTS)
+            if exactly.get("adminAccess") is True:
+                kept.add(Feature.ADMIN_ACCESS)
+        if request.get("firstAvailable"):
+            kept.add(Feature.PRIORITIZED_LIST)
+    return kept
+
+
+def _mentions_admin_access(status: int, body: bytes) -> bool:
+    """A refusal of the admin probe because of the namespace label: the field was kept."""
+    return status in (403, 422) and b"admin" in body.lower()
+
+
+class ProbeError(Exception):
+    """The release could not be learned at all (no /version): try again later."""
+
+
+async def probe(api: Api, namespace: str, timeout: float) -> ServedRelease:
+    """What the API server runs and keeps. Raises ProbeError when /version cannot be read;
+    a dry run that cannot be made falls back to the release's defaults, said in `source`."""
+    status, body = await api.request("GET", "/version", timeout=timeout)
+    version = _git_version(status, body)
+    resource_versions = await _resource_versions(api, timeout)
+    collection = api_path(
+        "apis", "resource.k8s.io", "v1", "namespaces", namespace, "resourceclaimtemplates"
+    )
+    query = [("dryRun", "All")]
+    status, body = await api.request(
+        "POST", collection, query=query, body=fields_probe(namespace), timeout=timeout
+    )
+    if status not in (200, 201):
+        return _fallback(version, resource_versions, f"dry run: {status_text(status, body)}")
+    kept = kept_fields(_object(body))
+    status, body = await api.request(
+        "POST", collection, query=query, body=admin_probe(namespace), timeout=timeout
+    )
+    if status in (200, 201):
+        kept |= kept_fields(_object(body)) & {Feature.ADMIN_ACCESS}
+    elif _mentions_admin_access(status, body):
+        kept.add(Feature.ADMIN_ACCESS)
+    else:
+        return _fallback(version, resource_versions, f"dry run: {status_text(status, body)}")
+    defaults = ServedRelease.from_defaults(version)
+    read_off = defaults.features - set(PROBED)  # shown by objects the view holds, not probed
+    return ServedRelease(version, frozenset(kept) | read_off, resource_versions, "probed")
+
+
+def _fallback(version: str, resource_versions: tuple[str, ...], why: str) -> ServedRelease:
+    logger.warning(
+        "release probe: %s; taking %s's default features (docs/control-plane.md)",
+        why,
+        version,
+        extra={"version": version},
+    )
+    defaults = ServedRelease.from_defaults(version)
+    return ServedRelease(version, defaults.features, resource_versions, f"release defaults ({why})")
+
+
+def _git_version(status: int, body: bytes) -> str:
+    if status != 200:
+        raise ProbeError(f"GET /version: {status_text(status, body)}")
+    found = _object(body)
+    version = found.get("gitVersion")
+    if not isinstance(version, str) or not version:
+        raise ProbeError("GET /version answered without a gitVersion")
+    return version
+
+
+async def _resource_versions(api: Api, timeout: float) -> tuple[str, ...]:
+    status, body = await api.request("GET", "/apis/resource.k8s.io", timeout=timeout)
+    if status != 200:
+        return ()
+    versions = _object(body).get("versions")
+    if not isinstance(versions, list):
+        return ()
+    return tuple(
+        v["version"] for v in versions if isinstance(v, dict) and isinstance(v.get("version"), str)
+    )
+
+
+def _object(body: bytes) -> dict[str, Any]:
+    try:
+        found = orjson.loads(body)
+    except orjson.JSONDecodeError:
+        return {}
+    return found if isinstance(found, dict) else {}

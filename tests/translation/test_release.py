@@ -1,0 +1,95 @@
+"""What translation and the class defaults write depends on what the release keeps
+(app.cluster.release): a GPU share on a release that drops consumable capacity is refused with
+the reason, or made whole devices where the policy says so; never written to be dropped."""
+
+from __future__ import annotations
+
+import pytest
+
+from app.cluster.release import Feature, ServedRelease
+from app.config import load_policy
+from app.config.policy import Policy
+from app.pipeline import Endpoint
+from app.policies.defaults import ClaimDefaults, plan
+from tests.sharing_objects import SHARED, container, decide, pipeline, pod
+
+HAMI = {"nvidia.com/gpu": "1", "nvidia.com/gpumem": "4k"}
+
+
+def _policy(**translation: str) -> Policy:
+    return Policy.model_validate({"translation": translation}) if translation else load_policy()
+
+
+@pytest.mark.parametrize("version", ["v1.34.12", "1.35"])
+def test_a_hami_share_is_refused_naming_the_release_and_the_gate(version: str) -> None:
+    p = pipeline()
+    p.view.set_release(ServedRelease.from_defaults(version))  # type: ignore[attr-defined]
+    decision = decide(p, pod(container("cuda", HAMI)), Endpoint.MUTATE)
+    assert decision.allowed is False
+    message = decision.message
+    assert f"Kubernetes {version} does not keep `exactly.capacity`" in message
+    assert "DRAConsumableCapacity is off" in message
+    assert "spec.containers[0].resources.limits[nvidia.com/gpu]" in message
+    assert "translation.sharesWithoutCapacity: wholeDevices" in message
+    assert not decision.patch
+
+
+def test_the_same_share_is_translated_on_a_release_that_keeps_it() -> None:
+    p = pipeline()
+    p.view.set_release(ServedRelease.from_defaults("v1.36.5"))  # type: ignore[attr-defined]
+    decision = decide(p, pod(container("cuda", HAMI)), Endpoint.MUTATE)
+    assert decision.allowed is True
+    assert decision.patch
+
+
+def test_where_the_policy_says_so_a_share_becomes_a_whole_device_with_a_warning() -> None:
+    p = pipeline(_policy(sharesWithoutCapacity="wholeDevices"))
+    p.view.set_release(ServedRelease.from_defaults("1.34"))  # type: ignore[attr-defined]
+    decision = decide(p, pod(container("cuda", HAMI)), Endpoint.MUTATE)
+    assert decision.allowed is True, decision.message
+    warning = next(w for w in decision.warnings if "not a share" in w)
+    assert f"a whole device of DeviceClass {SHARED}" in warning
+    assert "nvidia.com/gpumem: 4k" in warning
+    templates = [op for op in decision.patch if "resourceClaims" in op["path"]]
+    assert templates
+    written = str(decision.templates)
+    assert "capacity" not in written
+    assert "allowMultipleAllocations" not in written
+
+
+def test_an_unknown_release_keeps_nothing_some_release_drops() -> None:
+    unknown = ServedRelease.unknown()
+    assert not unknown.keeps(Feature.CONSUMABLE_CAPACITY)
+    assert not unknown.keeps(Feature.DEVICE_TAINTS)
+    assert unknown.keeps(Feature.PRIORITIZED_LIST)
+
+
+@pytest.mark.parametrize(
+    ("version", "capacity", "taints"),
+    [("v1.34.12", False, False), ("v1.35.8", False, False), ("v1.36.5", True, True),
+     ("v1.37.2", True, True), ("v1.40.0", True, True)],
+)  # fmt: skip
+def test_release_defaults_follow_each_minor(version: str, capacity: bool, taints: bool) -> None:
+    release = ServedRelease.from_defaults(version)
+    assert release.keeps(Feature.CONSUMABLE_CAPACITY) is capacity
+    assert release.keeps(Feature.DEVICE_TAINTS) is taints
+
+
+def test_class_tolerations_are_not_added_where_the_release_drops_them() -> None:
+    tolerations = [{"key": "maintenance", "operator": "Exists"}]
+    policy = Policy.model_validate(
+        {"defaults": {"deviceClasses": {"gpu.nvidia.com": {"tolerations": tolerations}}}}
+    )
+    claim = {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceClaim",
+        "metadata": {"name": "c", "namespace": "ml-research"},
+        "spec": {"devices": {"requests": [{"name": "g", "exactly": {"deviceClassName": "gpu.nvidia.com"}}]}},
+    }  # fmt: skip
+    defaults = ClaimDefaults(policy.defaults)
+    kept = plan("ResourceClaim", claim, defaults, {})
+    assert any(op["path"].endswith("/tolerations") for op in kept.patch)
+    why = ServedRelease.from_defaults("1.34").drops(Feature.DEVICE_TAINTS)
+    dropped = plan("ResourceClaim", claim, defaults, {}, why)
+    assert not any(op["path"].endswith("/tolerations") for op in dropped.patch)
+    assert any("DRADeviceTaints is off" in added for added in dropped.added)
