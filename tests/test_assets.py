@@ -1,9 +1,11 @@
 """Other projects' files the tests read from DRA_WEBHOOK_TEST_DATA (tests/assets.py): a skip in
-one line saying what to set, and a failure under CI=true."""
+one line saying what to set, a failure under CI=true, and no copy of them in the repository."""
 
 from __future__ import annotations
 
+import hashlib
 import os
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -14,9 +16,13 @@ from tests.assets import (
     TEST_DATA_FOLDERS,
     TEST_DATA_VARIABLE,
     WITHOUT_TEST_DATA,
+    missing,
     third_party,
     third_party_names,
 )
+
+SMALL = 400
+"""Files this small (an empty __init__.py, a one-line license header) may match by chance."""
 
 
 @pytest.fixture
@@ -78,3 +84,28 @@ def test_parameters_are_the_file_names_or_one_case_that_skips(
     assert third_party_names("dra-versions", "*.json") == [WITHOUT_TEST_DATA]
     monkeypatch.delenv(TEST_DATA_VARIABLE)
     assert third_party_names("dra-versions") == [WITHOUT_TEST_DATA]
+
+
+def _sha1(path: Path) -> str:
+    return hashlib.sha1(path.read_bytes(), usedforsecurity=False).hexdigest()
+
+
+def test_the_repository_holds_no_copy_of_a_test_data_file() -> None:
+    data = third_party(".")
+    theirs = {
+        _sha1(path): str(path.relative_to(data))
+        for path in sorted(data.rglob("*"))
+        if path.is_file() and path.stat().st_size > SMALL
+    }
+    listed = subprocess.run(
+        ["git", "ls-files", "-z"], cwd=REPO, capture_output=True, check=False, timeout=60
+    )
+    if listed.returncode != 0:
+        missing(f"git ls-files failed in {REPO}: not a git checkout")
+    ours = [REPO / name for name in listed.stdout.decode().split("\0") if name]
+    copies = {
+        str(path.relative_to(REPO)): theirs[digest]
+        for path in ours
+        if path.is_file() and path.stat().st_size > SMALL and (digest := _sha1(path)) in theirs
+    }
+    assert copies == {}, "other projects' files: keep them in the test data folder"
