@@ -1,5 +1,6 @@
-"""The operators' CRDs vendored in tests/data/operators (see its README): their kinds, plurals
-and schemas, for the tests that check the catalogue, the chart and migrate against them."""
+"""The operators' CRDs (`operators/crds/` of DRA_WEBHOOK_TEST_DATA, origins in its README):
+their kinds, plurals and schemas, for the tests that check the catalogue, the chart and migrate
+against them. Without the folder, a test that reads them skips (fails under CI), saying so."""
 
 from __future__ import annotations
 
@@ -10,22 +11,29 @@ from typing import Any
 
 import yaml
 
-OPERATORS = Path(__file__).parent / "data" / "operators"
-CRDS = OPERATORS / "crds"
-MANIFESTS = OPERATORS / "manifests"
+from tests.assets import third_party
 
 OTHER_PLURALS = {
     ("helm.toolkit.fluxcd.io", "HelmRelease"): "helmreleases",
     ("argoproj.io", "Application"): "applications",
 }
-"""Namespaced catalogue kinds whose CRD is not vendored (Flux, Argo CD): their plurals."""
+"""Namespaced catalogue kinds whose CRD is not in the test data (Flux, Argo CD): their plurals."""
+
+
+def crd_folder() -> Path:
+    return third_party("operators/crds")
+
+
+def manifest_folder() -> Path:
+    """Real manifests from the operators' own examples (`operators/manifests/`)."""
+    return third_party("operators/manifests")
 
 
 @cache
 def crds() -> dict[tuple[str, str], dict[str, Any]]:
     """(group, kind) -> CRD; of two CRDs of one kind (MPIJob v1 and v2beta1) the first file."""
     found: dict[tuple[str, str], dict[str, Any]] = {}
-    for path in sorted(CRDS.glob("*.yaml.gz")):
+    for path in sorted(crd_folder().glob("*.yaml.gz")):
         for doc in yaml.load_all(gzip.decompress(path.read_bytes()), Loader=yaml.CSafeLoader):
             if isinstance(doc, dict) and doc.get("kind") == "CustomResourceDefinition":
                 spec = doc["spec"]

@@ -1308,7 +1308,7 @@ def test_a_bad_exception_fails_the_render_naming_it(tmp_path: Path) -> None:
 
 def test_the_chart_sends_every_namespaced_operator_kind_of_the_workload_catalogue() -> None:
     """webhook.operatorWorkloads and app/workloads/catalogue.yaml name the same kinds (their
-    plurals from the operators' vendored CRDs), so a kind added to one is added to the other."""
+    plurals from the operators' CRDs in the test data), so a kind added to one is added to the other."""
     values = _values(CHART / "ci" / "default-values.yaml")
     sent = {
         (e["apiGroup"], r) for e in values["webhook"]["operatorWorkloads"] for r in e["resources"]

@@ -85,22 +85,24 @@ async def test_every_request_the_live_source_makes_is_allowed_by_the_documented_
     assert {verb for _, _, verb in used} == {"list", "watch", "create", "get", "patch", "delete"}
 
 
-OPERATOR_KINDS = [
-    (entry.group, entry.kind, plural)
-    for entry in builtin().entries()
-    if not entry.built_in
-    for plural in [namespaced_plurals().get((entry.group, entry.kind))]
-    if plural is not None
-]
-"""The catalogue's operator kinds that the chart sends and the report role lists."""
+def _operator_kinds() -> list[tuple[str, str, str]]:
+    """The catalogue's operator kinds that the chart sends and the report role lists (their
+    plurals from the operators' CRDs in the test data: without them the test skips)."""
+    plurals = namespaced_plurals()
+    return [
+        (entry.group, entry.kind, plurals[(entry.group, entry.kind)])
+        for entry in builtin().entries()
+        if not entry.built_in and (entry.group, entry.kind) in plurals
+    ]
 
 
 def test_the_report_needs_exactly_the_documented_report_role(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
+    operator_kinds = _operator_kinds()
     with Running() as cluster:
         seed(cluster)
-        for group, kind, plural in OPERATOR_KINDS:  # every operator installed: all are listed
+        for group, kind, plural in operator_kinds:  # every operator installed: all are listed
             cluster.serve_kind(group, kind, plural, [])
         kubeconfig = cluster.write_kubeconfig(tmp_path / "kubeconfig")
         assert main(["report", "--kubeconfig", str(kubeconfig), "--policy-reports"]) == 0

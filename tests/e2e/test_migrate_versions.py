@@ -2,8 +2,8 @@
 `dra-webhook migrate`, read back from a real API server exactly as the originals do.
 
 The control plane serves v1beta1 and v1beta2 as well as v1 (`--runtime-config`, controlplane.py),
-so each old object of the golden manifests and of the vendored upstream ones
-(tests/data/dra-versions) is created in the version it was written for, and its migrated form
+so each old object of the golden manifests and of the upstream ones (`dra-versions/` of
+DRA_WEBHOOK_TEST_DATA) is created in the version it was written for, and its migrated form
 in v1, both with strict field validation (an unknown field fails the create); both are then read
 as v1 and must be the same object: the API server's own conversion is the judge of `migrate`'s.
 Cluster-scoped objects are renamed (and slices given a driver and pool of their own, classes no
@@ -39,7 +39,7 @@ from app.config import load_policy
 from app.migrate.files import Templates, rewrite
 from app.migrate.objects import Rules
 from app.migrate.run import for_migrate
-from tests.assets import k8s_tool
+from tests.assets import k8s_tool, third_party
 from tests.e2e.controlplane import ControlPlane
 from tests.e2e.kube import ApiError, Kube, release_devices
 
@@ -47,15 +47,16 @@ pytestmark = pytest.mark.journey("migrate")
 
 TESTS = Path(__file__).resolve().parents[1]
 GOLDEN = TESTS / "migrate" / "golden" / "versions"
-VENDORED = TESTS / "data" / "dra-versions"
-SOURCES = [
-    GOLDEN / "dra-v1beta1-claims.yaml",
-    GOLDEN / "dra-v1beta1-cluster.yaml",
-    GOLDEN / "dra-v1beta1-edges.yaml",
-    GOLDEN / "dra-v1beta2.yaml",
-    VENDORED / "nvidia__k8s-dra-driver-gpu__v1beta1__gpu-test4.yaml",
-    VENDORED / "kubernetes-sigs__dra-example-driver__v1beta1__gpu-test5.yaml",
-]
+GOLDEN_SOURCES = (
+    "dra-v1beta1-claims.yaml",
+    "dra-v1beta1-cluster.yaml",
+    "dra-v1beta1-edges.yaml",
+    "dra-v1beta2.yaml",
+)
+UPSTREAM_SOURCES = (
+    "nvidia__k8s-dra-driver-gpu__v1beta1__gpu-test4.yaml",
+    "kubernetes-sigs__dra-example-driver__v1beta1__gpu-test5.yaml",
+)
 PLURALS = {
     "ResourceClaim": "resourceclaims",
     "ResourceClaimTemplate": "resourceclaimtemplates",
@@ -69,6 +70,12 @@ SERVER_FIELDS = ("uid", "resourceVersion", "creationTimestamp", "managedFields",
 Obj = dict[str, Any]
 
 
+def _sources() -> list[Path]:
+    """The golden files and DRA drivers' own (`dra-versions/` of DRA_WEBHOOK_TEST_DATA)."""
+    upstream = third_party("dra-versions")
+    return [GOLDEN / n for n in GOLDEN_SOURCES] + [upstream / n for n in UPSTREAM_SOURCES]
+
+
 def _objects(path: Path) -> list[Obj]:
     return [d for d in yaml.safe_load_all(path.read_text()) if isinstance(d, dict)]
 
@@ -77,7 +84,7 @@ def _objects(path: Path) -> list[Obj]:
 def migrated(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     """Each source file, rewritten by `migrate --write` (by its name)."""
     folder = tmp_path_factory.mktemp("versions")
-    for source in SOURCES:
+    for source in _sources():
         shutil.copyfile(source, folder / source.name)
     assert main(["migrate", "--write", str(folder)]) == 0
     return {p.name: p for p in folder.iterdir()}
@@ -85,7 +92,7 @@ def migrated(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
 
 def _pairs(migrated: dict[str, Path]) -> Iterator[tuple[str, Obj, Obj]]:
     """(label, object as written, object as migrated) for every old DRA object of the sources."""
-    for source in SOURCES:
+    for source in _sources():
         after = _objects(migrated[source.name])
         before = _objects(source)
         assert len(before) == len(after), source.name
@@ -291,7 +298,10 @@ def test_the_migrated_upstream_sample_passes_a_server_side_dry_run(
 def test_a_classic_dra_manifest_is_named_by_check_from_discovery_as_kubectl_refuses_it(
     control_plane: ControlPlane, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    sample = VENDORED / "kubernetes-sigs__dra-example-driver__v1alpha2__gpu-test4.yaml"
+    sample = (
+        third_party("dra-versions")
+        / "kubernetes-sigs__dra-example-driver__v1alpha2__gpu-test4.yaml"
+    )
     done = _kubectl(control_plane, "apply", "--dry-run=server", "-f", str(sample))
     assert done.returncode != 0
     assert (

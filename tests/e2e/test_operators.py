@@ -1,5 +1,5 @@
 """Journey operators: the operators' custom resources ML platforms run on, with their published
-CRDs installed (tests/data/operators), go through the webhook like a Deployment: in a dra-only
+CRDs installed (`operators/crds/` of DRA_WEBHOOK_TEST_DATA), go through the webhook like a Deployment: in a dra-only
 namespace a PyTorchJob, RayCluster, LeaderWorkerSet, JobSet or Volcano Job asking for
 `nvidia.com/gpu` is refused at apply time with the field path into the custom resource and the
 fix; the same objects written with DRA claims are admitted (so the CRDs' schemas keep the claims
@@ -21,7 +21,7 @@ from app.cli import main
 from tests.e2e import objects as o
 from tests.e2e.controlplane import ControlPlane
 from tests.e2e.kube import ApiError, Kube
-from tests.operators import CRDS
+from tests.operators import crd_folder
 
 pytestmark = [pytest.mark.journey("operators"), pytest.mark.usefixtures("webhook")]
 
@@ -38,8 +38,11 @@ CRD_FILES = (
 
 @pytest.fixture(scope="module")
 def operator_crds(kube: Kube) -> None:
+    folder = crd_folder()
     for name in CRD_FILES:
-        (crd,) = yaml.load_all(gzip.decompress((CRDS / name).read_bytes()), Loader=yaml.CSafeLoader)
+        (crd,) = yaml.load_all(
+            gzip.decompress((folder / name).read_bytes()), Loader=yaml.CSafeLoader
+        )
         kube.install_crd(crd)
 
 

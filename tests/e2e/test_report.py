@@ -6,8 +6,9 @@ The namespaces carry their mode under a label of their own (`report-mode`, throu
 policy file), so the registered webhook and admission policy never see them.
 
 - the counts per namespace are right, owned objects counted under their owner;
-- one PolicyReport per namespace (the upstream CRD, tests/e2e/crds), and a second run after
-  some pods are gone updates each in place: the same uid, the new counts, never a second one;
+- one PolicyReport per namespace (the upstream CRD, `crds/` of DRA_WEBHOOK_TEST_DATA), and a
+  second run after some pods are gone updates each in place: the same uid, the new counts,
+  never a second one;
 - the report's peak RSS stays bounded (a page of objects at a time: docs/benchmarks.md);
 - the chart's report ClusterRole is enough, and an identity without it gets one line naming the
   verb and resource to grant, and a non-zero exit;
@@ -26,6 +27,7 @@ import orjson
 import pytest
 import yaml
 
+from tests.assets import third_party
 from tests.e2e.controlplane import ControlPlane
 from tests.e2e.kube import Kube
 from tests.e2e.webhook import NAMESPACE, render
@@ -34,7 +36,6 @@ from tests.report.peak import run_report
 pytestmark = [pytest.mark.journey("report"), pytest.mark.slow]
 
 Obj = dict[str, Any]
-CRDS = Path(__file__).parent / "crds"
 LABEL = "report-mode"
 MODES = ("dra-only", "audit", "translate", None)
 NAMESPACES = 50
@@ -106,7 +107,7 @@ def _cronjob(namespace: str) -> Obj:
 
 @pytest.fixture(scope="module")
 def crds(kube: Kube) -> None:
-    for path in sorted(CRDS.glob("*.yaml")):
+    for path in sorted(third_party("crds").glob("*.yaml")):
         kube.install_crd(yaml.safe_load(path.read_text()))
 
 
@@ -172,8 +173,9 @@ def _policy_reports(kube: Kube, namespace: str) -> list[Obj]:
 
 
 def test_the_crds_are_the_upstream_files_named_in_their_readme() -> None:
-    readme = (CRDS / "README.md").read_text()
-    for path in sorted(CRDS.glob("*.yaml")):
+    folder = third_party("crds")
+    readme = (folder / "README.md").read_text()
+    for path in sorted(folder.glob("*.yaml")):
         assert hashlib.sha256(path.read_bytes()).hexdigest() in readme, path.name
 
 

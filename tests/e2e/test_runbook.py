@@ -47,7 +47,7 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.assets import k8s_tool, missing
+from tests.assets import k8s_tool, missing, third_party
 from tests.e2e import objects as o
 from tests.e2e.controlplane import WEBHOOK, ControlPlane
 from tests.e2e.fleet import NODES, node
@@ -59,7 +59,8 @@ pytestmark = [pytest.mark.journey("runbook"), pytest.mark.usefixtures("webhook")
 
 Obj = dict[str, Any]
 RUNBOOK = REPO / "docs" / "runbook.md"
-CRD = Path(__file__).parent / "crds" / "wgpolicyk8s.io_policyreports.yaml"
+CRD = "wgpolicyk8s.io_policyreports.yaml"
+"""In `crds/` of DRA_WEBHOOK_TEST_DATA (charts/dra-webhook/README.md names its upstream)."""
 NS = "runbook-ml"
 NODE = "runbook-plugin-node"
 MANAGED = "app.kubernetes.io/managed-by"
@@ -213,7 +214,7 @@ def walk(
     jq = shutil.which("jq")
     if jq is None:
         missing("jq is not on PATH (the runbook's node check pipes kubectl into jq)")
-    kube.install_crd(yaml.safe_load(CRD.read_text()))  # charts/dra-webhook/README.md
+    kube.install_crd(yaml.safe_load((third_party("crds") / CRD).read_text()))
     manifest, status = _plugin_node()
     kube.apply(manifest)
     kube.patch("Node", NODE, None, {"spec": {"taints": None}})  # TaintNodesByCondition's

@@ -14,11 +14,16 @@ import pytest
 from app.cli import main
 from app.errors import ConfigError
 from app.migrate import served
+from tests.assets import third_party
 
-DATA = Path(__file__).resolve().parents[1] / "data" / "dra-versions"
-NVIDIA_V1BETA1 = DATA / "nvidia__k8s-dra-driver-gpu__v1beta1__gpu-test4.yaml"
-NVIDIA_V1 = DATA / "nvidia__k8s-dra-driver-gpu__v1__gpu-test4.yaml"
-CLASSIC = DATA / "kubernetes-sigs__dra-example-driver__v1alpha2__gpu-test4.yaml"
+NVIDIA_V1BETA1 = "nvidia__k8s-dra-driver-gpu__v1beta1__gpu-test4.yaml"
+NVIDIA_V1 = "nvidia__k8s-dra-driver-gpu__v1__gpu-test4.yaml"
+CLASSIC = "kubernetes-sigs__dra-example-driver__v1alpha2__gpu-test4.yaml"
+"""DRA drivers' own samples in `dra-versions/` of DRA_WEBHOOK_TEST_DATA (origins in its README)."""
+
+
+def _samples() -> Path:
+    return third_party("dra-versions")
 
 
 def _obj(api_version: str, kind: str) -> dict[str, Any]:
@@ -77,18 +82,19 @@ def _cli(capsys: pytest.CaptureFixture[str]) -> Callable[..., tuple[int, str, st
 def test_check_denies_a_v1beta1_template_on_a_default_cluster_and_allows_its_v1_form(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
+    beta, v1 = _samples() / NVIDIA_V1BETA1, _samples() / NVIDIA_V1
     run = _cli(capsys)
-    code, out, _ = run("check", str(NVIDIA_V1BETA1))
+    code, out, _ = run("check", str(beta))
     assert code == 1
-    assert f"ResourceClaimTemplate gpu-test4/mig-devices ({NVIDIA_V1BETA1}#1): DENIED" in out
+    assert f"ResourceClaimTemplate gpu-test4/mig-devices ({beta}#1): DENIED" in out
     assert "not served by Kubernetes 1.34 or later with its default API versions" in out
     assert "`dra-webhook migrate --write` on its file rewrites it as resource.k8s.io/v1" in out
-    assert run("check", str(NVIDIA_V1))[0] == 0
-    assert run("check", "--kubernetes-version", "1.33", str(NVIDIA_V1))[0] == 1
+    assert run("check", str(v1))[0] == 0
+    assert run("check", "--kubernetes-version", "1.33", str(v1))[0] == 1
 
 
 def test_check_answers_in_json_with_the_reason(capsys: pytest.CaptureFixture[str]) -> None:
-    code, out, _ = _cli(capsys)("check", "--output", "json", str(CLASSIC))
+    code, out, _ = _cli(capsys)("check", "--output", "json", str(_samples() / CLASSIC))
     assert code == 1
     denied = [r for r in json.loads(out) if not r["allowed"]]
     assert [(r["kind"], r["name"]) for r in denied] == [("ResourceClaimTemplate", "multiple-gpus")]
@@ -97,7 +103,7 @@ def test_check_answers_in_json_with_the_reason(capsys: pytest.CaptureFixture[str
 
 def test_check_takes_one_target_only(capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit) as exited:
-        main(["check", "--kubernetes-version", "1.36", "--kubeconfig", "k.yaml", str(NVIDIA_V1)])
+        main(["check", "--kubernetes-version", "1.36", "--kubeconfig", "k.yaml", "t.yaml"])
     assert exited.value.code == 2
     assert "not allowed with argument" in capsys.readouterr().err
 
@@ -105,17 +111,18 @@ def test_check_takes_one_target_only(capsys: pytest.CaptureFixture[str]) -> None
 def test_report_lists_what_a_dump_holds_that_the_release_does_not_serve(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
+    samples = _samples()
     run = _cli(capsys)
-    code, out, _ = run("report", str(DATA), "--kubernetes-version", "1.36")
+    code, out, _ = run("report", str(samples), "--kubernetes-version", "1.36")
     assert code == 0
     lines = [line for line in out.splitlines() if "not served:" in line]
     assert len(lines) == 3  # two v1beta1 templates and the v1alpha2 one
     assert any(
         line.startswith("  not served: ResourceClaimTemplate/mig-devices: ") for line in lines
     )
-    assert run("report", str(DATA), "--fail-on", "legacy")[0] == 1
-    assert run("report", str(NVIDIA_V1), "--fail-on", "legacy")[0] == 0
-    code, out, _ = run("report", "--output", "json", str(NVIDIA_V1BETA1))
+    assert run("report", str(samples), "--fail-on", "legacy")[0] == 1
+    assert run("report", str(samples / NVIDIA_V1), "--fail-on", "legacy")[0] == 0
+    code, out, _ = run("report", "--output", "json", str(samples / NVIDIA_V1BETA1))
     (row,) = json.loads(out)
     assert row["unserved"][0].startswith(
         "ResourceClaimTemplate/mig-devices: resource.k8s.io/v1beta1 ResourceClaimTemplate"
@@ -133,7 +140,7 @@ def test_the_live_report_reads_what_the_cluster_serves_and_takes_no_release(
 def test_check_with_a_kubeconfig_that_is_not_there_says_so_in_one_line(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    code, _, err = _cli(capsys)("check", "--kubeconfig", str(tmp_path / "k.yaml"), str(NVIDIA_V1))
+    code, _, err = _cli(capsys)("check", "--kubeconfig", str(tmp_path / "k.yaml"), "t.yaml")
     assert code == 2
     assert (
         err

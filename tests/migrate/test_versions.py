@@ -33,17 +33,22 @@ from app.migrate.files import Templates, rewrite
 from app.migrate.objects import Rules
 from app.migrate.run import for_migrate
 from app.workloads import builtin
+from tests.assets import third_party
 from tests.migrate.helpers import Run
 
 ROOT = Path(__file__).resolve().parents[2]
-DATA = ROOT / "tests" / "data" / "dra-versions"
-NVIDIA_V1BETA1 = DATA / "nvidia__k8s-dra-driver-gpu__v1beta1__gpu-test4.yaml"
-NVIDIA_V1 = DATA / "nvidia__k8s-dra-driver-gpu__v1__gpu-test4.yaml"
-EXAMPLE_V1BETA1 = DATA / "kubernetes-sigs__dra-example-driver__v1beta1__gpu-test5.yaml"
-EXAMPLE_V1ALPHA2 = DATA / "kubernetes-sigs__dra-example-driver__v1alpha2__gpu-test4.yaml"
-EXAMPLE_CLASS = DATA / "kubernetes-sigs__dra-example-driver__v1alpha2__resourceclass.yaml"
+NVIDIA_V1BETA1 = "nvidia__k8s-dra-driver-gpu__v1beta1__gpu-test4.yaml"
+NVIDIA_V1 = "nvidia__k8s-dra-driver-gpu__v1__gpu-test4.yaml"
+EXAMPLE_V1BETA1 = "kubernetes-sigs__dra-example-driver__v1beta1__gpu-test5.yaml"
+EXAMPLE_V1ALPHA2 = "kubernetes-sigs__dra-example-driver__v1alpha2__gpu-test4.yaml"
+EXAMPLE_CLASS = "kubernetes-sigs__dra-example-driver__v1alpha2__resourceclass.yaml"
+"""DRA drivers' own samples in `dra-versions/` of DRA_WEBHOOK_TEST_DATA (origins in its README)."""
 FAST = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 Obj = dict[str, Any]
+
+
+def _sample(name: str) -> Path:
+    return third_party("dra-versions") / name
 
 
 def _claim(version: str, *requests: Obj) -> Obj:
@@ -67,22 +72,22 @@ def _upgraded(obj: Obj) -> Obj:
 def test_nvidias_v1beta1_sample_becomes_nvidias_own_v1_rewrite_byte_for_byte(
     tmp_path: Path, migrate: Callable[..., Run]
 ) -> None:
-    shutil.copyfile(NVIDIA_V1BETA1, tmp_path / "gpu-test4.yaml")
+    shutil.copyfile(_sample(NVIDIA_V1BETA1), tmp_path / "gpu-test4.yaml")
     diff = migrate("--diff", "gpu-test4.yaml")
     assert diff.code == 1
     assert diff.stderr == ""
     assert "+        exactly:" in diff.stdout
     assert migrate("--write", "gpu-test4.yaml").code == 0
-    assert (tmp_path / "gpu-test4.yaml").read_text() == NVIDIA_V1.read_text()
+    assert (tmp_path / "gpu-test4.yaml").read_text() == _sample(NVIDIA_V1).read_text()
     assert migrate("--diff", "gpu-test4.yaml") == Run(0, "", "")
 
 
 def test_the_example_drivers_v1beta1_template_moves_its_requests_and_keeps_its_config(
     tmp_path: Path, migrate: Callable[..., Run]
 ) -> None:
-    shutil.copyfile(EXAMPLE_V1BETA1, tmp_path / "gpu-test5.yaml")
+    shutil.copyfile(_sample(EXAMPLE_V1BETA1), tmp_path / "gpu-test5.yaml")
     assert migrate("--write", "gpu-test5.yaml").code == 0
-    before = list(yaml.safe_load_all(EXAMPLE_V1BETA1.read_text()))
+    before = list(yaml.safe_load_all(_sample(EXAMPLE_V1BETA1).read_text()))
     after = list(yaml.safe_load_all((tmp_path / "gpu-test5.yaml").read_text()))
     template = after[1]
     assert template["apiVersion"] == "resource.k8s.io/v1"
@@ -102,8 +107,8 @@ def test_the_example_drivers_v1beta1_template_moves_its_requests_and_keeps_its_c
 def test_the_classic_dra_samples_are_named_with_what_to_write_and_the_pod_is_moved(
     tmp_path: Path, migrate: Callable[..., Run]
 ) -> None:
-    shutil.copyfile(EXAMPLE_V1ALPHA2, tmp_path / "gpu-test4.yaml")
-    shutil.copyfile(EXAMPLE_CLASS, tmp_path / "resourceclass.yaml")
+    shutil.copyfile(_sample(EXAMPLE_V1ALPHA2), tmp_path / "gpu-test4.yaml")
+    shutil.copyfile(_sample(EXAMPLE_CLASS), tmp_path / "resourceclass.yaml")
     run = migrate("--diff", "gpu-test4.yaml", "resourceclass.yaml")
     assert run.code == 2
     lines = run.stderr.splitlines()
@@ -150,8 +155,13 @@ def test_the_command_line_from_a_clean_clone_prints_v1_and_exits_1_or_names_the_
     assert "+apiVersion: resource.k8s.io/v1\n" in done.stdout
     assert "+        exactly:\n+          deviceClassName: gpu.nvidia.com\n" in done.stdout
 
+    resource_class = tmp_path / "resourceclass.yaml"
+    resource_class.write_text(
+        "apiVersion: resource.k8s.io/v1alpha2\nkind: ResourceClass\n"
+        "metadata: {name: gpu.example.com}\ndriverName: gpu.resource.example.com\n"
+    )
     done = subprocess.run(
-        [*command, str(EXAMPLE_CLASS)],
+        [*command, str(resource_class)],
         capture_output=True,
         text=True,
         check=False,

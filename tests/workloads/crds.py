@@ -1,5 +1,5 @@
-"""The operators' vendored CRDs (tests/data/operators/crds/), read once, and what the workload
-tests ask of their schemas: where pod templates are, whether a catalogue path exists, and a
+"""The operators' CRDs (`operators/crds/` of DRA_WEBHOOK_TEST_DATA: tests/operators.py), read
+once, and what the workload tests ask of their schemas: where pod templates are, whether a catalogue path exists, and a
 JSON Schema that judges an object as the API server would."""
 
 from __future__ import annotations
@@ -13,9 +13,7 @@ from typing import Any
 
 import yaml
 
-OPERATORS = Path(__file__).parent.parent / "data" / "operators"
-CRD_DIR = OPERATORS / "crds"
-MANIFEST_DIR = OPERATORS / "manifests"
+from tests.operators import crd_folder
 
 _LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
@@ -45,12 +43,12 @@ class Crd:
 
 
 def crd_files() -> list[Path]:
-    return sorted(CRD_DIR.glob("*.yaml.gz"))
+    return sorted(crd_folder().glob("*.yaml.gz"))
 
 
 @functools.cache
 def load(path: Path) -> tuple[Crd, ...]:
-    """The CRDs of one vendored file (parsing the big ones takes seconds: cached)."""
+    """The CRDs of one file (parsing the big ones takes seconds: cached)."""
     with gzip.open(path) as raw:
         docs = [d for d in yaml.load_all(raw.read(), Loader=_LOADER) if d]
     return tuple(
@@ -73,7 +71,7 @@ def all_crds() -> tuple[Crd, ...]:
 
 
 def crds_of(group: str, kind: str) -> tuple[Crd, ...]:
-    """Every vendored CRD of group/kind (MPIJob has two: Training Operator v1, mpi-operator
+    """Every CRD of group/kind in the test data (MPIJob has two: Training Operator v1, mpi-operator
     v2beta1). Only the files named after the group are read."""
     return tuple(
         crd

@@ -4,7 +4,8 @@
 translation, `migrate` and `report` reads pods through it. A pod template the catalogue does not
 name is never rewritten, and its GPU requests reach the scan's generic "outside the pod
 templates" finding at best. So every pod template location of every served version of every
-vendored CRD (tests/data/operators/crds/, byte for byte from upstream) must be in the catalogue:
+operator CRD in the test data (`operators/crds/` of DRA_WEBHOOK_TEST_DATA, byte for byte from
+upstream) must be in the catalogue:
 as a `podSpecs` path, or below a `reports` / `fields` path that explains why it is not rewritten.
 The other way round, a catalogue path that names no field of the CRD (a typo, a renamed field)
 would silently match nothing: each must resolve in the schema.
@@ -12,22 +13,23 @@ would silently match nothing: each must resolve in the schema.
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
 from app.workloads import Entry, builtin
 from app.workloads.paths import Path as CataloguePath
+from tests.assets import third_party_names
+from tests.operators import crd_folder
 from tests.workloads.crds import (
     Crd,
     Location,
     all_crds,
-    crd_files,
     crds_of,
     load,
     locations,
     resolves,
 )
+
+CRD_FILES = third_party_names("operators/crds", "*.yaml.gz")
 
 # Locations deliberately not in the catalogue, by (group, kind, schema path of the
 # PodTemplateSpec / PodSpec), each with why. Nothing goes here only to make the test pass: a
@@ -45,12 +47,15 @@ NOT_COVERED: dict[tuple[str, str, str], str] = {
     ): "restricted patch: containers have no resources, the pod spec no resourceClaims",
 }
 
-# Operator groups of the catalogue whose CRDs are not vendored under tests/data/operators/:
+# Operator groups of the catalogue whose CRDs are not in the test data (`operators/crds/`):
 # their entries only name `reports` paths into Helm values (no pod specs), so there is no pod
 # template location to compare; their paths cannot be checked here.
-NOT_VENDORED: dict[tuple[str, str], str] = {
-    ("helm.toolkit.fluxcd.io", "HelmRelease"): "Flux CRD not vendored; reports spec.values only",
-    ("argoproj.io", "Application"): "Argo CD CRD not vendored; reports Helm values only",
+NOT_IN_TEST_DATA: dict[tuple[str, str], str] = {
+    (
+        "helm.toolkit.fluxcd.io",
+        "HelmRelease",
+    ): "no Flux CRD in the test data; reports spec.values only",
+    ("argoproj.io", "Application"): "no Argo CD CRD in the test data; reports Helm values only",
 }
 
 
@@ -82,17 +87,17 @@ def _missing(crd: Crd) -> list[str]:
     return sorted(set(out))
 
 
-@pytest.mark.parametrize("file", crd_files(), ids=lambda p: p.name.removesuffix(".yaml.gz"))
-def test_every_pod_template_location_of_a_crd_is_in_the_catalogue(file: Path) -> None:
-    crds = load(file)
-    assert crds, f"{file.name} holds no CustomResourceDefinition"
+@pytest.mark.parametrize("name", CRD_FILES, ids=lambda n: n.removesuffix(".yaml.gz"))
+def test_every_pod_template_location_of_a_crd_is_in_the_catalogue(name: str) -> None:
+    crds = load(crd_folder() / name)
+    assert crds, f"{name} holds no CustomResourceDefinition"
     missing = [f"{c.group}/{c.kind} {m}" for c in crds for m in _missing(c)]
     assert missing == [], "pod spec locations the catalogue does not name:\n" + "\n".join(missing)
 
 
-@pytest.mark.parametrize("file", crd_files(), ids=lambda p: p.name.removesuffix(".yaml.gz"))
-def test_every_vendored_crd_has_a_catalogue_entry(file: Path) -> None:
-    for crd in load(file):
+@pytest.mark.parametrize("name", CRD_FILES, ids=lambda n: n.removesuffix(".yaml.gz"))
+def test_every_operator_crd_has_a_catalogue_entry(name: str) -> None:
+    for crd in load(crd_folder() / name):
         assert (crd.group, crd.kind) in builtin(), f"{crd.group}/{crd.kind}: no catalogue entry"
 
 
@@ -109,10 +114,10 @@ def test_the_not_covered_table_names_only_locations_that_exist() -> None:
 @pytest.mark.parametrize(
     "entry", _operator_entries(), ids=lambda e: f"{e.group}/{e.kind}".replace(".", "_")
 )
-def test_every_operator_entry_of_the_catalogue_has_a_vendored_crd(entry: Entry) -> None:
-    if (entry.group, entry.kind) in NOT_VENDORED:
-        pytest.skip(NOT_VENDORED[(entry.group, entry.kind)])
-    assert crds_of(entry.group, entry.kind), f"no CRD of {entry.group}/{entry.kind} is vendored"
+def test_every_operator_entry_of_the_catalogue_has_a_crd_in_the_test_data(entry: Entry) -> None:
+    if (entry.group, entry.kind) in NOT_IN_TEST_DATA:
+        pytest.skip(NOT_IN_TEST_DATA[(entry.group, entry.kind)])
+    assert crds_of(entry.group, entry.kind), f"no CRD of {entry.group}/{entry.kind} in the data"
 
 
 def _paths(entry: Entry) -> list[tuple[str, CataloguePath]]:
@@ -125,7 +130,7 @@ def _paths(entry: Entry) -> list[tuple[str, CataloguePath]]:
 
 @pytest.mark.parametrize(
     "entry",
-    [e for e in _operator_entries() if (e.group, e.kind) not in NOT_VENDORED],
+    [e for e in _operator_entries() if (e.group, e.kind) not in NOT_IN_TEST_DATA],
     ids=lambda e: f"{e.group}/{e.kind}".replace(".", "_"),
 )
 def test_every_catalogue_path_of_an_operator_kind_exists_in_each_served_version(
@@ -143,7 +148,7 @@ def test_every_catalogue_path_of_an_operator_kind_exists_in_each_served_version(
 
 @pytest.mark.parametrize(
     "entry",
-    [e for e in _operator_entries() if e.specs and (e.group, e.kind) not in NOT_VENDORED],
+    [e for e in _operator_entries() if e.specs and (e.group, e.kind) not in NOT_IN_TEST_DATA],
     ids=lambda e: f"{e.group}/{e.kind}".replace(".", "_"),
 )
 def test_every_pod_count_factor_path_exists_in_some_served_version(entry: Entry) -> None:

@@ -1,5 +1,5 @@
-"""`dra-webhook migrate` on real operator manifests (tests/data/operators/manifests/, byte for
-byte from upstream examples), with the default policy.
+"""`dra-webhook migrate` on real operator manifests (`operators/manifests/` of
+DRA_WEBHOOK_TEST_DATA, byte for byte from upstream examples), with the default policy.
 
 The unit tests of the catalogue use objects written for them; these are the shapes users have:
 multi-document files, comments, quoted counts, HAMi and Volcano sharing names, operator fields.
@@ -34,7 +34,8 @@ from app.config import load_policy
 from app.migrate.objects import Rules
 from app.workloads import group_kind
 from tests.migrate.helpers import Run
-from tests.workloads.crds import MANIFEST_DIR, api_server_schema, crds_of, documents
+from tests.operators import manifest_folder
+from tests.workloads.crds import api_server_schema, crds_of, documents
 
 REWRITTEN = "rewritten"
 UNCHANGED = "unchanged"
@@ -130,7 +131,9 @@ GOLDEN: dict[str, str] = {
     "volcano-sh__volcano__example__integrations__argo__mpi__hello-world.yaml": UNCHANGED,
 }
 
-MANIFESTS = sorted(p.name for p in MANIFEST_DIR.iterdir() if p.is_file())
+MANIFESTS = sorted(GOLDEN)
+"""The cases come from the table, not the folder (which may not be there: the tests then skip
+saying so); the first test below checks the two name the same files."""
 
 
 def _id(name: str) -> str:
@@ -172,7 +175,7 @@ def _validator(group: str, kind: str, version: str) -> jsonschema.protocols.Vali
 
 
 def _invalid(text: str) -> list[str]:
-    """Schema errors of every custom resource in the file whose CRD is vendored."""
+    """Schema errors of every custom resource in the file whose CRD is in the test data."""
     errors: list[str] = []
     for index, doc in enumerate(documents(text)):
         if not isinstance(doc, dict):
@@ -192,14 +195,14 @@ def _invalid(text: str) -> list[str]:
 def copied(tmp_path: Path) -> Callable[[str], Path]:
     def copy(name: str) -> Path:
         target = tmp_path / name
-        shutil.copyfile(MANIFEST_DIR / name, target)
+        shutil.copyfile(manifest_folder() / name, target)
         return target
 
     return copy
 
 
 def test_the_golden_table_names_every_manifest() -> None:
-    assert sorted(GOLDEN) == MANIFESTS
+    assert sorted(p.name for p in manifest_folder().iterdir() if p.is_file()) == MANIFESTS
 
 
 @pytest.mark.parametrize("name", [n for n in MANIFESTS if GOLDEN.get(n) == REWRITTEN], ids=_id)
