@@ -11,7 +11,7 @@ STAMP := $(VENV)/.installed-$(shell cat pyproject.toml requirements-dev.txt | ck
 # One resolution for every platform, for the oldest Python the project supports.
 COMPILE := $(BIN)/uv pip compile pyproject.toml --universal --python-version 3.11 --generate-hashes --quiet
 
-.PHONY: run test lint bench bench-scale bench-scale-inprocess loadtest overload soak-memory e2e e2e-bench lock image clean dashboard-picture
+.PHONY: run test lint bench bench-scale bench-scale-inprocess loadtest overload soak-memory e2e e2e-matrix e2e-bench lock image clean dashboard-picture
 
 $(STAMP): pyproject.toml requirements-dev.txt
 	$(PYTHON) -m venv $(VENV)
@@ -39,9 +39,17 @@ test: lint
 	$(BIN)/pytest
 	$(BIN)/pytest tests/benchmarks -q -o addopts="--strict-markers" --benchmark-disable
 
-# The control-plane suite alone (tests/e2e): needs CONTROL_PLANE_ASSETS, see README.
+# The control-plane suite alone (tests/e2e), on CONTROL_PLANE_ASSETS or the default release that
+# hack/get-control-plane built (see README and docs/control-plane.md).
 e2e: $(STAMP)
 	$(BIN)/pytest tests/e2e -p no:cacheprovider -rs -v
+
+# The core journeys on each supported release but the default (RELEASES='1.34 1.35' for some):
+# builds each control plane once from Go modules (~15 min cold each on 2 cores), prints the
+# release x journey table that docs/control-plane.md keeps.
+RELEASES ?=
+e2e-matrix: $(STAMP)
+	PYTHON=$(CURDIR)/$(BIN)/python hack/e2e-matrix $(RELEASES)
 
 # create-pod latency through the control plane, at 4 and 32 concurrent, pods interleaved over four
 # namespaces: no admission, a hand-written ValidatingAdmissionPolicy, a dra-only and a translate

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 import orjson
 
 from app import offline
+from app.cluster.release import Feature, ServedRelease
 from app.cluster.static import StaticSource, named_release
 from app.cluster.view import ClusterView
 from app.config import Settings, load_policy
@@ -86,10 +87,13 @@ def run_report(args: argparse.Namespace) -> int:
     )
     found = offline.conflicts(offline.ReportRules.build(pipeline.policy), pipeline.view)
     if args.nodes:
-        return _print_nodes(sources, args.output, found)
-    code = _print_reports(reports, args.output, args.fail_on)
-    if args.output == "text":
-        _print_sources(sources, found)
+        code = _print_nodes(sources, args.output, found)
+    else:
+        code = _print_reports(reports, args.output, args.fail_on)
+        if args.output == "text":
+            _print_sources(sources, found)
+    if pipeline.view.release.version:
+        _print_release(pipeline.view.release, args.output)
     return code
 
 
@@ -109,6 +113,7 @@ def _run_live_report(args: argparse.Namespace) -> int:
         kubeconfig=None if args.in_cluster else args.kubeconfig,
         policy_reports=args.policy_reports,
         page_size=args.page_size,
+        namespace=Settings().namespace,
     )
     outcome = asyncio.run(run(load_policy(args.config), options, sys.stderr))
     found = outcome.tally.conflicts()
@@ -120,6 +125,7 @@ def _run_live_report(args: argparse.Namespace) -> int:
         )
         if args.output == "text":
             _print_sources(outcome.tally.sources, found)
+    _print_release(outcome.release, args.output)
     if outcome.nodes_unread:
         print(
             f"dra-webhook: note: Nodes not read, so no per-node view: {outcome.nodes_unread}",
@@ -138,6 +144,21 @@ def _run_live_report(args: argparse.Namespace) -> int:
         file=sys.stderr,
     )
     return code
+
+
+def _print_release(release: ServedRelease, output: str) -> None:
+    """The release and the DRA features it serves: last on stdout in text, on stderr beside
+    JSON (which stays the reports alone)."""
+    features = ", ".join(f"{f.value} {'on' if release.keeps(f) else 'off'}" for f in Feature)
+    versions = ", ".join(release.resource_versions) or "unknown"
+    line = (
+        f"Kubernetes {release.version or 'release unknown'} ({release.source}): "
+        f"resource.k8s.io {versions}; DRA features: {features}"
+    )
+    print(
+        line if output == "text" else f"dra-webhook: note: {line}",
+        file=sys.stdout if output == "text" else sys.stderr,
+    )
 
 
 def _print_sources(sources: offline.Sources, conflicts: list[str]) -> None:

@@ -31,6 +31,8 @@ from kubernetes.aio import client as k8s
 from kubernetes.aio import config as k8s_config
 
 from app.cluster.api import Api, status_text
+from app.cluster.probe import ProbeError, probe
+from app.cluster.release import ServedRelease
 from app.errors import ConfigError
 
 logger = logging.getLogger(__name__)
@@ -173,6 +175,15 @@ class Cluster:
             raise ReportError(
                 f"report: {method} {path}: cannot reach the API server: {_describe(exc)}"
             ) from exc
+
+    async def release(self, namespace: str) -> ServedRelease:
+        """The release and what its API server keeps (app.cluster.probe); its defaults when the
+        probe's dry run is not granted to this identity, unknown when /version cannot be read
+        (said in `source`): the report stands without it."""
+        try:
+            return await probe(self._api, namespace, REQUEST_TIMEOUT)
+        except (ProbeError, aiohttp.ClientError, TimeoutError, OSError) as exc:
+            return ServedRelease.unknown(f"not learned: {_describe(exc)}")
 
     async def discover(self, kinds: Iterable[tuple[str, str]]) -> list[Resource]:
         """The namespaced resources the API server serves for `kinds` (group, kind), at each

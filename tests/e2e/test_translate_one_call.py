@@ -30,6 +30,11 @@ TRANSLATED = (
 )
 
 
+MAP_SINCE = pytest.mark.since(
+    36, "MutatingAdmissionPolicy (admissionregistration.k8s.io/v1) is served from 1.36"
+)
+
+
 def _legacy(name: str, ns: str, gpus: str = "1") -> Obj:
     return o.pod(name, ns, o.pod_spec(o.container("cuda", limits={"nvidia.com/gpu": gpus})))
 
@@ -122,6 +127,7 @@ def test_a_legacy_pod_costs_one_webhook_call_and_keeps_the_mark_of_what_was_judg
     assert annotations[JUDGED_ANNOTATION] == f"t:{entry['resourceClaimTemplateName']}"
 
 
+@MAP_SINCE
 def test_a_second_mutation_that_adds_the_gpu_back_after_translation_is_refused(
     kube: Kube, namespace: Callable[..., str], after_translation: Callable[..., None]
 ) -> None:
@@ -151,6 +157,7 @@ def test_a_second_mutation_that_adds_the_gpu_back_after_translation_is_refused(
     assert kube.create(_legacy("readded", other)).obj["spec"]["resourceClaims"]
 
 
+@MAP_SINCE
 def test_a_second_mutation_that_adds_a_claim_after_translation_sends_the_pod_to_validation(
     kube: Kube, namespace: Callable[..., str], after_translation: Callable[..., None]
 ) -> None:

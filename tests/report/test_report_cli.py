@@ -55,6 +55,9 @@ def test_the_text_table_is_the_dump_reports(
     lines = out.splitlines()
     assert lines[0].split() == ["NAMESPACE", "MODE", "PODSPECS", "LEGACY", "READY", "RESOURCES"]
     assert any(line.split()[:5] == ["train", "dra-only", "3", "1", "no"] for line in lines)
+    # the release, and (the report's identity may not dry-run a template) its defaults
+    assert lines[-1].startswith("Kubernetes v1.36.2 (release defaults (dry run: 403 Forbidden")
+    assert "DRAConsumableCapacity on" in lines[-1]
 
 
 def test_policy_reports_one_per_namespace_created_then_updated_in_place(
