@@ -35,12 +35,20 @@ def build() -> argparse.ArgumentParser:
         help="serve the admission webhook over HTTPS",
         epilog=_examples(
             "dra-webhook serve --host 127.0.0.1      # the embedded demo cluster and policy",
+            "dra-webhook serve --host 127.0.0.1 --port 9443 --health-port 9081   # beside another",
             "dra-webhook serve --kubeconfig ~/.kube/config --config policy-configmap.yaml",
         ),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     serve.add_argument("--host", default=None, help="address to listen on (default 0.0.0.0)")
-    serve.add_argument("--port", type=int, default=None, help="port (default 8443)")
+    serve.add_argument("--port", type=int, default=None, help="HTTPS port (default 8443)")
+    serve.add_argument(
+        "--health-port",
+        type=int,
+        default=None,
+        help="plain-HTTP port of the probes, /healthz and /readyz (default 8081; 0: none; "
+        "also DRA_WEBHOOK_HEALTH_PORT)",
+    )
     serve.add_argument(
         "--cert-dir",
         type=Path,
