@@ -16,7 +16,7 @@ from typing import Any
 import yaml
 
 from app.cluster.view import ClusterView, Kind, object_key
-from app.config.files import one_line, read_text
+from app.config.files import read_text, yaml_problem
 from app.errors import ClusterFileError
 
 logger = logging.getLogger(__name__)
@@ -39,7 +39,7 @@ def parse_cluster_objects(text: str, source: str) -> dict[Kind, list[dict[str, A
     try:
         documents = list(yaml.safe_load_all(text))
     except yaml.YAMLError as exc:
-        raise ClusterFileError(f"{source}: not valid YAML: {one_line(exc)}") from None
+        raise ClusterFileError(str(yaml_problem(source, exc, text))) from None
     skipped: dict[str, int] = {}
     for index, obj in enumerate(_flatten(documents)):
         if not isinstance(obj, dict):

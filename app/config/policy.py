@@ -24,7 +24,7 @@ from app.config.base import LabelSelector
 from app.config.base import StrictModel as _Model
 from app.config.dra_only import DraOnly
 from app.config.exceptions import PolicyException, unique_exception_names
-from app.config.files import one_line, read_text
+from app.config.files import read_text, yaml_problem
 from app.config.sharing import DEFAULT_SHARING, SharingRule, unique_names
 from app.config.tenancy import AdminAccess, DeviceClassAllowList, unique_allow_list_names
 from app.config.translation import Translation
@@ -429,7 +429,7 @@ def _parse(text: str, source: str) -> tuple[Policy, Origin]:
     try:
         data: Any = yaml.load(text, Loader=_Loader)  # a SafeLoader
     except yaml.YAMLError as exc:
-        raise PolicyError(f"{source}: not valid YAML: {one_line(exc)}") from None
+        raise PolicyError(str(yaml_problem(source, exc, text))) from None
     if data is None:
         data = {}
     if not isinstance(data, dict):

@@ -17,7 +17,7 @@ import yaml
 
 from app.cluster.view import Kind
 from app.config import Policy
-from app.config.files import manifest_files, one_line, read_text
+from app.config.files import manifest_files, read_text, yaml_problem
 from app.errors import ConfigError
 from app.pipeline import Decision, Endpoint, Pipeline
 from app.policies.base import Request
@@ -36,7 +36,7 @@ def read_objects(paths: Iterable[Path]) -> Iterator[tuple[str, Obj]]:
         try:
             documents = list(yaml.safe_load_all(text))
         except yaml.YAMLError as exc:
-            raise ManifestError(f"{path}: not valid YAML: {one_line(exc)}") from None
+            raise ManifestError(str(yaml_problem(str(path), exc, text))) from None
         index = 0
         for document in documents:
             if document is None:
