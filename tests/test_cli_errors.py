@@ -137,7 +137,7 @@ def test_a_port_in_use_is_one_line_naming_its_flag(
     ("policy", "said"),
     [
         (NOT_UTF8, "policy file {bad}: not UTF-8 text"),
-        (b"namespaceModes: {lable: x}\n", "namespaceModes.lable"),
+        (b"namespaceModes: {lable: x}\n", "unknown key `lable` under `namespaceModes`"),
     ],
 )
 def test_a_bad_policy_is_said_before_a_busy_port(
