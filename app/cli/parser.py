@@ -112,7 +112,7 @@ def build() -> argparse.ArgumentParser:
         "check",
         help="run manifests through the webhook offline and print what it decides",
         epilog=_examples(
-            "dra-webhook check apps/ml/                           # exit 1 when anything is denied",
+            "dra-webhook check apps/ml/        # exit 1: something denied; 2: a file not judged",
             "dra-webhook check --config policy.yaml --cluster-file cluster.yaml deploy.yaml",
         ),
         formatter_class=argparse.RawDescriptionHelpFormatter,
