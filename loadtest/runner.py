@@ -125,6 +125,7 @@ def _start_server(
         command = [
             sys.executable, "-m", "app", "serve",
             "--host", "127.0.0.1", "--port", str(port),
+            "--health-port", str(_free_port()),  # never 8081, which `make run` may hold
             "--cert-dir", str(certs),
             "--workers", str(opts.workers),
             "--metrics-dir", str(opts.out / f"metrics-{name}"),

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import socket
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -11,13 +12,41 @@ import pytest
 from hypothesis import HealthCheck, settings
 
 from app.cli import main
-from tests.helpers import AppHarness, TlsServer, build_app, start_server, stop_server
+from tests.helpers import (
+    TOUR_PORTS,
+    AppHarness,
+    TlsServer,
+    build_app,
+    start_server,
+    stop_server,
+)
 from tests.migrate.helpers import Run
 
 settings.register_profile(
     "default", deadline=None, max_examples=150, suppress_health_check=[HealthCheck.too_slow]
 )
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "default"))
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _tour_ports_held() -> Iterator[None]:
+    """The suite runs as it would beside the README's `make run`: 127.0.0.1:8443 and the health
+    port 8081 are held for the whole session, so a test that needs either fails (port in use)
+    instead of passing only on a machine where nothing serves. A port already held (a `make run`
+    going) is left to its holder. tests/test_ports.py checks the hold is in place."""
+    held: list[socket.socket] = []
+    for port in TOUR_PORTS:
+        sock = socket.socket()
+        try:
+            sock.bind(("127.0.0.1", port))
+            sock.listen()
+        except OSError:
+            sock.close()
+            continue
+        held.append(sock)
+    yield
+    for sock in held:
+        sock.close()
 
 
 @pytest.fixture

@@ -172,6 +172,13 @@ def build_app(
     return AppHarness(client, source, metrics)
 
 
+TOUR_PORTS = (Settings.model_fields["port"].default, Settings.model_fields["health_port"].default)
+"""The ports `make run` holds (8443, and 8081 for the probes): no test may need them."""
+ANY_PORTS = ("--port", "0", "--health-port", "0")
+"""`serve` arguments for a test expecting it to stop before it serves: any free port, no health
+listener, so the run never needs the ports `make run` holds."""
+
+
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
@@ -186,7 +193,7 @@ class TlsServer:
     process: subprocess.Popen[bytes]
     log: Path
     health_port: int = 0
-    """The plain-HTTP health listener's port (DRA_WEBHOOK_HEALTH_PORT)."""
+    """The plain-HTTP health listener's port (--health-port)."""
     started: float = 0.0
     """time.monotonic() when the process was spawned."""
 
@@ -218,8 +225,7 @@ def start_server(
     if cert_dir is None:
         cert_dir = workdir / "certs"
         mint(cert_dir)
-    port = free_port()
-    env = {"DRA_WEBHOOK_HEALTH_PORT": str(free_port()), **(env or {})}
+    port, health_port = free_port(), free_port()
     log = workdir / f"server-{port}.log"
     with log.open("wb") as log_file:
         started = time.monotonic()
@@ -233,6 +239,8 @@ def start_server(
                 "127.0.0.1",
                 "--port",
                 str(port),
+                "--health-port",
+                str(health_port),
                 "--cert-dir",
                 str(cert_dir),
                 *args,
@@ -240,16 +248,9 @@ def start_server(
             stdout=log_file,
             stderr=subprocess.STDOUT,
             cwd=workdir,
-            env={**os.environ, **env},
+            env={**os.environ, **(env or {})},
         )
-    server = TlsServer(
-        f"https://127.0.0.1:{port}",
-        cert_dir,
-        process,
-        log,
-        int(env["DRA_WEBHOOK_HEALTH_PORT"]),
-        started,
-    )
+    server = TlsServer(f"https://127.0.0.1:{port}", cert_dir, process, log, health_port, started)
     if spawned is not None:
         spawned(server)
     deadline = time.monotonic() + ready_timeout

@@ -17,7 +17,7 @@ import orjson
 import pytest
 
 from app.cli import main
-from tests.helpers import load_fixture, start_server
+from tests.helpers import ANY_PORTS, load_fixture, start_server
 
 
 def test_certs_writes_the_cert_manager_file_names_and_prints_the_ca_bundle(
@@ -55,7 +55,7 @@ def test_serve_names_the_cert_dir_it_cannot_write_and_the_flag_that_fixes_it(
 
     monkeypatch.chdir(tmp_path)
     monkeypatch.setattr("app.cli.serve.ensure_dev_certs", read_only)
-    assert main(["serve"]) == 2
+    assert main(["serve", *ANY_PORTS]) == 2
     err = capsys.readouterr().err
     assert err == (
         f"dra-webhook: no tls.crt and tls.key in {tmp_path}/certs, and development certificates "
@@ -67,9 +67,12 @@ def test_serve_names_the_cert_dir_it_cannot_write_and_the_flag_that_fixes_it(
 @pytest.mark.parametrize(
     ("args", "flag"),
     [
-        (["serve", "--cert-dir", "{blocker}/certs"], "--cert-dir"),
+        (["serve", *ANY_PORTS, "--cert-dir", "{blocker}/certs"], "--cert-dir"),
         (
-            ["serve", "--cert-dir", "{certs}", "--workers", "2", "--metrics-dir", "{blocker}/m"],
+            [
+                *("serve", *ANY_PORTS, "--cert-dir", "{certs}"),
+                *("--workers", "2", "--metrics-dir", "{blocker}/m"),
+            ],
             "--metrics-dir",
         ),
         (["certs", "--out", "{blocker}/certs"], "--out"),

@@ -1,6 +1,7 @@
 """Every CLI mistake is one `dra-webhook: ...` line on stderr and exit 2, never a traceback:
 files that are not UTF-8, unusable certificate folders, addresses and ports that cannot be
-listened on, out-of-range settings, unknown flags; and a fuzz over argv and file bytes."""
+listened on, out-of-range settings, unknown flags; and a fuzz over argv and file bytes. A
+manifest `check` or `migrate` cannot use is one `check: ...` / `migrate: ...` line of its own."""
 
 from __future__ import annotations
 
@@ -39,13 +40,16 @@ def one_line(err: str) -> str:
 @pytest.mark.parametrize(
     ("argv", "said"),
     [
-        (("check", "--config", "{bad}", str(EXAMPLES)), "policy file {bad}: not UTF-8 text"),
-        (("check", "{bad}"), "{bad}: not UTF-8 text (byte 0xff at offset 0)"),
-        (("report", "{bad}"), "{bad}: not UTF-8 text"),
-        (("check", "--cluster-file", "{bad}", str(EXAMPLES)), "cluster file {bad}: not UTF-8"),
-        (("migrate", "--cluster-file", "{bad}", str(EXAMPLES)), "cluster file {bad}: not UTF-8"),
-        (("migrate", "--templates-out", "{bad}", str(EXAMPLES)), "--templates-out {bad}: not"),
-        (("serve", "--config", "{bad}"), "policy file {bad}: not UTF-8 text"),
+        (
+            ("check", "--config", "{bad}", str(EXAMPLES)),
+            "dra-webhook: policy file {bad}: not UTF-8",
+        ),
+        (("check", "{bad}"), "check: not judged: {bad}: not UTF-8 text (byte 0xff at offset 0)"),
+        (("report", "{bad}"), "dra-webhook: {bad}: not UTF-8 text"),
+        (("check", "--cluster-file", "{bad}", str(EXAMPLES)), "dra-webhook: cluster file {bad}: "),
+        (("migrate", "--cluster-file", "{bad}", str(EXAMPLES)), "dra-webhook: cluster file {bad}"),
+        (("migrate", "--templates-out", "{bad}", str(EXAMPLES)), "dra-webhook: --templates-out "),
+        (("serve", "--config", "{bad}"), "dra-webhook: policy file {bad}: not UTF-8 text"),
     ],
 )
 def test_a_file_that_is_not_utf8_is_one_line_naming_it(
@@ -55,8 +59,7 @@ def test_a_file_that_is_not_utf8_is_one_line_naming_it(
     bad.write_bytes(NOT_UTF8)
     code, err = run(capsys, *(a.replace("{bad}", str(bad)) for a in argv))
     assert code == 2
-    assert one_line(err).startswith("dra-webhook: ")
-    assert said.replace("{bad}", str(bad)) in err
+    assert one_line(err).startswith(said.replace("{bad}", str(bad)))
 
 
 def test_a_cert_folder_holding_only_tls_crt_is_refused_not_overwritten(
@@ -67,7 +70,7 @@ def test_a_cert_folder_holding_only_tls_crt_is_refused_not_overwritten(
     half.mkdir()
     crt = (tmp_path / "pair" / "tls.crt").read_bytes()
     (half / "tls.crt").write_bytes(crt)
-    code, err = run(capsys, "serve", "--cert-dir", str(half), "--port", "0")
+    code, err = run(capsys, "serve", "--cert-dir", str(half))
     assert code == 2
     assert "holds tls.crt but no tls.key" in one_line(err)
     assert (half / "tls.crt").read_bytes() == crt and not (half / "tls.key").exists()
@@ -86,7 +89,7 @@ def test_a_cert_pair_the_tls_library_refuses_is_one_line(
         mint(folder)
         mint(tmp_path / "other")
         (folder / "tls.key").write_bytes((tmp_path / "other" / "tls.key").read_bytes())
-    code, err = run(capsys, "serve", "--cert-dir", str(folder), "--port", "0")
+    code, err = run(capsys, "serve", "--cert-dir", str(folder))
     assert code == 2
     assert "tls.crt and tls.key are not a usable pair" in one_line(err)
 
@@ -97,6 +100,11 @@ def test_a_cert_pair_the_tls_library_refuses_is_one_line(
         (("serve", "--host", "256.1.1.1"), "--host 256.1.1.1: not an address to listen on"),
         (("serve", "--workers", "0"), "invalid setting: --workers 0: "),
         (("serve", "--port", "99999"), "invalid setting: --port 99999: "),
+        (("serve", "--health-port", "-1"), "invalid setting: --health-port -1: "),
+        (
+            ("serve", "--port", "9443", "--health-port", "9443"),
+            "--health-port 9443: the same port as --port",
+        ),
         (("check", "--frobnicate", "x.yaml"), "dra-webhook check: unrecognized arguments"),
         (("check",), "dra-webhook check: the following arguments are required: manifests"),
         (("frobnicate",), "dra-webhook: argument command: invalid choice"),
@@ -110,25 +118,45 @@ def test_settings_and_flags_are_one_line(
     assert said in one_line(err)
 
 
-@pytest.mark.parametrize("which", ["port", "health port"])
-def test_a_port_in_use_is_said_before_anything_is_loaded(
-    which: str, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+@pytest.mark.parametrize("flag", ["--port", "--health-port"])
+def test_a_port_in_use_is_one_line_naming_its_flag(
+    flag: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     with socket.socket() as held:
         held.bind(("127.0.0.1", 0))
         held.listen()
         port = held.getsockname()[1]
-        if which == "port":
-            argv = ["serve", "--host", "127.0.0.1", "--port", str(port)]
-        else:
-            monkeypatch.setenv("DRA_WEBHOOK_HEALTH_PORT", str(port))
-            argv = ["serve", "--host", "127.0.0.1", "--port", "0"]
-        # a policy that would fail to load: the port is checked first
-        bad = tmp_path / "bad.yaml"
-        bad.write_bytes(NOT_UTF8)
-        code, err = run(capsys, *argv, "--config", str(bad))
+        ports = {"--port": "0", "--health-port": "0", flag: str(port)}
+        argv = ["serve", "--host", "127.0.0.1", *(a for kv in ports.items() for a in kv)]
+        code, err = run(capsys, *argv, "--cert-dir", str(tmp_path / "certs"))
     assert code == 2
-    assert f"127.0.0.1:{port} is already in use" in one_line(err)
+    assert one_line(err) == (
+        f"dra-webhook: {flag} {port}: 127.0.0.1:{port} is already in use (another dra-webhook?)"
+    )
+    assert not (tmp_path / "certs").exists()  # nothing minted for a server that cannot start
+
+
+@pytest.mark.parametrize(
+    ("policy", "said"),
+    [
+        (NOT_UTF8, "policy file {bad}: not UTF-8 text"),
+        (b"namespaceModes: {lable: x}\n", "unknown key `lable` under `namespaceModes`"),
+    ],
+)
+def test_a_bad_policy_is_said_before_a_busy_port(
+    policy: bytes, said: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    bad = tmp_path / "bad.yaml"
+    bad.write_bytes(policy)
+    with socket.socket() as held:
+        held.bind(("127.0.0.1", 0))
+        held.listen()
+        port = str(held.getsockname()[1])
+        code, err = run(
+            capsys, "serve", "--host", "127.0.0.1", "--port", port, "--config", str(bad)
+        )
+    assert code == 2
+    assert said.replace("{bad}", str(bad)) in one_line(err)
 
 
 SUBCOMMANDS = ["check", "report", "migrate", "certs"]
@@ -178,8 +206,8 @@ def test_the_cli_never_answers_with_a_traceback(
     tmp_path_factory: pytest.TempPathFactory,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    """Exit 0, 1 or 2; on exit 2 a single line (migrate: one line per file or object it could
-    not translate, each naming it); never an exception out of main."""
+    """Exit 0, 1 or 2; on exit 2 a single line (check and migrate: one line per file or object
+    they could not judge or translate, each naming it); never an exception out of main."""
     folder = tmp_path_factory.mktemp("fuzz")
     file = folder / "input.yaml"
     file.write_bytes(content)
@@ -193,9 +221,11 @@ def test_the_cli_never_answers_with_a_traceback(
     code, err = run(capsys, *argv)
     assert code in (0, 1, 2), (argv, err)
     assert "Traceback" not in err
-    if code == 2 and command == "migrate":
+    if code == 2 and command in ("migrate", "check"):
         lines = err.strip().splitlines()
-        assert lines and all(line.startswith(("migrate: ", "dra-webhook")) for line in lines), err
+        assert lines and all(line.startswith((f"{command}: ", "dra-webhook")) for line in lines), (
+            err
+        )
     elif code == 2:
         one_line(err)
 

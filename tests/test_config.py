@@ -43,7 +43,7 @@ def test_an_empty_policy_file_means_all_defaults() -> None:
 @pytest.mark.parametrize(
     ("text", "message"),
     [
-        ("namespaceModes: {lable: x}", "namespaceModes.lable: Extra inputs are not permitted"),
+        ("namespaceModes: {lable: x}", "unknown key `lable` under `namespaceModes`"),
         ("legacyResources: {names: ' '}", "legacyResources.names"),
         ("failure: {internalError: maybe}", "failure.internalError"),
         ("mappings: [{resource: 'a(', pattern: true, deviceClassName: x}]", "mappings.0"),

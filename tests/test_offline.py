@@ -85,6 +85,67 @@ def test_check_reports_an_unreadable_manifest_plainly(
     assert "object 0 has no kind" in capsys.readouterr().err
 
 
+def _gpu_pod_yaml(name: str, namespace: str) -> str:
+    return yaml.safe_dump(_pod(name, namespace, {GPU: "1"}))
+
+
+@pytest.mark.parametrize(
+    ("bad", "said"),
+    [
+        (
+            b"kind: Pod\nmetadata:\n  name: bad\n   namespace: x\n",
+            "c.yaml:4:13: not valid YAML: a `:` where no mapping can start: quote a value "
+            "holding `: `, or check the indentation",
+        ),
+        (
+            b"kind: Pod\nmetadata: {name: caf\xe9}\n",
+            "c.yaml: not UTF-8 text (byte 0xe9 at offset 30)",
+        ),
+        (b"- just: a list\n", "c.yaml: object 0 has no kind"),
+        (b"kind: Pod\n---\nmetadata: {}\n", "c.yaml: object 1 has no kind"),
+    ],
+)
+def test_check_judges_every_good_file_of_a_folder_and_lists_each_bad_one(
+    bad: bytes,
+    said: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    for name in "abd":
+        (tmp_path / f"{name}.yaml").write_text(_gpu_pod_yaml(f"pod-{name}", "ml-audit"))
+    (tmp_path / "c.yaml").write_bytes(bad)
+    code = main(["check", "."])
+    out, err = capsys.readouterr()
+    assert [line for line in out.splitlines() if not line.startswith(" ")] == [
+        f"Pod ml-audit/pod-{name} ({name}.yaml#0): allowed" for name in "abd"
+    ]
+    assert err.splitlines() == [f"check: not judged: {said}"]
+    assert code == 2
+
+
+def test_check_lists_every_file_it_cannot_judge_in_order_and_exits_2_over_a_denial(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    Path("apps").mkdir()
+    Path("apps/denied.yaml").write_text(_gpu_pod_yaml("trainer", "gpu-e2e"))
+    Path("apps/list.yaml").write_text("items: [\n")
+    Path("apps/tabs.yaml").write_text("kind: Pod\nmetadata:\n\tname: x\n")
+    code = main(["check", "--output", "json", "apps", "missing.yaml"])
+    out, err = capsys.readouterr()
+    assert [(r["name"], r["allowed"]) for r in orjson.loads(out)] == [("trainer", False)]
+    assert err.splitlines() == [
+        "check: not judged: apps/list.yaml:2:1: not valid YAML: the text ends where a value "
+        "should follow (a `[` or `{` left open?)",
+        "check: not judged: apps/tabs.yaml:3:1: not valid YAML: a tab: YAML indents with "
+        "spaces only",
+        "check: not judged: missing.yaml: No such file or directory",
+    ]
+    assert code == 2
+
+
 def _pod(name: str, ns: str, resources: dict[str, str], owner: str | None = None) -> dict[str, Any]:
     meta: dict[str, Any] = {"name": name, "namespace": ns}
     if owner:

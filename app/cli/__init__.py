@@ -61,7 +61,7 @@ def _one_line(exc: ValidationError) -> str:
     return "; ".join(parts)
 
 
-_FLAGS = frozenset({"host", "port", "cert_dir", "workers", "metrics_dir"})
+_FLAGS = frozenset({"host", "port", "health_port", "cert_dir", "workers", "metrics_dir"})
 """Settings that `serve` takes as flags (the others only from DRA_WEBHOOK_* variables)."""
 
 

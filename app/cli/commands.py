@@ -44,12 +44,12 @@ def _offline_pipeline(args: argparse.Namespace) -> Pipeline:
 
 
 def run_check(args: argparse.Namespace) -> int:
-    results = offline.check(
-        _offline_pipeline(args),
-        offline.read_objects(args.manifests),
-        args.namespace,
-        _target(args).verdict,
-    )
+    """Exit 1 when anything would be denied; 2 when a file could not be judged (each is listed
+    on stderr, and every other file judged all the same)."""
+    pipeline = _offline_pipeline(args)
+    target = _target(args)
+    objects, problems = offline.read_manifests(args.manifests)
+    results = offline.check(pipeline, objects, args.namespace, target.verdict)
     if args.output == "json":
         print(orjson.dumps([asdict(r) for r in results], option=orjson.OPT_INDENT_2).decode())
     else:
@@ -66,6 +66,10 @@ def run_check(args: argparse.Namespace) -> int:
                 print(f"  patch: {orjson.dumps(op).decode()}")
             for template in r.templates:
                 print(f"  creates ResourceClaimTemplate {r.namespace}/{template}")
+    for problem in problems:
+        print(f"check: not judged: {problem}", file=sys.stderr)
+    if problems:
+        return 2
     return 0 if all(r.allowed for r in results) else 1
 
 

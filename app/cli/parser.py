@@ -35,12 +35,20 @@ def build() -> argparse.ArgumentParser:
         help="serve the admission webhook over HTTPS",
         epilog=_examples(
             "dra-webhook serve --host 127.0.0.1      # the embedded demo cluster and policy",
+            "dra-webhook serve --host 127.0.0.1 --port 9443 --health-port 9081   # beside another",
             "dra-webhook serve --kubeconfig ~/.kube/config --config policy-configmap.yaml",
         ),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     serve.add_argument("--host", default=None, help="address to listen on (default 0.0.0.0)")
-    serve.add_argument("--port", type=int, default=None, help="port (default 8443)")
+    serve.add_argument("--port", type=int, default=None, help="HTTPS port (default 8443)")
+    serve.add_argument(
+        "--health-port",
+        type=int,
+        default=None,
+        help="plain-HTTP port of the probes, /healthz and /readyz (default 8081; 0: none; "
+        "also DRA_WEBHOOK_HEALTH_PORT)",
+    )
     serve.add_argument(
         "--cert-dir",
         type=Path,
@@ -104,7 +112,7 @@ def build() -> argparse.ArgumentParser:
         "check",
         help="run manifests through the webhook offline and print what it decides",
         epilog=_examples(
-            "dra-webhook check apps/ml/                           # exit 1 when anything is denied",
+            "dra-webhook check apps/ml/        # exit 1: something denied; 2: a file not judged",
             "dra-webhook check --config policy.yaml --cluster-file cluster.yaml deploy.yaml",
         ),
         formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -172,6 +180,30 @@ def build() -> argparse.ArgumentParser:
         ),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
+    _migrate_args(migrate)
+    live = report.add_mutually_exclusive_group()
+    live.add_argument(
+        "--kubeconfig", type=Path, default=None, help="list the cluster of this kubeconfig"
+    )
+    live.add_argument("--in-cluster", action="store_true", help="list the cluster this pod runs in")
+    report.add_argument(
+        "--policy-reports",
+        action="store_true",
+        help="with --kubeconfig/--in-cluster: create or update one PolicyReport "
+        "(wgpolicyk8s.io/v1alpha2) per namespace",
+    )
+    report.add_argument(
+        "--page-size",
+        type=int,
+        default=500,
+        help="objects per list request (default 500): the most the report holds at once",
+    )
+    for command in (serve, certs, check, report, migrate):
+        command.set_defaults(command_parser=command)
+    return parser
+
+
+def _migrate_args(migrate: argparse.ArgumentParser) -> None:
     migrate.add_argument("paths", nargs="+", type=Path, help="YAML or JSON files and folders")
     migrate.add_argument("--config", type=Path, default=None, help="policy YAML file")
     migrate.add_argument(
@@ -210,26 +242,6 @@ def build() -> argparse.ArgumentParser:
     )
     migrate.add_argument("--kubectl", default="kubectl", help="renders kustomize overlays")
     migrate.add_argument("--helm", default="helm", help="renders Helm charts")
-    live = report.add_mutually_exclusive_group()
-    live.add_argument(
-        "--kubeconfig", type=Path, default=None, help="list the cluster of this kubeconfig"
-    )
-    live.add_argument("--in-cluster", action="store_true", help="list the cluster this pod runs in")
-    report.add_argument(
-        "--policy-reports",
-        action="store_true",
-        help="with --kubeconfig/--in-cluster: create or update one PolicyReport "
-        "(wgpolicyk8s.io/v1alpha2) per namespace",
-    )
-    report.add_argument(
-        "--page-size",
-        type=int,
-        default=500,
-        help="objects per list request (default 500): the most the report holds at once",
-    )
-    for command in (serve, certs, check, report, migrate):
-        command.set_defaults(command_parser=command)
-    return parser
 
 
 def _offline_args(parser: argparse.ArgumentParser) -> None:

@@ -1,5 +1,6 @@
-"""`serve`: its settings from flags and environment, the checks made before anything loads
-(addresses, ports, the policy, the cluster source, the TLS pair), then the server process."""
+"""`serve`: its settings from flags and environment, the checks made before it starts (the
+policy, the cluster source and the TLS pair first, then the addresses and ports), then the server
+process."""
 
 from __future__ import annotations
 
@@ -22,7 +23,8 @@ __all__ = ["run_serve"]
 
 def run_serve(args: argparse.Namespace) -> int:
     settings = _serve_settings(args)
-    _preflight(settings)
+    _judge_files(settings)
+    _check_ports(settings)
     if _ensure_dev_certs(settings.cert_dir):
         print(f"minted development certificates into {settings.cert_dir}/", file=sys.stderr)
     from app.server.run import serve
@@ -36,6 +38,7 @@ def _serve_settings(args: argparse.Namespace) -> Settings:
     for flag, key in (
         ("host", "host"),
         ("port", "port"),
+        ("health_port", "health_port"),
         ("cert_dir", "cert_dir"),
         ("config", "policy_file"),
         ("workers", "workers"),
@@ -53,12 +56,9 @@ def _serve_settings(args: argparse.Namespace) -> Settings:
     return Settings.model_validate({**Settings().model_dump(), **overrides})
 
 
-def _preflight(settings: Settings) -> None:
-    """Fail before loading anything, with a plain message: an address that cannot be listened
-    on or a port in use (the webhook's and the probes'), then a bad policy or cluster file."""
-    _check_listen(settings.host, settings.port, "--port")
-    if settings.health_port:
-        _check_listen(settings.host, settings.health_port, "DRA_WEBHOOK_HEALTH_PORT")
+def _judge_files(settings: Settings) -> None:
+    """Read and judge what the server would load (the policy, the cluster source, the TLS pair)
+    before any port is bound: a typo in the policy is said as such, whatever holds the port."""
     load_policy(settings.policy_file)
     if settings.cluster_source is ClusterSource.STATIC:
         StaticSource(ClusterView(), settings.cluster_file).load()
@@ -66,6 +66,19 @@ def _preflight(settings: Settings) -> None:
         from app.cluster.factory import build_source
 
         build_source(settings, ClusterView())
+    _check_cert_pair(settings.cert_dir)
+
+
+def _check_ports(settings: Settings) -> None:
+    """The webhook's and the probes' ports can be listened on now, and are two ports."""
+    if settings.health_port and settings.health_port == settings.port:
+        raise ConfigError(
+            f"--health-port {settings.health_port}: the same port as --port; give the probes "
+            "a port of their own (0: no health listener)"
+        )
+    _check_listen(settings.host, settings.port, "--port")
+    if settings.health_port:
+        _check_listen(settings.host, settings.health_port, "--health-port")
 
 
 def _check_listen(host: str, port: int, what: str) -> None:
@@ -122,7 +135,6 @@ def _ensure_dev_certs(cert_dir: Path) -> bool:
     With a read-only root filesystem and no tls.crt/tls.key mounted, the default certs/ folder
     cannot be written: say which folder and what fixes it, in one line, not with a traceback.
     """
-    _check_cert_pair(cert_dir)
     try:
         return ensure_dev_certs(cert_dir)
     except OSError as exc:

@@ -18,7 +18,7 @@ import yaml
 
 from app.cluster.release import ServedRelease, parse_minor
 from app.cluster.view import ClusterView, Kind, object_key
-from app.config.files import one_line, read_text
+from app.config.files import read_text, yaml_problem
 from app.errors import ClusterFileError
 
 logger = logging.getLogger(__name__)
@@ -47,7 +47,7 @@ def _parse(text: str, source: str) -> tuple[dict[Kind, list[dict[str, Any]]], st
     try:
         documents = list(yaml.safe_load_all(text))
     except yaml.YAMLError as exc:
-        raise ClusterFileError(f"{source}: not valid YAML: {one_line(exc)}") from None
+        raise ClusterFileError(str(yaml_problem(source, exc, text))) from None
     release = next(
         (d["serverVersion"].get("gitVersion") for d in documents
          if isinstance(d, dict) and isinstance(d.get("serverVersion"), dict)),

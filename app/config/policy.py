@@ -20,11 +20,12 @@ from pydantic import (
     model_validator,
 )
 
+from app.config import validation
 from app.config.base import LabelSelector
 from app.config.base import StrictModel as _Model
 from app.config.dra_only import DraOnly
 from app.config.exceptions import PolicyException, unique_exception_names
-from app.config.files import one_line, read_text
+from app.config.files import Place, read_text, yaml_problem
 from app.config.sharing import DEFAULT_SHARING, SharingRule, unique_names
 from app.config.tenancy import AdminAccess, DeviceClassAllowList, unique_allow_list_names
 from app.config.translation import Translation
@@ -420,16 +421,21 @@ def parse_policy(text: str, source: str = "policy") -> Policy:
     return _parse(text, source)[0]
 
 
-def _parse(text: str, source: str) -> tuple[Policy, Origin]:
-    """Validate policy YAML text; errors name the file and the key path.
+def _parse(
+    text: str, source: str, file: str | None = None, place: Place | None = None
+) -> tuple[Policy, Origin]:
+    """Validate policy YAML text; every error is `file:line:column: ...` naming the key.
 
     The text may also be the chart's ConfigMap itself (`kubectl get configmap NAME -o yaml`): its
     `policy.yaml` is read, so a server run outside the cluster runs the policy the chart renders.
+    `source` names it for the log (`cm.yaml (ConfigMap NAME, policy.yaml)`); `file` and `place`
+    say where its lines are in the file, for errors.
     """
+    file = source if file is None else file
     try:
         data: Any = yaml.load(text, Loader=_Loader)  # a SafeLoader
     except yaml.YAMLError as exc:
-        raise PolicyError(f"{source}: not valid YAML: {one_line(exc)}") from None
+        raise PolicyError(str(yaml_problem(file, exc, text, place))) from None
     if data is None:
         data = {}
     if not isinstance(data, dict):
@@ -445,13 +451,12 @@ def _parse(text: str, source: str) -> tuple[Policy, Origin]:
             if isinstance(data.get("metadata"), dict)
             else ""
         )
-        return _parse(inner, f"{source} (ConfigMap {name}, {POLICY_KEY})")
+        inner_source = f"{source} (ConfigMap {name}, {POLICY_KEY})"
+        inner_place = validation.literal_block(text, ("data", POLICY_KEY), _Loader)
+        return _parse(inner, inner_source, source if inner_place else inner_source, inner_place)
     digest = hashlib.sha256(text.encode()).hexdigest()[:12]
     try:
         return Policy.model_validate(data), Origin(source, digest)
     except ValidationError as exc:
-        problems = "; ".join(
-            f"{'.'.join(str(part) for part in err['loc']) or '<root>'}: {err['msg']}"
-            for err in exc.errors()
-        )
-        raise PolicyError(f"{source}: {problems}") from None
+        found = validation.problems(exc, Policy, file, text, _Loader)
+        raise PolicyError("; ".join(str(validation.moved(p, place)) for p in found)) from None

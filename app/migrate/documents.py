@@ -19,7 +19,7 @@ from ruamel.yaml import YAML
 from ruamel.yaml.error import YAMLError
 from ruamel.yaml.events import DocumentStartEvent
 
-from app.config.files import one_line
+from app.config.files import yaml_words
 
 _FAST_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 _OPENS_BLOCK = re.compile(r"""[^#'"]*:[ \t]*(#.*)?$""")
@@ -30,7 +30,14 @@ WIDE = 1 << 16
 
 
 class DocumentError(ValueError):
-    """A YAML stream that cannot be read: the message says where."""
+    """A YAML stream that cannot be read: the message says what, `line` and `column` (from 1,
+    in the text read; None when unknown) where."""
+
+    def __init__(self, exc: Exception, text: str, first_line: int = 0) -> None:
+        self.line, self.column, why = yaml_words(
+            exc, text, lambda line, column: (line + first_line, column)
+        )
+        super().__init__(f"not valid YAML: {why}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,6 +46,8 @@ class Document:
 
     marker: str
     body: str
+    line: int = 0
+    """The line of the stream its body starts on, from 0: where its own line numbers start."""
 
     @property
     def text(self) -> str:
@@ -59,7 +68,7 @@ def split(text: str) -> list[Document]:
             found = _MARKER_LINE.match(text, start)
             if found is not None:  # else content follows `---` on its line: keep it in the body
                 marker, chunk = text[begin : found.end()], text[found.end() : end]
-        documents.append(Document(marker, chunk))
+        documents.append(Document(marker, chunk, text.count("\n", 0, begin + len(marker))))
     return documents
 
 
@@ -84,13 +93,14 @@ def _starts(text: str) -> list[tuple[int, bool]]:
             if isinstance(event, DocumentStartEvent)
         ]
     except YAMLError as exc:
-        raise DocumentError(f"not valid YAML: {one_line(exc)}") from None
+        raise DocumentError(exc, text) from None
 
 
 class Loaded:
     """One document's body loaded round-trip, dumped again with the indentation it had."""
 
-    def __init__(self, body: str) -> None:
+    def __init__(self, body: str, first_line: int = 0) -> None:
+        """`first_line`: the line of the stream `body` starts on, from 0 (for errors)."""
         self._body = body
         self._yaml = YAML(typ="rt")
         self._yaml.preserve_quotes = True
@@ -102,7 +112,7 @@ class Loaded:
         try:
             self.data: Any = self._yaml.load(body)
         except YAMLError as exc:
-            raise DocumentError(f"not valid YAML: {one_line(exc)}") from None
+            raise DocumentError(exc, body, first_line) from None
         self._yaml.explicit_end = _has_end_marker(body)
 
     def dump_new(self, data: Any) -> str:

@@ -18,6 +18,7 @@ from typing import Any
 
 import yaml
 
+from app.config.files import FileProblem
 from app.errors import ObjectShapeError
 from app.migrate import version_edits, versions
 from app.migrate.documents import Document, DocumentError, Loaded, split
@@ -55,8 +56,19 @@ class Problem:
     message: str
     what: str = ""
     """The object: kind namespace/name."""
+    line: int | None = None
+    """Where in the file, from 1, when that is what names the place (text that is no YAML)."""
+    column: int | None = None
+
+    @classmethod
+    def of_file(cls, problem: FileProblem) -> Problem:
+        return cls(
+            problem.file, None, "", problem.message, line=problem.line, column=problem.column
+        )
 
     def __str__(self) -> str:
+        if self.line is not None:
+            return str(FileProblem(self.file, self.message, self.line, self.column))
         where = self.file if self.document is None else f"{self.file}#{self.document}"
         if self.what:
             where += f" ({self.what})"
@@ -145,7 +157,7 @@ def rewrite(path: Path, text: str, rules: Rules, templates: Templates, apart: bo
     try:
         docs = split(text)
     except DocumentError as exc:
-        result.problems.append(Problem(str(path), None, "", str(exc)))
+        result.problems.append(_unreadable(str(path), exc))
         return result
     parts = [
         _rewrite_document(result, index, doc, rules, templates, apart=apart)
@@ -155,15 +167,20 @@ def rewrite(path: Path, text: str, rules: Rules, templates: Templates, apart: bo
     return result
 
 
+def _unreadable(file: str, exc: DocumentError) -> Problem:
+    """Text that is no YAML, at its line in the file."""
+    return Problem(file, None, "", str(exc), line=exc.line, column=exc.column)
+
+
 def _rewrite_document(
     result: Rewritten, index: int, doc: Document, rules: Rules, templates: Templates, *, apart: bool
 ) -> str:
     if not _may_hold_pods(doc.body, rules):
         return doc.text
     try:
-        loaded = Loaded(doc.body)
+        loaded = Loaded(doc.body, doc.line)
     except DocumentError as exc:
-        result.problems.append(Problem(str(result.path), index, "", str(exc)))
+        result.problems.append(_unreadable(str(result.path), exc))
         return doc.text
     file = str(result.path)
     after: list[Obj] = []

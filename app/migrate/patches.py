@@ -76,7 +76,8 @@ def patch_folder(
     try:
         documents = [Loaded(d.body).data for d in split(rendered) if d.body.strip()]
     except DocumentError as exc:
-        result.problems.append(Problem(str(folder), None, "", f"rendered output: {exc}"))
+        at = "" if exc.line is None else f", line {exc.line}, column {exc.column}"
+        result.problems.append(Problem(str(folder), None, "", f"rendered output{at}: {exc}"))
         return result
     for index, document in enumerate(documents):
         for prefix, obj in objects_of(document):

@@ -24,7 +24,7 @@ from typing import Any, TextIO
 
 import yaml
 
-from app.config.files import MANIFEST_SUFFIXES, read_text
+from app.config.files import MANIFEST_SUFFIXES, read_each, read_text
 from app.errors import ConfigError, ObjectShapeError
 from app.migrate.documents import dump
 from app.migrate.edit import fresh
@@ -73,13 +73,8 @@ def migrate(options: Options, rules: Rules) -> Outcome:
     """Translate every file and folder of `options.paths` (nothing is written here)."""
     rules = for_migrate(rules, leave_mapped=options.leave_mapped)
     files, sources = _collect(options.paths)
-    texts: dict[Path, str] = {}
-    outcome = Outcome()
-    for path in files:
-        try:
-            texts[path] = path.read_text()
-        except (OSError, UnicodeDecodeError) as exc:
-            outcome.problems.append(Problem(str(path), None, "", f"cannot read: {exc}"))
+    texts, unread = read_each(files)
+    outcome = Outcome(problems=[Problem.of_file(problem) for problem in unread])
     templates = Templates(rules)
     out = options.templates_out
     out_text = _read_optional(out) if out is not None else ""

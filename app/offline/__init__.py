@@ -5,7 +5,14 @@
 dra-only; :mod:`app.offline.sources` says where each pod's GPUs come from.
 """
 
-from app.offline.check import Checked, ManifestError, check, offline_policy, read_objects
+from app.offline.check import (
+    Checked,
+    ManifestError,
+    check,
+    offline_policy,
+    read_manifests,
+    read_objects,
+)
 from app.offline.report import (
     NamespaceReport,
     ReportRules,
@@ -28,6 +35,7 @@ __all__ = [
     "conflicts",
     "merge",
     "offline_policy",
+    "read_manifests",
     "read_objects",
     "report",
     "sources_for",

@@ -17,7 +17,7 @@ import yaml
 
 from app.cluster.view import Kind
 from app.config import Policy
-from app.config.files import manifest_files, one_line, read_text
+from app.config.files import FileProblem, manifest_files, read_each, read_text, yaml_problem
 from app.errors import ConfigError
 from app.pipeline import Decision, Endpoint, Pipeline
 from app.policies.base import Request
@@ -29,28 +29,59 @@ class ManifestError(ConfigError):
     """A manifest file cannot be read or holds something that is not a Kubernetes object."""
 
 
+Found = list[tuple[str, Obj]]
+"""(where, object): `file#index` and the object."""
+
+
 def read_objects(paths: Iterable[Path]) -> Iterator[tuple[str, Obj]]:
-    """(where, object) for every object in YAML/JSON files: documents, `List`s, `*List`s."""
+    """(where, object) for every object in YAML/JSON files: documents, `List`s, `*List`s. The
+    first file that cannot be used raises ManifestError (a cluster dump is whole or useless)."""
     for path in manifest_files(paths):
-        text = read_text(path, ManifestError)
-        try:
-            documents = list(yaml.safe_load_all(text))
-        except yaml.YAMLError as exc:
-            raise ManifestError(f"{path}: not valid YAML: {one_line(exc)}") from None
-        index = 0
-        for document in documents:
-            if document is None:
-                continue
-            doc = document
-            if isinstance(doc, dict) and doc.get("kind") == "AdmissionReview":
-                request = doc.get("request")
-                doc = request.get("object") if isinstance(request, dict) else None
-            items = doc.get("items") if isinstance(doc, dict) else None
-            for obj in items if isinstance(items, list) else [doc]:
-                if not isinstance(obj, dict) or not isinstance(obj.get("kind"), str):
-                    raise ManifestError(f"{path}: object {index} has no kind")
-                yield f"{path}#{index}", obj
-                index += 1
+        found, problem = _objects(path, read_text(path, ManifestError))
+        if problem is not None:
+            raise ManifestError(str(problem))
+        yield from found
+
+
+def read_manifests(paths: Iterable[Path]) -> tuple[Found, list[FileProblem]]:
+    """The objects of every file that can be used, and a problem for each file that cannot
+    (unreadable, not YAML, an object without a kind), in file order: `check` judges the first
+    and lists the second, as `migrate` translates what it can."""
+    files = manifest_files(paths)
+    texts, unread = read_each(files)
+    problems = {problem.file: problem for problem in unread}
+    objects: Found = []
+    for path, text in texts.items():
+        found, problem = _objects(path, text)
+        if problem is None:
+            objects += found
+        else:
+            problems[str(path)] = problem
+    return objects, [problems[str(path)] for path in files if str(path) in problems]
+
+
+def _objects(path: Path, text: str) -> tuple[Found, FileProblem | None]:
+    """A file's objects; or none, and why, when any of it is not YAML or not an object."""
+    try:
+        documents = list(yaml.safe_load_all(text))
+    except yaml.YAMLError as exc:
+        return [], yaml_problem(str(path), exc, text)
+    found: Found = []
+    index = 0
+    for document in documents:
+        if document is None:
+            continue
+        doc = document
+        if isinstance(doc, dict) and doc.get("kind") == "AdmissionReview":
+            request = doc.get("request")
+            doc = request.get("object") if isinstance(request, dict) else None
+        items = doc.get("items") if isinstance(doc, dict) else None
+        for obj in items if isinstance(items, list) else [doc]:
+            if not isinstance(obj, dict) or not isinstance(obj.get("kind"), str):
+                return [], FileProblem(str(path), f"object {index} has no kind")
+            found.append((f"{path}#{index}", obj))
+            index += 1
+    return found, None
 
 
 def as_request(obj: Obj, namespace: str, uid: str) -> Request:

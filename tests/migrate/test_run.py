@@ -140,7 +140,41 @@ def test_a_file_that_is_not_yaml_is_reported_with_its_name(
     (tmp_path / "bad.yaml").write_text("containers: [unclosed\n")
     run = migrate("bad.yaml")
     assert run.code == 2
-    assert run.stderr.startswith("migrate: not translated: bad.yaml: not valid YAML")
+    assert run.stderr.startswith(
+        "migrate: not translated: bad.yaml:2:1: not valid YAML: the `[` at line 1, column 13 "
+        "is never closed with `]`"
+    )
+
+
+def test_a_document_that_is_not_yaml_is_placed_at_its_line_of_the_file(
+    tmp_path: Path, migrate: Callable[..., Run]
+) -> None:
+    (tmp_path / "p.yaml").write_text(
+        "kind: ConfigMap\nmetadata: {name: a}\n---\nkind: Pod\nmetadata: {name: p}\nspec:\n"
+        "  containers:\n  - name: c\n    resources: {limits: {nvidia.com/gpu: 1}}\n    name: d\n"
+    )
+    run = migrate("p.yaml")
+    assert run.code == 2
+    assert run.stderr.splitlines() == [
+        "migrate: not translated: p.yaml:10:5: not valid YAML: key `name` appears twice in one "
+        "mapping"
+    ]
+
+
+def test_a_file_that_cannot_be_read_is_listed_and_the_others_translated(
+    tmp_path: Path, migrate: Callable[..., Run]
+) -> None:
+    (tmp_path / "latin.yaml").write_bytes(b"kind: Pod\nmetadata: {name: caf\xe9}\n")
+    (tmp_path / "p.yaml").write_text(
+        "kind: Pod\nmetadata: {name: p, namespace: ml}\nspec:\n  containers:\n  - name: c\n"
+        "    resources: {limits: {nvidia.com/gpu: 1}}\n"
+    )
+    run = migrate(".")
+    assert run.code == 2
+    assert "+++ b/p.yaml" in run.stdout
+    assert run.stderr.splitlines() == [
+        "migrate: not translated: latin.yaml: not UTF-8 text (byte 0xe9 at offset 30)"
+    ]
 
 
 def test_a_malformed_object_is_reported_with_the_field_path(

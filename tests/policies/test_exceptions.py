@@ -270,7 +270,7 @@ def _one(**fields: Any) -> str:
             {"objectSelector": {}},
             "exceptions.0: Value error, exception 'vendor' selects every object",
         ),
-        ({"labels": {"a": "b"}}, "exceptions.0.labels: Extra inputs are not permitted"),
+        ({"labels": {"a": "b"}}, "unknown key `labels` under `exceptions.0`"),
         (
             {"objectSelector": {"matchExpressions": [{"key": "a", "operator": "In"}]}},
             "exceptions.0.objectSelector.matchExpressions.0: Value error, values must not be empty",

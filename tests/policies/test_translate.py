@@ -639,7 +639,11 @@ def test_a_malformed_pod_is_allowed_unchanged_by_the_mutating_webhook(spec: Obj)
         ("translation: {templateNamePrefix: ''}", "translation.templateNamePrefix"),
         ("translation: {claimNamePrefix: -x}", "translation.claimNamePrefix"),
         ("translation: {initContainers: maybe}", "translation.initContainers"),
-        ("translation: {translateWorkload: true}", "translation.translateWorkload"),
+        (
+            "translation: {translateWorkload: true}",
+            "unknown key `translateWorkload` under `translation` (did you mean "
+            "`translateWorkloads`?)",
+        ),
     ],
 )
 def test_translation_policy_errors_name_the_key(text: str, key: str) -> None:
