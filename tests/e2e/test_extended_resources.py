@@ -55,7 +55,13 @@ from tests.e2e.webhook import CHART, ENV, NAMESPACE
 from tests.helpers import TlsServer, make_view, start_server, stop_server
 from tests.report.peak import run_report
 
-pytestmark = [pytest.mark.journey("extended-resources"), pytest.mark.usefixtures("webhook")]
+pytestmark = [
+    pytest.mark.journey("extended-resources"),
+    pytest.mark.usefixtures("webhook"),
+    pytest.mark.since(
+        36, "the scheduler serves extended resources from DRA (DRAExtendedResource) from 1.36"
+    ),
+]
 
 Obj = dict[str, Any]
 GPU = "nvidia.com/gpu"
