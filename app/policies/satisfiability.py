@@ -33,19 +33,50 @@ shape and the view's generations, so a repeated claim shape costs a lookup.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 from app.allocation import NEVER, NOT_NOW, Allocations, ClaimInput
 from app.cel.cost import Budget, BudgetExceededError
+from app.cluster.release import Feature, ServedRelease
 from app.cluster.view import Kind
 from app.errors import ObjectShapeError
 from app.k8s import claims
+from app.k8s.claim_spec import ClaimSpec
 from app.k8s.claims import SELECTING
 from app.k8s.objects import PodSpecRef
 from app.policies.base import ALLOW, Context, Request, Result, Violation, failure_answer, subject
 from app.policies.cel_runtime import cel_runtime
 from app.policies.mapped import MappedRequest, left_to_scheduler, reword, special_claim
 from app.policies.workloads import combine, old_specs, templates
+
+
+def as_scheduled(spec: ClaimSpec, release: ServedRelease) -> tuple[ClaimSpec, tuple[str, ...]]:
+    """The claim as the release's scheduler allocates it, and what it will not enforce.
+
+    Before consumable capacity is on (1.34, 1.35 by default) `distinctAttribute` is stored but
+    not enforced: the API server's drop of the field misses it (it clears a copy), and the
+    scheduler's allocator gives the requests devices that share the attribute (seen on a real
+    1.34.12: two H100s for a distinctAttribute on productName). So the model leaves such a
+    constraint out there, and the author reads that it will not hold."""
+    if release.keeps(Feature.CONSUMABLE_CAPACITY) or not any(
+        c.distinct_attribute for c in spec.constraints
+    ):
+        return spec, ()
+    kept = tuple(c for c in spec.constraints if not c.distinct_attribute)
+    said = tuple(
+        str(
+            Violation(
+                c.path,
+                f"{release.name}'s scheduler does not enforce distinctAttribute "
+                f"{c.distinct_attribute} (feature gate {Feature.CONSUMABLE_CAPACITY.value} is "
+                f"off): requests {', '.join(c.requests) or '(all)'} may get devices that share it",
+            )
+        )
+        for c in spec.constraints
+        if c.distinct_attribute
+    )
+    return replace(spec, constraints=kept), said
 
 
 def claim_verdict(
@@ -58,15 +89,16 @@ def claim_verdict(
     action = _action(ctx)
     if action == "off" or Kind.RESOURCE_SLICE not in ctx.view.synced_kinds():
         return Result(warnings=not_checked) if not_checked else ALLOW
+    spec, unenforced = as_scheduled(request.claim_spec(), ctx.view.release)
     verdict = ctx.parts[cel_runtime].model.check(
-        [ClaimInput(subject(request), request.claim_spec())],
+        [ClaimInput(subject(request), spec)],
         ctx.view.device_classes(),
         ctx.view.index(Allocations),
         classes_generation=ctx.view.generation(Kind.DEVICE_CLASS),
         budget=budget,
     )
     notes = tuple(str(Violation(n.path, n.message)) for n in verdict.notes)
-    warnings = (*not_checked, *notes)
+    warnings = (*not_checked, *unenforced, *notes)
     if verdict.outcome == NOT_NOW:
         later = tuple(str(Violation(p.path, p.message)) for p in verdict.problems)
         return Result(warnings=(*warnings, *later))
@@ -170,7 +202,8 @@ def _claims_of(spec: PodSpecRef, namespace: str, ctx: Context) -> list[ClaimInpu
         if found is not None:
             label, parsed = found
             where = f"{spec.path}.resourceClaims[{i}] ({label}) "
-            claims_in.append(ClaimInput(label, parsed, where))
+            scheduled, _ = as_scheduled(parsed, ctx.view.release)  # said when it was created
+            claims_in.append(ClaimInput(label, scheduled, where))
     return claims_in
 
 

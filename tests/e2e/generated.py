@@ -300,9 +300,7 @@ def _exactly(rng: random.Random, device_class: str) -> Obj:
     return body
 
 
-def claim_spec(rng: random.Random, *, distinct: bool = True) -> Obj:
-    """One claim; `distinct=False` writes matchAttribute where distinctAttribute would go (the
-    same random stream): before 1.36 distinctAttribute belongs to DRAConsumableCapacity, off."""
+def claim_spec(rng: random.Random) -> Obj:
     shape = rng.random()
     if shape < 0.55:
         device_class = GPU_CLASS if rng.random() < 0.7 else MIG_CLASS
@@ -322,7 +320,6 @@ def claim_spec(rng: random.Random, *, distinct: bool = True) -> Obj:
     devices: Obj = {"requests": requests}
     if rng.random() < 0.7:
         kind = rng.choice(["matchAttribute", "matchAttribute", "distinctAttribute"])
-        kind = kind if distinct else "matchAttribute"
         name = rng.choice(["productName", "architecture", "uuid", "index"])
         devices["constraints"] = [{"requests": ["r0", "r1"], kind: f"{D}/{name}"}]
     return {"devices": devices}

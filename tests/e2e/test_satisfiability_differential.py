@@ -28,10 +28,9 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.assets import control_plane_release
 from tests.e2e import generated
 from tests.e2e import objects as o
-from tests.e2e.fleet import _STATUS, SHARING_SINCE, node
+from tests.e2e.fleet import _STATUS, node
 from tests.e2e.kube import Kube, release_devices
 
 pytestmark = [pytest.mark.journey("satisfiability"), pytest.mark.usefixtures("webhook")]
@@ -143,7 +142,7 @@ def test_the_webhook_agrees_with_the_scheduler_on_generated_claims(
     disagreements: list[str] = []
     tally: Counter[tuple[str, str]] = Counter()
     for i in range(CLAIMS):
-        spec = generated.claim_spec(rng, distinct=control_plane_release()[0] >= SHARING_SINCE)
+        spec = generated.claim_spec(rng)
         name = f"claim-{i}"
         said, outcome, warnings = _decide(kube, ns, name, spec)
         tally[(said, outcome)] += 1

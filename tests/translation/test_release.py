@@ -93,3 +93,44 @@ def test_class_tolerations_are_not_added_where_the_release_drops_them() -> None:
     dropped = plan("ResourceClaim", claim, defaults, {}, why)
     assert not any(op["path"].endswith("/tolerations") for op in dropped.patch)
     assert any("DRADeviceTaints is off" in added for added in dropped.added)
+
+
+def _claim_with_distinct() -> dict[str, object]:
+    same = 'device.attributes["gpu.nvidia.com"].productName == "H100"'
+    request = {"deviceClassName": SHARED, "count": 1, "selectors": [{"cel": {"expression": same}}]}
+    return {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceClaim",
+        "metadata": {"name": "two", "namespace": "ml-research"},
+        "spec": {
+            "devices": {
+                "requests": [
+                    {"name": "r0", "exactly": request},
+                    {"name": "r1", "exactly": request},
+                ],
+                "constraints": [
+                    {"requests": ["r0", "r1"], "distinctAttribute": "gpu.nvidia.com/productName"}
+                ],
+            }
+        },
+    }
+
+
+def test_a_distinct_attribute_is_modelled_as_the_release_scheduler_allocates_it() -> None:
+    """Two shareable H100s that share their productName: a distinctAttribute on it can never
+    hold on 1.36; on 1.34 the scheduler does not enforce it (seen on a real 1.34.12: both
+    allocated), and the author reads that it will not hold."""
+    newest = pipeline()
+    newest.view.set_release(ServedRelease.from_defaults("v1.36.5"))  # type: ignore[attr-defined]
+    answer = decide(newest, _claim_with_distinct(), Endpoint.VALIDATE)
+    assert "distinctAttribute gpu.nvidia.com/productName across requests r0, r1" in str(
+        answer.warnings
+    )
+    older = pipeline()
+    older.view.set_release(ServedRelease.from_defaults("v1.34.12"))  # type: ignore[attr-defined]
+    answer = decide(older, _claim_with_distinct(), Endpoint.VALIDATE)
+    assert answer.allowed is True
+    said = " ".join(answer.warnings)
+    assert "Kubernetes v1.34.12's scheduler does not enforce distinctAttribute" in said
+    assert "spec.devices.constraints[0]" in said
+    assert "no node has devices" not in said
