@@ -7,7 +7,9 @@ neither.
 ``attributes`` map is keyed by the request, not the device), so a device is checked only against
 the last value each request added, and removing a device forgets its request's value. Two
 devices of one request may then share a value (three GPUs of index 0, 1, 2 for one request and
-a fourth of index 0 for another pass), and the model must allow what the scheduler allocates."""
+a fourth of index 0 for another pass), and the model must allow what the scheduler allocates.
+Kubernetes 1.34's allocator compared the values' pointers, never equal for two devices: there
+(``compares_values`` false) only the attribute's presence is checked."""
 
 from __future__ import annotations
 
@@ -51,7 +53,7 @@ class ConstraintState:
                 return False
             self.values.append(value)
         else:
-            if value in self.by_request.values():
+            if self.constraint.compares_values and value in self.by_request.values():
                 return False
             self.by_request[request] = value
         self.requests.append(request)

@@ -480,7 +480,7 @@ def _shape(claims: Sequence[ClaimInput]) -> Any:
                 for request in claim.spec.requests
             ),
             tuple(
-                (c.requests, c.match_attribute, c.distinct_attribute)
+                (c.requests, c.match_attribute, c.distinct_attribute, c.compares_values)
                 for c in claim.spec.constraints
             ),
         )

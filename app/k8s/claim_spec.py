@@ -198,6 +198,9 @@ class Constraint:
     requests: Final[tuple[str, ...]]
     match_attribute: Final[str | None]
     distinct_attribute: Final[str | None]
+    compares_values: Final[bool] = True
+    """False: `distinctAttribute` as Kubernetes 1.34's allocator checks it, the attribute present
+    on every device and the values never compared (app.policies.satisfiability.as_scheduled)."""
 
     def applies_to(self, request: str, subrequest: str = "") -> bool:
         """Whether the constraint covers ``request`` (or ``request/subrequest``); an empty

@@ -38,7 +38,7 @@ from typing import Any
 
 from app.allocation import NEVER, NOT_NOW, Allocations, ClaimInput
 from app.cel.cost import Budget, BudgetExceededError
-from app.cluster.release import Feature, ServedRelease
+from app.cluster.release import ServedRelease
 from app.cluster.view import Kind
 from app.errors import ObjectShapeError
 from app.k8s import claims
@@ -50,33 +50,42 @@ from app.policies.cel_runtime import cel_runtime
 from app.policies.mapped import MappedRequest, left_to_scheduler, reword, special_claim
 from app.policies.workloads import combine, old_specs, templates
 
+FIRST_DISTINCT_BY_VALUE = 35
+"""Kubernetes 1.34's allocator (k8s.io/dynamic-resource-allocation v0.34, constraint.go
+`matchesAttribute`) compares the attribute values' pointers, which differ for every device: a
+`distinctAttribute` there only asks that each device have the attribute. 1.35 compares values."""
+
 
 def as_scheduled(spec: ClaimSpec, release: ServedRelease) -> tuple[ClaimSpec, tuple[str, ...]]:
-    """The claim as the release's scheduler allocates it, and what it will not enforce.
+    """The claim as the release's scheduler allocates it, and what the author should know.
 
-    Before consumable capacity is on (1.34, 1.35 by default) `distinctAttribute` is stored but
-    not enforced: the API server's drop of the field misses it (it clears a copy), and the
-    scheduler's allocator gives the requests devices that share the attribute (seen on a real
-    1.34.12: two H100s for a distinctAttribute on productName). So the model leaves such a
-    constraint out there, and the author reads that it will not hold."""
-    if release.keeps(Feature.CONSUMABLE_CAPACITY) or not any(
-        c.distinct_attribute for c in spec.constraints
-    ):
+    On 1.34 a `distinctAttribute` holds for any devices that have the attribute, equal values
+    included (seen on a real 1.34.12: two H100s given to a distinctAttribute on productName;
+    a GPU with a MIG device lacking the attribute stays unschedulable; the seeded differential,
+    tests/e2e/test_satisfiability_differential.py, agrees on both). The model checks it that way
+    there, and the author is told the values may repeat."""
+    minor = release.minor
+    if minor is None or minor >= FIRST_DISTINCT_BY_VALUE:
         return spec, ()
-    kept = tuple(c for c in spec.constraints if not c.distinct_attribute)
+    if not any(c.distinct_attribute for c in spec.constraints):
+        return spec, ()
+    constraints = tuple(
+        replace(c, compares_values=False) if c.distinct_attribute else c for c in spec.constraints
+    )
     said = tuple(
         str(
             Violation(
                 c.path,
-                f"{release.name}'s scheduler does not enforce distinctAttribute "
-                f"{c.distinct_attribute} (feature gate {Feature.CONSUMABLE_CAPACITY.value} is "
-                f"off): requests {', '.join(c.requests) or '(all)'} may get devices that share it",
+                f"not enforced: {release.name}'s scheduler checks only that each device has "
+                f"distinctAttribute {c.distinct_attribute}, not that the values differ (fixed "
+                f"in 1.35): requests {', '.join(c.requests) or '(all)'} may get devices that "
+                "share it",
             )
         )
         for c in spec.constraints
         if c.distinct_attribute
     )
-    return replace(spec, constraints=kept), said
+    return replace(spec, constraints=constraints), said
 
 
 def claim_verdict(

@@ -48,7 +48,7 @@ def _seed() -> int:
 
 
 SEED = _seed()
-NEVER = re.compile(r"^spec(\.devices\.(requests|constraints)\[\d+\])?: (?!not now:)")
+NEVER = re.compile(r"^spec(\.devices\.(requests|constraints)\[\d+\])?: (?!not now:|not enforced:)")
 NOT_NOW = re.compile(r"^spec[^ ]*: not now:")
 
 

@@ -118,10 +118,10 @@ def _claim_with_distinct() -> dict[str, object]:
 
 def test_a_distinct_attribute_is_modelled_as_the_release_scheduler_allocates_it() -> None:
     """Two shareable H100s that share their productName: a distinctAttribute on it can never
-    hold on 1.36; on 1.34 the scheduler does not enforce it (seen on a real 1.34.12: both
-    allocated), and the author reads that it will not hold."""
+    hold from 1.35; on 1.34 the scheduler checks only that the attribute is there (seen on a real
+    1.34.12: both allocated), and the author reads that the values may repeat."""
     newest = pipeline()
-    newest.view.set_release(ServedRelease.from_defaults("v1.36.5"))  # type: ignore[attr-defined]
+    newest.view.set_release(ServedRelease.from_defaults("v1.35.8"))  # type: ignore[attr-defined]
     answer = decide(newest, _claim_with_distinct(), Endpoint.VALIDATE)
     assert "distinctAttribute gpu.nvidia.com/productName across requests r0, r1" in str(
         answer.warnings
@@ -131,6 +131,7 @@ def test_a_distinct_attribute_is_modelled_as_the_release_scheduler_allocates_it(
     answer = decide(older, _claim_with_distinct(), Endpoint.VALIDATE)
     assert answer.allowed is True
     said = " ".join(answer.warnings)
-    assert "Kubernetes v1.34.12's scheduler does not enforce distinctAttribute" in said
+    assert "Kubernetes v1.34.12's scheduler checks only that each device has" in said
+    assert "not that the values differ" in said
     assert "spec.devices.constraints[0]" in said
     assert "no node has devices" not in said
