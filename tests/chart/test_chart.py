@@ -461,9 +461,7 @@ def test_the_chart_tells_the_webhook_not_to_warn_twice_only_with_its_admission_p
 # -- certificates ---------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize(
-    "values", [CHART / "ci" / "default-values.yaml", CHART / "ci" / "self-signed-values.yaml"]
-)
+@pytest.mark.parametrize("values", [CHART / "ci" / "self-signed-values.yaml"])
 def test_self_signed_mode_generates_a_serving_pair_whose_ca_is_the_webhooks_ca_bundle(
     values: Path,
 ) -> None:
@@ -505,7 +503,7 @@ def test_cert_manager_mode_injects_the_ca_of_the_serving_certificate(values: Pat
     ]
 
 
-@pytest.mark.parametrize("mode", ["selfSigned", "certManager"])
+@pytest.mark.parametrize("mode", ["managed", "selfSigned", "certManager"])
 def test_an_external_url_gets_the_given_ca_bundle_and_no_in_cluster_workload(mode: str) -> None:
     """webhook.url (development, the control-plane tests): every entry calls the URL with the
     given caBundle; the chart makes no Secret, Deployment or Service for a server it does not
