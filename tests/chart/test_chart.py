@@ -294,7 +294,11 @@ def test_the_deployment_runs_hardened_with_probes_on_the_health_port(values: Pat
     mounts = {m["mountPath"]: m["name"] for m in container["volumeMounts"]}
     volumes = {v["name"]: v for v in pod["volumes"]}
     assert "emptyDir" in volumes[mounts["/tmp"]]
-    assert volumes[mounts["/etc/dra-webhook/certs"]]["secret"]["secretName"]
+    certs = volumes[mounts["/etc/dra-webhook/certs"]]
+    if _values(values)["certificates"]["mode"] == "managed":  # written by the server
+        assert certs["emptyDir"] == {"medium": "Memory", "sizeLimit": "1Mi"}
+    else:
+        assert certs["secret"]["secretName"]
     assert pod["affinity"] and pod["topologySpreadConstraints"]
 
 
