@@ -255,19 +255,21 @@ def start_server(
         spawned(server)
     deadline = time.monotonic() + ready_timeout
     path = "/readyz" if wait_ready else "/healthz"
-    with server.client() as client:
-        while True:
-            if process.poll() is not None:
-                raise RuntimeError(f"server exited {process.returncode}: {log.read_text()}")
-            try:
+    while True:
+        if process.poll() is not None:
+            raise RuntimeError(f"server exited {process.returncode}: {log.read_text()}")
+        try:
+            # a client per attempt: a server with managed certificates writes its CA (ca.crt)
+            # only once it has a pair from the cluster
+            with server.client() as client:
                 if client.get(path).status_code == 200:
                     return server
-            except httpx.TransportError:
-                pass
-            if time.monotonic() > deadline:
-                stop_server(server)
-                raise RuntimeError(f"server did not start: {log.read_text()}")
-            time.sleep(0.05)
+        except (httpx.TransportError, FileNotFoundError):
+            pass
+        if time.monotonic() > deadline:
+            stop_server(server)
+            raise RuntimeError(f"server did not start: {log.read_text()}")
+        time.sleep(0.05)
 
 
 def stop_server(server: TlsServer, timeout: float = 15) -> int:

@@ -25,7 +25,13 @@ def run_serve(args: argparse.Namespace) -> int:
     settings = _serve_settings(args)
     _judge_files(settings)
     _check_ports(settings)
-    if _ensure_dev_certs(settings.cert_dir):
+    if settings.managed_certs_secret:
+        import asyncio
+
+        from app.cluster.certificates import bootstrap
+
+        asyncio.run(bootstrap(settings))
+    elif _ensure_dev_certs(settings.cert_dir):
         print(f"minted development certificates into {settings.cert_dir}/", file=sys.stderr)
     from app.server.run import serve
 
@@ -66,7 +72,24 @@ def _judge_files(settings: Settings) -> None:
         from app.cluster.factory import build_source
 
         build_source(settings, ClusterView())
-    _check_cert_pair(settings.cert_dir)
+    if settings.managed_certs_secret:
+        _check_managed(settings)
+    else:
+        _check_cert_pair(settings.cert_dir)
+
+
+def _check_managed(settings: Settings) -> None:
+    """Managed certificates live in the cluster: they need its API and the configurations' name."""
+    if settings.cluster_source is ClusterSource.STATIC:
+        raise ConfigError(
+            "DRA_WEBHOOK_MANAGED_CERTS_SECRET: managed certificates need the cluster "
+            "(--kubeconfig or --in-cluster)"
+        )
+    if not settings.managed_certs_webhook:
+        raise ConfigError(
+            "DRA_WEBHOOK_MANAGED_CERTS_WEBHOOK: name the webhook configurations whose caBundle "
+            "the managed certificates keep current"
+        )
 
 
 def _check_ports(settings: Settings) -> None:

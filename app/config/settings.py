@@ -124,6 +124,33 @@ class Settings(BaseSettings):
     """With a live view: every this many seconds, read the PolicyReports `dra-webhook report
     --policy-reports` writes into `dra_webhook_legacy_workloads` (app.cluster.progress); 0: off."""
 
+    # Certificates the webhook makes and rotates itself (the chart's certificates.mode: managed;
+    # app.cluster.certificates, docs/security.md "Certificates").
+    managed_certs_secret: str = ""
+    """The Secret, in `namespace`, that holds the CA and serving pair the webhook makes, rotates
+    and serves; empty: the pair in `cert_dir` comes from elsewhere (cert-manager, a mounted
+    Secret, development certificates). Needs the live cluster source."""
+    managed_certs_webhook: str = ""
+    """The name of the MutatingWebhookConfiguration and ValidatingWebhookConfiguration whose
+    caBundle the leader keeps current (either may be absent)."""
+    managed_certs_lease: str = ""
+    """The coordination.k8s.io Lease, in `namespace`, that elects the one replica that rotates;
+    empty: the Secret's name."""
+    managed_certs_dns_names: str = ""
+    """The serving certificate's DNS names, comma-separated (the Service's); localhost and
+    127.0.0.1 are always added."""
+    managed_certs_lifetime_seconds: float = Field(default=90 * 24 * 3600.0, ge=10)
+    """Validity of a CA and serving pair; renewed when a third of it is left, and /readyz turns
+    false when a sixth is left and no renewal has been loaded."""
+    managed_certs_sync_seconds: float = Field(default=10.0, gt=0)
+    """How often every replica reads the Secret, and the leader renews its Lease and checks the
+    caBundles."""
+    managed_certs_lease_seconds: float = Field(default=15.0, gt=0)
+    """A Lease not renewed for this long is taken over by another replica."""
+    managed_certs_startup_seconds: float = Field(default=120.0, gt=0)
+    """How long `serve` waits, before listening, for a valid pair in the Secret (its own, as
+    leader, or the leader's); then it exits saying why."""
+
     @model_validator(mode="after")
     def _budget_holds_one_review(self) -> Settings:
         if self.max_buffered_bytes < self.max_body_bytes:

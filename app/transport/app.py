@@ -22,6 +22,8 @@ from starlette.requests import ClientDisconnect
 
 from app import bounded
 from app.certs import TLS_CERT
+from app.cluster.api import Api, connect
+from app.cluster.certificates import ManagedCertificates
 from app.cluster.factory import build_source
 from app.cluster.progress import MigrationProgress
 from app.cluster.provisioning import Provisioner, Status
@@ -228,6 +230,43 @@ def _watch(
         metrics.watch_migration(progress)
 
 
+def _announce_policy(metrics: Metrics, origin: Origin) -> None:
+    """Which policy runs, in the log and /metrics: the first thing to check when the webhook
+    and the chart's admission policy disagree (a server outside the cluster runs the embedded
+    default without --config)."""
+    logger.info("policy in force", extra={"source": origin.source, "sha256": origin.digest})
+    metrics.policy_info.labels(origin.source, origin.digest).set(1)
+
+
+class _Certificates:
+    """The managed certificates (settings.managed_certs_secret) while the lifespan runs: their
+    own API client, one task (app.cluster.certificates), stopped with the Lease given up."""
+
+    def __init__(self, settings: Settings, view: ClusterView) -> None:
+        self.settings = settings
+        self.view = view
+        self.manager: ManagedCertificates | None = None
+        self._task: asyncio.Task[None] | None = None
+
+    def ready(self) -> tuple[bool, bytes]:
+        """The readiness verdict (`readiness`), with the managed certificate's."""
+        return readiness(self.view, self.manager)
+
+    async def start(self) -> None:
+        if not self.settings.managed_certs_secret:
+            return
+        self.manager = ManagedCertificates(self.settings, Api(await connect(self.settings)))
+        self._task = asyncio.create_task(self.manager.run(), name="managed certificates")
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with suppress(asyncio.CancelledError):
+                await self._task
+        if self.manager is not None:
+            await self.manager.api.close()
+
+
 def create_app(
     settings: Settings | None = None,
     *,
@@ -247,21 +286,16 @@ def create_app(
         policy, origin = load_policy_with_origin(settings.policy_file)
     if source is None:
         source = build_source(settings, ClusterView())
-    if metrics is None:
-        workers_share = settings.metrics_dir if settings.workers > 1 else None
-        metrics = Metrics(multiprocess_dir=workers_share)
+    if metrics is None:  # with several workers, their metric files share a folder
+        metrics = Metrics(multiprocess_dir=settings.metrics_dir if settings.workers > 1 else None)
     bounded.set_budget(settings.cache_max_bytes)
     pipeline = Pipeline(policy, source.view, settings.namespace)
-    # which policy runs is the first thing to check when the webhook and the chart's admission
-    # policy disagree (a server outside the cluster runs the embedded default without --config)
-    logger.info("policy in force", extra={"source": origin.source, "sha256": origin.digest})
-    metrics.policy_info.labels(origin.source, origin.digest).set(1)
+    _announce_policy(metrics, origin)
     webhook = _Webhook(settings, pipeline, source, metrics)
     progress = MigrationProgress.from_settings(settings)
     _watch(metrics, settings, webhook, progress)
-    housekeeping = Housekeeping(
-        settings, webhook.stats, lambda: readiness(source.view), health_listener
-    )
+    certificates = _Certificates(settings, source.view)
+    housekeeping = Housekeeping(settings, webhook.stats, certificates.ready, health_listener)
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[dict[str, Any]]:
@@ -287,6 +321,7 @@ def create_app(
             if progress is not None
             else None
         )
+        await certificates.start()
         try:
             # uvicorn hands the lifespan state to every connection: the protocol counts there
             yield {STATS: webhook.stats}
@@ -296,6 +331,7 @@ def create_app(
                     task.cancel()
                     with suppress(asyncio.CancelledError):
                         await task
+            await certificates.stop()
             await source.stop()
             metrics.close()
             await housekeeping.stop()
@@ -330,9 +366,10 @@ def create_app(
 
     @app.get("/readyz")
     async def readyz() -> Response:
-        """Ready once every kind is listed, and while none is stale (out of sync too long)."""
-        ready, body = readiness(source.view)
-        return Response(body, status_code=200 if ready else 503, media_type=JSON)
+        """Ready once every kind is listed, while none is stale (out of sync too long), and
+        while a managed serving certificate is not about to expire."""
+        is_ready, body = certificates.ready()
+        return Response(body, status_code=200 if is_ready else 503, media_type=JSON)
 
     @app.get("/metrics")
     async def metrics_endpoint() -> Response:
@@ -342,14 +379,21 @@ def create_app(
     return app
 
 
-def readiness(view: ClusterView) -> tuple[bool, bytes]:
-    """Whether the view can be trusted (every kind listed, none stale), and why not: the
-    verdict of `/readyz` here and on the health port (app.server.health)."""
+def readiness(
+    view: ClusterView, certificates: ManagedCertificates | None = None
+) -> tuple[bool, bytes]:
+    """Whether the view can be trusted (every kind listed, none stale) and the managed serving
+    certificate, if any, is not about to expire; and why not: the verdict of `/readyz` here and
+    on the health port (app.server.health)."""
     stale = view.stale_kinds
-    if view.synced and not stale:
+    serving, why = certificates.ready() if certificates is not None else (True, "")
+    if view.synced and not stale and serving:
         return True, b'{"ready":true}'
     missing = sorted(k.value for k in Kind if k not in view.synced_kinds())
-    return False, orjson.dumps({"ready": False, "unsynced": missing, "stale": sorted(stale)})
+    answer: dict[str, object] = {"ready": False, "unsynced": missing, "stale": sorted(stale)}
+    if not serving:
+        answer["certificate"] = why
+    return False, orjson.dumps(answer)
 
 
 VIEW_GAUGE_INTERVAL_SECONDS = 5.0

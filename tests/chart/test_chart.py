@@ -294,7 +294,11 @@ def test_the_deployment_runs_hardened_with_probes_on_the_health_port(values: Pat
     mounts = {m["mountPath"]: m["name"] for m in container["volumeMounts"]}
     volumes = {v["name"]: v for v in pod["volumes"]}
     assert "emptyDir" in volumes[mounts["/tmp"]]
-    assert volumes[mounts["/etc/dra-webhook/certs"]]["secret"]["secretName"]
+    certs = volumes[mounts["/etc/dra-webhook/certs"]]
+    if _values(values)["certificates"]["mode"] == "managed":  # written by the server
+        assert certs["emptyDir"] == {"medium": "Memory", "sizeLimit": "1Mi"}
+    else:
+        assert certs["secret"]["secretName"]
     assert pod["affinity"] and pod["topologySpreadConstraints"]
 
 
@@ -388,7 +392,7 @@ def test_the_cluster_role_grants_only_what_the_server_uses() -> None:
     docs = _render(CHART / "ci" / "default-values.yaml")
     granted = {
         (group, resource, verb)
-        for rule in _one(docs, "ClusterRole")["rules"]
+        for rule in _webhook_role(docs, "ClusterRole")["rules"]
         for group in rule["apiGroups"]
         for resource in rule["resources"]
         for verb in rule["verbs"]
@@ -406,7 +410,7 @@ def test_the_cluster_role_grants_only_what_the_server_uses() -> None:
         ("resource.k8s.io", "resourceclaimtemplates", v) for v in ("create", "patch", "delete")
     }
     assert granted == expected
-    binding = _one(docs, "ClusterRoleBinding")
+    binding = _webhook_role(docs, "ClusterRoleBinding")
     assert binding["subjects"] == [
         {
             "kind": "ServiceAccount",
@@ -420,8 +424,15 @@ def test_the_cluster_role_is_the_one_docs_rbac_md_checks_against_the_live_source
     text = (REPO / "docs" / "rbac.md").read_text()
     block = text.split("```yaml\n", 1)[1].split("```", 1)[0]
     (documented,) = [d for d in yaml.safe_load_all(block) if d["kind"] == "ClusterRole"]
-    rendered = _one(_render(CHART / "ci" / "default-values.yaml"), "ClusterRole")
+    rendered = _webhook_role(_render(CHART / "ci" / "default-values.yaml"), "ClusterRole")
     assert rendered["rules"] == documented["rules"]
+
+
+def _webhook_role(docs: tuple[Obj, ...], kind: str) -> Obj:
+    """The webhook's ClusterRole or its binding (the managed certificates' are apart:
+    tests/chart/test_chart_certificates.py)."""
+    (found,) = [d for d in of_kind(docs, kind) if d["metadata"]["name"] == f"{RELEASE}-dra-webhook"]
+    return found
 
 
 @by_values_file
@@ -461,9 +472,7 @@ def test_the_chart_tells_the_webhook_not_to_warn_twice_only_with_its_admission_p
 # -- certificates ---------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize(
-    "values", [CHART / "ci" / "default-values.yaml", CHART / "ci" / "self-signed-values.yaml"]
-)
+@pytest.mark.parametrize("values", [CHART / "ci" / "self-signed-values.yaml"])
 def test_self_signed_mode_generates_a_serving_pair_whose_ca_is_the_webhooks_ca_bundle(
     values: Path,
 ) -> None:
@@ -505,7 +514,7 @@ def test_cert_manager_mode_injects_the_ca_of_the_serving_certificate(values: Pat
     ]
 
 
-@pytest.mark.parametrize("mode", ["selfSigned", "certManager"])
+@pytest.mark.parametrize("mode", ["managed", "selfSigned", "certManager"])
 def test_an_external_url_gets_the_given_ca_bundle_and_no_in_cluster_workload(mode: str) -> None:
     """webhook.url (development, the control-plane tests): every entry calls the URL with the
     given caBundle; the chart makes no Secret, Deployment or Service for a server it does not

@@ -49,6 +49,7 @@ JOURNEYS = (
     "extended-resources",
     "releases",
     "tenancy",
+    "certificates",
     "faults",
     "latency",
 )

@@ -364,3 +364,21 @@ request asking for adminAccess (objects arrive as v1: matchPolicy Equivalent).
   : (has(object.spec) && has(object.spec.devices) && has(object.spec.devices.requests) ? object.spec.devices.requests : [])
 ).exists(r, has(r.exactly) && has(r.exactly.adminAccess) && r.exactly.adminAccess == true)
 {{- end }}
+
+{{/*
+Managed certificates (certificates.mode: managed): the server makes, rotates and serves its own
+pair and keeps the caBundle current (app/cluster/certificates.py). Not with webhook.caBundle
+(a server outside the cluster that brings its own pair). "true" or "".
+*/}}
+{{- define "dra-webhook.managedCerts" -}}
+{{- if and (eq .Values.certificates.mode "managed") (not .Values.webhook.caBundle) }}true{{ end }}
+{{- end }}
+
+{{/* The Secret the managed certificates live in, and the Lease that elects their rotator. */}}
+{{- define "dra-webhook.managedSecretName" -}}
+{{- default (include "dra-webhook.suffixed" (list . "certs")) .Values.certificates.secretName }}
+{{- end }}
+
+{{- define "dra-webhook.managedLeaseName" -}}
+{{- include "dra-webhook.suffixed" (list . "certs") }}
+{{- end }}
