@@ -12,7 +12,7 @@ import yaml
 
 from app.cli import main
 from app.cli.parser import DUMP_COMMAND
-from tests.helpers import namespace
+from tests.helpers import ROOT, namespace
 
 Obj = dict[str, Any]
 GPU = "nvidia.com/gpu"
@@ -122,3 +122,10 @@ def test_a_dump_s_cluster_object_without_a_name_is_said_where_it_is(
     assert capsys.readouterr().err == (
         f"dra-webhook: {dump}#0 (Namespace): object has no metadata.name\n"
     )
+
+
+@pytest.mark.parametrize("doc", ["README.md", "docs/runbook.md"])
+def test_the_docs_give_the_dump_command_report_names(doc: str) -> None:
+    text = " ".join((ROOT / doc).read_text().split())
+    assert DUMP_COMMAND in text
+    assert "kubectl get pods,deployments" not in text  # the old dump, without namespaces
