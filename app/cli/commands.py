@@ -91,12 +91,12 @@ def run_report(args: argparse.Namespace) -> int:
     reports = offline.report(
         pipeline.policy, pipeline.view, dump, served=_target(args).verdict, sources=sources
     )
-    _note_unknown_modes(reports, pipeline.view)
     found = offline.conflicts(offline.ReportRules.build(pipeline.policy), pipeline.view)
     if args.nodes:
         code = _print_nodes(sources, args.output, found)
     else:
         code = _print_reports(reports, args.output, args.fail_on)
+        _note_unknown_modes(reports, pipeline.view)
         if args.output == "text":
             _print_sources(sources, found)
     if pipeline.view.release.version:

@@ -65,6 +65,8 @@ def test_a_dump_without_namespaces_says_in_one_line_that_no_mode_is_known(
         "dra-webhook: note: the dump holds no Namespaces, so no namespace's mode is known "
         f"(MODE -): include namespaces in the dump ({DUMP_COMMAND})"
     ]
+    assert main(["report", "--nodes", str(dump)]) == 0  # per node: no mode to miss
+    assert "note: the dump holds no Namespaces" not in capsys.readouterr().err
 
 
 def test_namespaces_neither_the_dump_nor_the_cluster_file_holds_are_named_in_the_note(
