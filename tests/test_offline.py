@@ -177,6 +177,7 @@ def test_report_says_which_namespaces_are_ready_for_dra_only(
         "apiVersion": "v1",
         "kind": "List",
         "items": [
+            namespace("ml-audit", "audit"),  # the mode is the dump's own Namespace's
             replica_set,
             _pod("rs-a", "ml-audit", {"nvidia.com/gpu": "1"}, owner="rs"),
             _pod("rs-b", "ml-audit", {"nvidia.com/gpu": "1"}, owner="rs"),

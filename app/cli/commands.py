@@ -10,9 +10,10 @@ from typing import TYPE_CHECKING
 import orjson
 
 from app import offline
+from app.cli.parser import DUMP_COMMAND
 from app.cluster.release import Feature, ServedRelease
-from app.cluster.static import StaticSource, named_release
-from app.cluster.view import ClusterView
+from app.cluster.static import StaticSource, load_dump, named_release
+from app.cluster.view import ClusterView, Kind
 from app.config import Settings, load_policy
 from app.errors import ConfigError
 from app.pipeline import Pipeline
@@ -35,9 +36,11 @@ def _target(args: argparse.Namespace) -> Target:
     return served.for_release(args.kubernetes_version)
 
 
-def _offline_pipeline(args: argparse.Namespace) -> Pipeline:
-    view = ClusterView()
-    StaticSource(view, args.cluster_file).load()
+def _offline_pipeline(args: argparse.Namespace, view: ClusterView | None = None) -> Pipeline:
+    """The pipeline over `view`, or over the cluster file (the demo cluster without one)."""
+    if view is None:
+        view = ClusterView()
+        StaticSource(view, args.cluster_file).load()
     named_release(view, getattr(args, "kubernetes_version", None))
     policy = offline.offline_policy(load_policy(args.config))  # no admission policy offline
     return Pipeline(policy, view, own_namespace=Settings().namespace)
@@ -80,25 +83,45 @@ def run_report(args: argparse.Namespace) -> int:
         raise ConfigError("report: --policy-reports needs --kubeconfig or --in-cluster")
     if not args.dump:
         raise ConfigError("report: name cluster dump files, or pass --kubeconfig or --in-cluster")
-    pipeline = _offline_pipeline(args)
+    dump = list(offline.read_objects(args.dump))
+    view = ClusterView()
+    load_dump(view, args.cluster_file, dump)
+    pipeline = _offline_pipeline(args, view)
     sources = offline.sources_for(pipeline.policy, pipeline.view)
     reports = offline.report(
-        pipeline.policy,
-        pipeline.view,
-        offline.read_objects(args.dump),
-        served=_target(args).verdict,
-        sources=sources,
+        pipeline.policy, pipeline.view, dump, served=_target(args).verdict, sources=sources
     )
     found = offline.conflicts(offline.ReportRules.build(pipeline.policy), pipeline.view)
     if args.nodes:
         code = _print_nodes(sources, args.output, found)
     else:
         code = _print_reports(reports, args.output, args.fail_on)
+        _note_unknown_modes(reports, pipeline.view)
         if args.output == "text":
             _print_sources(sources, found)
     if pipeline.view.release.version:
         _print_release(pipeline.view.release, args.output)
     return code
+
+
+def _note_unknown_modes(reports: list[offline.NamespaceReport], view: ClusterView) -> None:
+    """One line on stderr when namespaces were judged without their labels (MODE `-`)."""
+    unknown = [r.namespace for r in reports if view.namespace_labels(r.namespace) is None]
+    if not unknown:
+        return
+    if not view.objects(Kind.NAMESPACE):
+        print(
+            "dra-webhook: note: the dump holds no Namespaces, so no namespace's mode is known "
+            f"(MODE -): include namespaces in the dump ({DUMP_COMMAND})",
+            file=sys.stderr,
+        )
+        return
+    print(
+        f"dra-webhook: note: mode unknown (MODE -) for {len(unknown)} namespace"
+        f"{'s' if len(unknown) != 1 else ''} not in the dump or the cluster file: "
+        + ", ".join(unknown),
+        file=sys.stderr,
+    )
 
 
 def _run_live_report(args: argparse.Namespace) -> int:

@@ -8,7 +8,15 @@ from typing import Any, NoReturn
 
 from app import __version__
 
-__all__ = ["build"]
+__all__ = ["DUMP_COMMAND", "build"]
+
+DUMP_COMMAND = (
+    "kubectl get namespaces,nodes,deviceclasses,pods,deployments,statefulsets,daemonsets,"
+    "replicasets,jobs,cronjobs -A -o json > dump.json"
+)
+"""The dump `report` reads offline, as README and docs/runbook.md give it: the Namespaces'
+labels give the modes, the Nodes what their device plugins advertise, the DeviceClasses the
+names they map."""
 
 
 class _Parser(argparse.ArgumentParser):
@@ -140,8 +148,9 @@ def build() -> argparse.ArgumentParser:
         "report",
         help="say which namespaces are ready for dra-only, from a cluster dump or the live cluster",
         epilog=_examples(
-            "kubectl get pods,deployments,jobs,cronjobs -A -o json > dump.json",
-            "dra-webhook report dump.json --cluster-file cluster.yaml",
+            DUMP_COMMAND,
+            "dra-webhook report dump.json",
+            "dra-webhook report dump.json --cluster-file cluster.yaml  # + its ResourceSlices",
             "dra-webhook report --kubeconfig ~/.kube/config --fail-on legacy    # for CI",
             "dra-webhook report --kubeconfig ~/.kube/config --nodes  # device plugins left",
         ),
@@ -151,10 +160,12 @@ def build() -> argparse.ArgumentParser:
         "dump",
         nargs="*",
         type=Path,
-        help="output of kubectl get pods,deployments,statefulsets,daemonsets,"
-        "replicasets,jobs,cronjobs -A -o json (or yaml); or --kubeconfig / --in-cluster",
+        help="output of kubectl get namespaces,nodes,deviceclasses,pods,deployments,"
+        "statefulsets,daemonsets,replicasets,jobs,cronjobs -A -o json (or yaml): its Namespaces, "
+        "Nodes and DeviceClasses are the cluster view, over --cluster-file's (never the demo "
+        "cluster); or --kubeconfig / --in-cluster",
     )
-    _offline_args(report)
+    _offline_args(report, "none, only the dump's own")
     report.add_argument(
         "--fail-on",
         choices=("legacy", "excepted"),
@@ -244,13 +255,13 @@ def _migrate_args(migrate: argparse.ArgumentParser) -> None:
     migrate.add_argument("--helm", default="helm", help="renders Helm charts")
 
 
-def _offline_args(parser: argparse.ArgumentParser) -> None:
+def _offline_args(parser: argparse.ArgumentParser, cluster_default: str = "demo cluster") -> None:
     parser.add_argument("--config", type=Path, default=None, help="policy YAML file")
     parser.add_argument(
         "--cluster-file",
         type=Path,
         default=None,
-        help="cluster objects (namespaces, DeviceClasses...); default: demo cluster",
+        help=f"cluster objects (namespaces, DeviceClasses...); default: {cluster_default}",
     )
     parser.add_argument("--output", choices=("text", "json"), default="text")
 

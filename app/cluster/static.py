@@ -3,13 +3,14 @@
 The file may be a `List` (`kind: List` with `items`), a multi-document stream, or a mix. Objects
 of kinds the view does not hold are skipped. A `kubectl version -o yaml` document in it names the
 release: the view then keeps to that release's default DRA features (app.cluster.release).
-The embedded demo cluster is the default for development and tests: no cluster needed.
+The embedded demo cluster is the default for development and tests: no cluster needed; never
+for `report` on a dump (`load_dump`), which reads the dump's own cluster objects instead.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -42,8 +43,6 @@ def parse_cluster_objects(text: str, source: str) -> dict[Kind, list[dict[str, A
 def _parse(text: str, source: str) -> tuple[dict[Kind, list[dict[str, Any]]], str | None]:
     """The objects, and the release of a `kubectl version -o yaml` document (`serverVersion`)
     in the file, if it has one."""
-    known = {kind.value: kind for kind in Kind}
-    grouped: dict[Kind, list[dict[str, Any]]] = {kind: [] for kind in Kind}
     try:
         documents = list(yaml.safe_load_all(text))
     except yaml.YAMLError as exc:
@@ -56,10 +55,27 @@ def _parse(text: str, source: str) -> tuple[dict[Kind, list[dict[str, Any]]], st
     if release is not None and (not isinstance(release, str) or parse_minor(release) is None):
         raise ClusterFileError(f"{source}: serverVersion.gitVersion {release!r} is no release")
     documents = [d for d in documents if not (isinstance(d, dict) and "serverVersion" in d)]
+    grouped, skipped = _group(
+        (f"{source}: item {index}", obj) for index, obj in enumerate(_flatten(documents))
+    )
+    if skipped:
+        logger.info(
+            "cluster file: skipped kinds the view does not hold", extra={"skipped": skipped}
+        )
+    return grouped, release
+
+
+def _group(
+    items: Iterable[tuple[str, Any]],
+) -> tuple[dict[Kind, list[dict[str, Any]]], dict[str, int]]:
+    """(where, object) pairs grouped by the kinds the view holds, names validated; and how many
+    of each other kind were skipped."""
+    known = {kind.value: kind for kind in Kind}
+    grouped: dict[Kind, list[dict[str, Any]]] = {kind: [] for kind in Kind}
     skipped: dict[str, int] = {}
-    for index, obj in enumerate(_flatten(documents)):
+    for where, obj in items:
         if not isinstance(obj, dict):
-            raise ClusterFileError(f"{source}: item {index} is not a mapping")
+            raise ClusterFileError(f"{where} is not a mapping")
         kind_name = obj.get("kind")
         kind = known.get(kind_name) if isinstance(kind_name, str) else None
         if kind is None:
@@ -68,15 +84,11 @@ def _parse(text: str, source: str) -> tuple[dict[Kind, list[dict[str, Any]]], st
         try:
             namespace, _ = object_key(obj)
         except ValueError as exc:
-            raise ClusterFileError(f"{source}: item {index} ({kind_name}): {exc}") from exc
+            raise ClusterFileError(f"{where} ({kind_name}): {exc}") from exc
         if kind.namespaced and not namespace:
-            raise ClusterFileError(f"{source}: item {index} ({kind_name}) has no namespace")
+            raise ClusterFileError(f"{where} ({kind_name}) has no namespace")
         grouped[kind].append(obj)
-    if skipped:
-        logger.info(
-            "cluster file: skipped kinds the view does not hold", extra={"skipped": skipped}
-        )
-    return grouped, release
+    return grouped, skipped
 
 
 def _flatten(documents: list[Any]) -> Iterator[Any]:
@@ -155,3 +167,28 @@ def named_release(view: ClusterView, version: str | None) -> None:
         view.set_release(ServedRelease.from_defaults(version, "--kubernetes-version: defaults"))
     except ValueError as exc:
         raise ClusterFileError(str(exc)) from None
+
+
+def load_dump(
+    view: ClusterView, path: Path | None, dump: Iterable[tuple[str, dict[str, Any]]]
+) -> None:
+    """`report` on a dump: the view holds the dump's own Namespaces, Nodes, DeviceClasses,
+    ResourceSlices, claims and quotas, over those of the cluster file when one is given (an
+    object in both is the dump's). Never the embedded demo cluster: its namespaces' labels
+    would give a real cluster's namespaces modes nobody set. Raises ClusterFileError."""
+    grouped: dict[Kind, list[dict[str, Any]]] = {kind: [] for kind in Kind}
+    release = None
+    source = "dump"
+    if path is not None:
+        text, source = read_cluster_text(path)
+        grouped, release = _parse(text, source)
+    dumped, _ = _group(dump)
+    for kind in Kind:
+        merged = {object_key(obj): obj for obj in (*grouped[kind], *dumped[kind])}
+        view.replace(kind, merged.values())
+    if release is not None:
+        view.set_release(ServedRelease.from_defaults(release, f"{source}: defaults"))
+    logger.info(
+        "cluster view loaded from the dump",
+        extra={"source": source, "counts": {k.value: len(v) for k, v in dumped.items()}},
+    )

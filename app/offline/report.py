@@ -1,4 +1,5 @@
-"""`dra-webhook report` over a cluster dump (`kubectl get pods,deployments,... -A -o json`): which
+"""`dra-webhook report` over a cluster dump (`kubectl get namespaces,nodes,deviceclasses,pods,...
+-A -o json`, its cluster objects the view: app.cluster.static.load_dump): which
 namespaces are ready for dra-only, which objects a policy exception covers (and until when),
 what the tenancy guards would refuse; `classify` and `merge` serve the live report too.
 """

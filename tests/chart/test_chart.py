@@ -1059,6 +1059,78 @@ def test_the_cache_budget_goes_to_the_server_and_a_limit_that_cannot_hold_it_is_
     )
 
 
+@pytest.mark.parametrize(
+    ("overrides", "refusal"),
+    [
+        (
+            ["resources.limits.memory=256Mi"],
+            "resources.limits.memory (256Mi = 256 MiB) cannot hold 1 worker(s) x "
+            "(memoryPerWorker.requestMi (128) + cacheBudgetMi (128) + limits.maxBufferedBytes "
+            "(64 MiB) + 64 MiB of headroom = 384 MiB) = 384 MiB: raise it to at least 384Mi",
+        ),
+        (
+            ["resources.limits.memory=1Gi", "workers=3"],
+            "resources.limits.memory (1Gi = 1024 MiB) cannot hold 3 worker(s) x "
+            "(memoryPerWorker.requestMi (128) + cacheBudgetMi (128) + limits.maxBufferedBytes "
+            "(64 MiB) + 64 MiB of headroom = 384 MiB) = 1152 MiB",
+        ),
+        (
+            ["resources.limits.memory=1Gi", "memoryPerWorker.cacheBudgetMi=1024"],
+            "resources.limits.memory (1Gi = 1024 MiB) cannot hold 1 worker(s) x "
+            "(memoryPerWorker.requestMi (128) + cacheBudgetMi (1024) + limits.maxBufferedBytes "
+            "(64 MiB) + 64 MiB of headroom = 1280 MiB) = 1280 MiB",
+        ),
+        (
+            ["resources.limits.memory=400M"],  # decimal: 381 MiB
+            "resources.limits.memory (400M = 381 MiB) cannot hold 1 worker(s)",
+        ),
+        (
+            ["memoryPerWorker.limitMi=256"],
+            "memoryPerWorker.limitMi (256) cannot hold requestMi (128) + cacheBudgetMi (128) + "
+            "limits.maxBufferedBytes (64 MiB) + 64 MiB of headroom = 384 MiB",
+        ),
+        (
+            ["resources.requests.memory=1Gi"],
+            "resources.requests.memory (1Gi = 1024 MiB) is above the memory limit "
+            "(768Mi = 768 MiB)",
+        ),
+        (
+            ["resources.limits.memory=lots"],
+            "resources.limits.memory (lots) is not a memory quantity",
+        ),
+    ],
+)
+def test_a_memory_limit_that_cannot_hold_the_cache_budget_is_refused_whichever_sets_it(
+    overrides: list[str], refusal: str
+) -> None:
+    """The cache budget the server is given (memoryPerWorker.cacheBudgetMi) has to fit under
+    the limit it runs with, be that limitMi x workers or resources.limits.memory: `helm
+    template` fails with the arithmetic, not a note after install."""
+    args = [arg for override in overrides for arg in ("--set", override)]
+    refused = run_helm("template", RELEASE, str(CHART), "-n", NAMESPACE, *args)
+    assert refused.returncode != 0
+    assert refusal in refused.stderr
+
+
+@pytest.mark.parametrize(
+    ("overrides", "limit", "budget"),
+    [
+        ([], "768Mi", 128),
+        (["resources.limits.memory=384Mi"], "384Mi", 128),  # exactly 128 + 128 + 64 + 64
+        (["resources.limits.memory=0.5Gi", "memoryPerWorker.cacheBudgetMi=256"], "0.5Gi", 256),
+        (["resources.limits.memory=2G", "workers=4"], "2G", 128),  # 1907 MiB >= 4 x 384
+    ],
+)
+def test_a_memory_limit_that_holds_the_cache_budget_renders_with_that_budget(
+    overrides: list[str], limit: str, budget: int
+) -> None:
+    args = [arg for override in overrides for arg in ("--set", override)]
+    (container,) = _one(render(*args), "Deployment")["spec"]["template"]["spec"]["containers"]
+    assert container["resources"]["limits"]["memory"] == limit
+    env = {e["name"]: e.get("value") for e in container["env"]}
+    assert env["DRA_WEBHOOK_CACHE_MAX_BYTES"] == str(budget * 1024 * 1024)
+
+
 # -- the ValidatingAdmissionPolicy: its CEL with the project's engine, against the webhook ----
 
 

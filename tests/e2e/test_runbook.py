@@ -47,6 +47,7 @@ from typing import Any
 import pytest
 import yaml
 
+from app.cli.parser import DUMP_COMMAND
 from tests.assets import k8s_tool, missing, third_party
 from tests.e2e import objects as o
 from tests.e2e.controlplane import WEBHOOK, ControlPlane
@@ -345,7 +346,7 @@ def _check(walk: Walk, folder: Path) -> subprocess.CompletedProcess[str]:
     """`check` on a folder against a dump of the cluster as it is now ("Is a namespace ready?")."""
     dump = walk.book.says(
         READY,
-        "kubectl get namespaces,deviceclasses,resourceslices,resourceclaims,"
+        "kubectl get namespaces,nodes,deviceclasses,resourceslices,resourceclaims,"
         "resourceclaimtemplates,resourcequotas -A -o yaml",
     )
     walk.sh.ok(f"{dump} > cluster.yaml")
@@ -409,10 +410,10 @@ def test_the_order_1_audit_admits_legacy_pods_with_a_warning_and_a_metric_and_re
         assert o.scheduled(kube, NS, pod)["spec"]["nodeName"] == NODE
 
     # "Before you start", a policy that says what your names become: nothing `unmapped`
-    kinds = "pods,deployments,statefulsets,daemonsets,replicasets,jobs,cronjobs"
-    sh.ok(f"kubectl get {kinds} -n {NS} -o json > dump.json")
+    sh.ok(book.says(READY, DUMP_COMMAND))
     offline = sh.ok(book.says(BEFORE, "dra-webhook report dump.json --config policy.yaml")).stdout
-    assert _row(offline, NS)[5:] == ["nvidia.com/gpu"]
+    row = _row(offline, NS)
+    assert row[1] == "audit" and row[5:] == ["nvidia.com/gpu"]  # the mode: the dump's Namespace
 
     # "Is a namespace ready?", asked now: not yet, by every measure the section names
     report = book.says(READY, "dra-webhook report --kubeconfig ~/.kube/config")

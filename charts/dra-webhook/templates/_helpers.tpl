@@ -329,6 +329,71 @@ request bodies it may buffer and 64 MiB of headroom (chart README, "Memory and w
 {{- end }}
 
 {{/*
+The container's memory limit, checked: `resources.limits.memory` as it is, else
+memoryPerWorker.limitMi times workers. One source of truth for the cache budget: the server is
+given memoryPerWorker.cacheBudgetMi (DRA_WEBHOOK_CACHE_MAX_BYTES), and whichever limit the
+container runs with must hold every worker's need (dra-webhook.memoryNeededMi), so `helm
+template` fails with the arithmetic, whichever of the settings was changed. A memory request
+above the limit, which the API server would refuse, fails here too.
+*/}}
+{{- define "dra-webhook.memoryLimit" -}}
+{{- $workers := int .Values.workers }}
+{{- $need := include "dra-webhook.memoryNeededMi" . | int }}
+{{- $sum := printf "requestMi (%d) + cacheBudgetMi (%d) + limits.maxBufferedBytes (%d MiB) + 64 MiB of headroom = %d MiB" (int .Values.memoryPerWorker.requestMi) (int .Values.memoryPerWorker.cacheBudgetMi) (div (int64 .Values.limits.maxBufferedBytes) 1048576) $need }}
+{{- $set := (.Values.resources.limits | default dict).memory }}
+{{- $limit := "" }}
+{{- $limitMi := 0 }}
+{{- if $set }}
+{{- $limitMi = include "dra-webhook.quantityMi" (list "resources.limits.memory" $set) | int64 }}
+{{- $all := mul $workers $need }}
+{{- if lt $limitMi (int64 $all) }}
+{{- fail (printf "resources.limits.memory (%v = %d MiB) cannot hold %d worker(s) x (memoryPerWorker.%s) = %d MiB: raise it to at least %dMi, unset it (memoryPerWorker.limitMi times workers), or lower memoryPerWorker.cacheBudgetMi or workers" $set $limitMi $workers $sum $all $all) }}
+{{- end }}
+{{- $limit = toString $set }}
+{{- else }}
+{{- if lt (int .Values.memoryPerWorker.limitMi) $need }}
+{{- fail (printf "memoryPerWorker.limitMi (%d) cannot hold %s: raise limitMi or lower cacheBudgetMi" (int .Values.memoryPerWorker.limitMi) $sum) }}
+{{- end }}
+{{- $limitMi = mul $workers .Values.memoryPerWorker.limitMi | int64 }}
+{{- $limit = printf "%dMi" $limitMi }}
+{{- end }}
+{{- with (.Values.resources.requests | default dict).memory }}
+{{- $requestMi := include "dra-webhook.quantityMi" (list "resources.requests.memory" .) | int64 }}
+{{- if gt $requestMi $limitMi }}
+{{- fail (printf "resources.requests.memory (%v = %d MiB) is above the memory limit (%s = %d MiB): the API server refuses such a pod" . $requestMi $limit $limitMi) }}
+{{- end }}
+{{- end }}
+{{- $limit -}}
+{{- end }}
+
+{{/*
+MiB of a Kubernetes memory quantity, rounded down: digits with an optional fraction, then a
+binary (Ki..Ei) or decimal (k..E, m) suffix or an exponent (e6). Anything else fails, naming
+the value. Argument: (list "the value's name" value).
+*/}}
+{{- define "dra-webhook.quantityMi" -}}
+{{- $name := index . 0 }}
+{{- $value := toString (index . 1) }}
+{{- $number := regexFind "^[0-9]+(\\.[0-9]+)?" $value }}
+{{- $suffix := trimPrefix $number $value }}
+{{- $units := dict "" 1.0 "m" 0.001 "k" 1e3 "M" 1e6 "G" 1e9 "T" 1e12 "P" 1e15 "E" 1e18 "Ki" 1024.0 "Mi" 1048576.0 "Gi" 1073741824.0 "Ti" 1099511627776.0 "Pi" 1125899906842624.0 "Ei" 1152921504606846976.0 }}
+{{- $scale := 0.0 }}
+{{- if not $number }}
+{{- else if hasKey $units $suffix }}
+{{- $scale = get $units $suffix | float64 }}
+{{- else if regexMatch "^[eE][+]?[0-9]{1,2}$" $suffix }}
+{{- $scale = 1.0 }}
+{{- range until (regexFind "[0-9]+" $suffix | int) }}
+{{- $scale = mulf $scale 10 }}
+{{- end }}
+{{- end }}
+{{- if eq $scale 0.0 }}
+{{- fail (printf "%s (%s) is not a memory quantity (e.g. 512Mi, 2Gi, 1G)" $name $value) }}
+{{- end }}
+{{- floor (divf (mulf (float64 $number) $scale) 1048576) | int64 -}}
+{{- end }}
+
+{{/*
 CEL: the value of a Namespace's resource.kubernetes.io/admin-access label, or "<unset>" (no
 label value can be that: values are letters, digits, '-', '_' and '.'). `object` is untyped in
 a webhook's matchConditions, so each field is guarded by has(); oldObject is null on CREATE.
