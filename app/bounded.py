@@ -76,6 +76,8 @@ class CacheName(StrEnum):
     """RE2 programs of patterns from user input."""
     LEGACY_NAMES = "legacy-names"
     """Whether a resource name is a legacy extended resource (`legacyResources`)."""
+    NEAR_MISS_NAMES = "near-miss-names"
+    """The legacy name a resource name is probably a typo of (`translation.near_miss`)."""
     MAPPINGS = "mappings"
     """A legacy name's DeviceClass mapping from the policy's `mappings`."""
     DRA_ONLY_ANSWERS = "dra-only-answers"

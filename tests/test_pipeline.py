@@ -90,7 +90,7 @@ def all_reviews() -> list[tuple[Endpoint, dict[str, Any]]]:
             Endpoint.VALIDATE,
             "pod-create-legacy-gpu",
             "gpu-e2e",
-            ("dra-only", "pod-satisfiability", "claim-quota", "device-classes"),
+            ("dra-only", "near-misses", "pod-satisfiability", "claim-quota", "device-classes"),
         ),
         (
             # one call per translated pod: its validating checks too, but the joint
@@ -103,6 +103,7 @@ def all_reviews() -> list[tuple[Endpoint, dict[str, Any]]]:
                 "translate-quota",
                 "device-classes-translate",
                 "dra-only",
+                "near-misses",
                 "claim-quota",
                 "device-classes",
             ),
@@ -116,6 +117,7 @@ def all_reviews() -> list[tuple[Endpoint, dict[str, Any]]]:
                 "translate-quota",
                 "device-classes-translate",
                 "dra-only",
+                "near-misses",
                 "pod-satisfiability",
                 "claim-quota",
                 "device-classes",
@@ -133,6 +135,7 @@ def all_reviews() -> list[tuple[Endpoint, dict[str, Any]]]:
             "ml-research",
             (
                 "dra-only",
+                "near-misses",
                 "translate-validate",
                 "pod-satisfiability",
                 "claim-quota",

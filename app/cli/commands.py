@@ -17,6 +17,7 @@ from app.cluster.view import ClusterView, Kind
 from app.config import Settings, load_policy
 from app.errors import ConfigError
 from app.pipeline import Pipeline
+from app.policies.builders import legacy_matcher
 
 if TYPE_CHECKING:
     from app.migrate.served import Target
@@ -51,7 +52,8 @@ def run_check(args: argparse.Namespace) -> int:
     on stderr, and every other file judged all the same)."""
     pipeline = _offline_pipeline(args)
     target = _target(args)
-    objects, problems = offline.read_manifests(args.manifests)
+    legacy = pipeline.parts.build(legacy_matcher)
+    objects, problems = offline.read_manifests(args.manifests, legacy)
     results = offline.check(pipeline, objects, args.namespace, target.verdict)
     if args.output == "json":
         print(orjson.dumps([asdict(r) for r in results], option=orjson.OPT_INDENT_2).decode())
@@ -262,6 +264,10 @@ def _print_reports(
             print(f"  not rewritable: {problem}")
         for problem in r.unserved:
             print(f"  not served: {problem}")
+        for problem in r.near_misses:
+            print(f"  near miss: {problem}")
+        for line in r.counted:
+            print(f"  not a request: {line}")
         for name, exception in r.excepted.items():
             print(f"  excepted: {name} by exception {exception}")
         for name, classes in r.mapped.items():

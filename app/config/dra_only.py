@@ -13,6 +13,11 @@ the name. Whether a dra-only namespace lets such a *mapped name* through is `map
   would serve the pod there, outside DRA (the scheduler prefers a node's device plugin, and the
   webhook cannot see which nodes still run one: it never reads Node status).
 
+A resource name that is almost a legacy name (`nvidia.con/gpu`, `nvidia.com/GPU`,
+`nvidia.com/gpus`: app/translation/near_miss.py) is no legacy request, yet no node serves it:
+the pod would wait Pending forever. It is warned of in every mode ("did you mean"); whether a
+dra-only namespace also denies it is `nearMisses` (`warn`, the default, or `deny`).
+
 Audit namespaces report what dra-only would do under the same choice. Translate namespaces
 translate legacy names whatever this says.
 """
@@ -26,6 +31,7 @@ from pydantic import Field, model_validator
 from app.config.base import StrictModel
 
 MappedNames = Literal["deny", "allow"]
+NearMisses = Literal["deny", "warn"]
 
 
 class DraOnly(StrictModel):
@@ -34,6 +40,9 @@ class DraOnly(StrictModel):
     mapped_names: MappedNames = Field(default="deny", alias="mappedNames")
     """A legacy name that a DeviceClass maps through spec.extendedResourceName: deny (an offence
     like any legacy name) or allow (admitted with a warning)."""
+    near_misses: NearMisses = Field(default="warn", alias="nearMisses")
+    """A name close to a legacy one that nothing serves (a typo): warn (in every mode, the
+    default) or deny in dra-only namespaces (warned elsewhere)."""
     allow_device_class_extended_resources: bool = Field(
         default=False, alias="allowDeviceClassExtendedResources"
     )

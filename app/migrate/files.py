@@ -129,6 +129,8 @@ class Rewritten:
     problems: list[Problem] = field(default_factory=list)
     left: list[Problem] = field(default_factory=list)
     """Requests left as written for the scheduler (`--leave-mapped`), where and why."""
+    notes: list[str] = field(default_factory=list)
+    """Caps and quotas on legacy names (no request): what they become under DRA."""
     templates_elsewhere: list[Obj] = field(default_factory=list)
     """Templates for `--templates-out` (or, for a single JSON object, a file next to it)."""
 
@@ -187,6 +189,8 @@ def _rewrite_document(
     changed = False
     for prefix, obj, set_obj, insert in _slots(loaded.data):
         if not is_object(obj):
+            found = rules.values(plain(obj))
+            result.problems += [Problem(file, index, prefix + f.path, f.message) for f in found]
             continue
         wanted = plain(obj)
         upgrade = versions.plan(wanted, rules.catalogue)
@@ -204,6 +208,7 @@ def _rewrite_document(
                 return doc.text
             changed = True
         outcome = translate(wanted, rules)
+        result.notes += [f"{file}#{index} ({describe(wanted)}): {n}" for n in outcome.notes]
         if outcome.problems:
             result.problems += [
                 Problem(file, index, prefix + p, m, describe(wanted)) for p, m in outcome.problems
@@ -336,14 +341,17 @@ def _may_hold_pods(body: str, rules: Rules) -> bool:
     try:
         for _, obj in objects_of(data):
             if not is_object(obj):
+                if rules.values(obj):
+                    return True
                 continue
             if versions.plan(obj, rules.catalogue).needed:
                 return True
             group, kind = group_kind(obj)
-            for spec in rules.catalogue.specs(group, kind, obj):
+            specs = rules.catalogue.specs(group, kind, obj)
+            for spec in specs:
                 if legacy_requests(spec, rules.translation.legacy):
                     return True
-            if rules.findings(obj):
+            if rules.findings(obj) or rules.near_misses(specs) or rules.counted(obj):
                 return True
     except ObjectShapeError:
         return True

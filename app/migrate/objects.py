@@ -9,7 +9,7 @@ its templates name none either, so they land wherever the object is applied.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -17,12 +17,14 @@ from app.cluster.templates import ManagedTemplates
 from app.cluster.view import ClusterView
 from app.config import Policy
 from app.errors import ObjectShapeError
-from app.policies.builders import translation_rules
+from app.k8s.objects import PodSpecRef
+from app.policies.builders import near_miss_names, translation_rules
 from app.policies.parts import Parts
 from app.policies.workloads import workload_catalogue
 from app.translation import TranslationRules, plan
 from app.translation.manifest import write
-from app.workloads import Catalogue, Finding, builtin, group_kind, scan
+from app.translation.near_miss import NearMiss, NearMisses, near_misses
+from app.workloads import Catalogue, Finding, builtin, counted, group_kind, scan, scan_values
 
 Obj = dict[str, Any]
 
@@ -36,6 +38,8 @@ class Rules:
     catalogue: Catalogue = field(default_factory=builtin)
     annotations: tuple[str, ...] = ()
     """Scheduler share annotations reported like legacy requests."""
+    near: NearMisses | None = None
+    """Names that are probably typos of a legacy name (none: not looked for)."""
 
     @classmethod
     def build(cls, policy: Policy, view: ClusterView) -> Rules:
@@ -48,6 +52,7 @@ class Rules:
             view,
             parts.build(workload_catalogue),
             policy.legacy_resources.annotations,
+            parts.build(near_miss_names),
         )
 
     def findings(self, obj: Obj) -> tuple[Finding, ...]:
@@ -55,6 +60,23 @@ class Rules:
         group, kind = group_kind(obj)
         legacy = self.translation.legacy
         return scan(group, kind, obj, self.catalogue, legacy, annotations=self.annotations)
+
+    def values(self, data: Any) -> tuple[Finding, ...]:
+        """GPU requests of YAML that is no object (Helm values, a patch without a kind)."""
+        return scan_values(data, self.translation.legacy)
+
+    def near_misses(self, specs: Iterable[PodSpecRef]) -> list[NearMiss]:
+        """Requests for names that are probably typos of a legacy name, no DeviceClass
+        mapping them (`app/translation/near_miss.py`)."""
+        if self.near is None:
+            return []
+        mapped = self.view.device_class_for_extended_resource
+        return [m for spec in specs for m in near_misses(spec, self.near, mapped)]
+
+    def counted(self, obj: Obj) -> tuple[str, ...]:
+        """Caps and quotas on legacy names (a NodePool's limits): no request, said as such."""
+        group, kind = group_kind(obj)
+        return counted(group, kind, obj, self.translation.legacy)
 
 
 @dataclass(slots=True)
@@ -65,6 +87,8 @@ class Outcome:
     templates: list[Obj] = field(default_factory=list)
     problems: list[tuple[str, str]] = field(default_factory=list)
     """(field path, message) for each request that cannot be translated."""
+    notes: list[str] = field(default_factory=list)
+    """What a cap or quota on legacy names becomes under DRA (no request, nothing to do here)."""
     left: list[tuple[str, str]] = field(default_factory=list)
     """(field path, why) for each request left to the scheduler (`--leave-mapped`, or the
     policy's `translation.leaveMapped`: app/translation/leave.py)."""
@@ -117,6 +141,8 @@ def translate(obj: Obj, rules: Rules) -> Outcome:
         return outcome
     outcome.problems = [(p.path, p.message) for planned in plans for p in planned.all_problems]
     outcome.problems += [(f.path, f.message) for f in findings]
+    outcome.problems += [(m.path, m.message) for m in rules.near_misses(t.spec for t in found)]
+    outcome.notes = list(rules.counted(obj))
     if outcome.problems:
         return outcome
     outcome.left = [(x.legacy.path, f"{x.legacy.amount}: {x.why}") for p in plans for x in p.left]

@@ -88,6 +88,7 @@ def migrate(options: Options, rules: Rules) -> Outcome:
         outcome.files.append(result)
         outcome.problems += result.problems
         outcome.left += result.left
+        outcome.warnings += result.notes
         if out is not None or path.suffix.lower() != ".json":
             apart += result.templates_elsewhere
         elif result.templates_elsewhere:  # one JSON object: its templates go next to it

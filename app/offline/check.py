@@ -21,8 +21,14 @@ from app.config.files import FileProblem, manifest_files, read_each, read_text, 
 from app.errors import ConfigError
 from app.pipeline import Decision, Endpoint, Pipeline
 from app.policies.base import Request
+from app.policies.builders import legacy_matcher
+from app.workloads import scan_values
 
 Obj = dict[str, Any]
+
+NO_KIND = "(YAML without a kind)"
+"""The kind `check` gives a document that is no Kubernetes object but asks for GPUs."""
+VALUES_KEY = "values"
 
 
 class ManifestError(ConfigError):
@@ -43,16 +49,20 @@ def read_objects(paths: Iterable[Path]) -> Iterator[tuple[str, Obj]]:
         yield from found
 
 
-def read_manifests(paths: Iterable[Path]) -> tuple[Found, list[FileProblem]]:
+def read_manifests(
+    paths: Iterable[Path], is_legacy: Callable[[str], bool] | None = None
+) -> tuple[Found, list[FileProblem]]:
     """The objects of every file that can be used, and a problem for each file that cannot
     (unreadable, not YAML, an object without a kind), in file order: `check` judges the first
-    and lists the second, as `migrate` translates what it can."""
+    and lists the second, as `migrate` translates what it can. With `is_legacy`, a document
+    without a kind that asks for GPUs (Helm values, a kustomize patch: `scan_values`) is one
+    of the objects, kind and all (`check` warns of its requests), not a problem."""
     files = manifest_files(paths)
     texts, unread = read_each(files)
     problems = {problem.file: problem for problem in unread}
     objects: Found = []
     for path, text in texts.items():
-        found, problem = _objects(path, text)
+        found, problem = _objects(path, text, is_legacy)
         if problem is None:
             objects += found
         else:
@@ -60,7 +70,9 @@ def read_manifests(paths: Iterable[Path]) -> tuple[Found, list[FileProblem]]:
     return objects, [problems[str(path)] for path in files if str(path) in problems]
 
 
-def _objects(path: Path, text: str) -> tuple[Found, FileProblem | None]:
+def _objects(
+    path: Path, text: str, is_legacy: Callable[[str], bool] | None = None
+) -> tuple[Found, FileProblem | None]:
     """A file's objects; or none, and why, when any of it is not YAML or not an object."""
     try:
         documents = list(yaml.safe_load_all(text))
@@ -78,8 +90,11 @@ def _objects(path: Path, text: str) -> tuple[Found, FileProblem | None]:
         items = doc.get("items") if isinstance(doc, dict) else None
         for obj in items if isinstance(items, list) else [doc]:
             if not isinstance(obj, dict) or not isinstance(obj.get("kind"), str):
-                return [], FileProblem(str(path), f"object {index} has no kind")
-            found.append((f"{path}#{index}", obj))
+                if is_legacy is None or not scan_values(obj, is_legacy):
+                    return [], FileProblem(str(path), f"object {index} has no kind")
+                found.append((f"{path}#{index}", {"kind": NO_KIND, VALUES_KEY: obj}))
+            else:
+                found.append((f"{path}#{index}", obj))
             index += 1
     return found, None
 
@@ -186,6 +201,11 @@ def check(
     results = []
     unknown: set[str] = set()
     for number, (where, obj) in enumerate(objects):
+        if obj.get("kind") == NO_KIND and VALUES_KEY in obj:
+            legacy = pipeline.parts.build(legacy_matcher)
+            warnings = [f"{f.path}: {f.message}" for f in scan_values(obj[VALUES_KEY], legacy)]
+            results.append(Checked(where, NO_KIND, "", "", True, warnings=warnings))
+            continue
         request = as_request(obj, namespace, f"check-{number}")
         note = _namespace_note(pipeline, request.namespace, unknown)
         mutated = pipeline.review(Endpoint.MUTATE, request)

@@ -17,7 +17,12 @@ from app.offline.check import Served, as_request
 from app.offline.sources import Sources
 from app.policies.admin_access import admin_access_rules, standing_admin_requests
 from app.policies.base import Context
-from app.policies.builders import legacy_matcher, mapping_resolver, sharing_rules
+from app.policies.builders import (
+    legacy_matcher,
+    mapping_resolver,
+    near_miss_names,
+    sharing_rules,
+)
 from app.policies.device_classes import class_allow_lists, standing_uses
 from app.policies.exceptions import Clock, Exceptions, cover, policy_exceptions, system_clock
 from app.policies.extended_names import cluster_conflicts
@@ -25,8 +30,9 @@ from app.policies.mapped import scheduler_class
 from app.policies.parts import Parts
 from app.policies.workloads import workload_catalogue
 from app.translation.legacy import LegacyMatcher, MappingResolver, legacy_requests
+from app.translation.near_miss import NearMisses, near_misses
 from app.translation.sharing import SharingRules
-from app.workloads import Catalogue, group_kind, scan
+from app.workloads import Catalogue, counted, group_kind, scan
 
 Obj = dict[str, Any]
 
@@ -55,6 +61,12 @@ class NamespaceReport:
     """Legacy objects whose every legacy request a DeviceClass maps, where the policy lets such
     names through dra-only (`draOnly.mappedNames: allow`) -> `name -> DeviceClass`, ...: a
     dra-only label would admit them, the scheduler serving them from DRA devices."""
+    near_misses: list[str] = field(default_factory=list)
+    """Requests for names that are probably typos of a legacy name (`nvidia.con/gpu`), which
+    no node serves: `Kind/name: path: name: amount: did you mean ...`."""
+    counted: list[str] = field(default_factory=list)
+    """Caps and quotas on legacy names (a NodePool's limits, a ClusterQueue's quota): no
+    request, but they count nothing once the nodes serve GPUs through DRA."""
     tenancy: list[str] = field(default_factory=list)
     """Stored objects the tenancy guards would refuse today (docs/tenancy.md): a DeviceClass
     outside the namespace's `deviceClasses` allow-list, admin access outside
@@ -83,6 +95,8 @@ class ReportRules:
     """The policy's parts, when it has tenancy guards (the checks' own code judges them)."""
     mapped_allowed: bool = False
     """`draOnly.mappedNames: allow`: names a DeviceClass maps pass dra-only."""
+    near: NearMisses | None = None
+    """Names that are probably typos of a legacy name."""
 
     @classmethod
     def build(cls, policy: Policy, clock: Clock = system_clock) -> ReportRules:
@@ -98,6 +112,7 @@ class ReportRules:
             policy.legacy_resources.annotations,
             parts if guarded else None,
             policy.dra_only.allows_mapped_names,
+            parts.build(near_miss_names),
         )
 
 
@@ -182,9 +197,17 @@ def _count(
     name = f"{kind}/{obj.get('metadata', {}).get('name', '?')}"
     if rules.parts is not None:
         _tenancy(entry, name, obj, rules.parts, view)
+    entry.counted += [f"{name}: {line}" for line in counted(group, kind, obj, rules.legacy)]
     try:
         specs = rules.catalogue.specs(group, kind, obj)
         found = scan(group, kind, obj, rules.catalogue, rules.legacy, annotations=rules.annotations)
+        if rules.near is not None:
+            mapped = view.device_class_for_extended_resource
+            entry.near_misses += [
+                f"{name}: {m.path}: {m.message}"
+                for spec in specs
+                for m in near_misses(spec, rules.near, mapped)
+            ]
         if not specs and not found:
             return
         entry.objects += 1

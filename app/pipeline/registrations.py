@@ -24,6 +24,7 @@ from app.policies import (
     defaults,
     dra_only,
     extended_names,
+    near_misses,
     rules,
     satisfiability,
     selectors,
@@ -31,7 +32,13 @@ from app.policies import (
 )
 from app.policies.admin_access import NAMESPACE_KINDS, admin_access_rules, check_claims, check_label
 from app.policies.base import Context, Request, Result
-from app.policies.builders import legacy_matcher, mapping_resolver, sharing_rules, translation_rules
+from app.policies.builders import (
+    legacy_matcher,
+    mapping_resolver,
+    near_miss_names,
+    sharing_rules,
+    translation_rules,
+)
 from app.policies.cel_runtime import cel_runtime
 from app.policies.device_classes import check_classes, check_translated, class_allow_lists
 from app.policies.exceptions import policy_exceptions
@@ -131,6 +138,16 @@ REGISTRATIONS: tuple[Registration, ...] = (
         ),
         # the fix is translation's plan: its cap on the namespace's templates, a share's capacity
         indexes=(ManagedTemplates, PublishedCapacities),
+        workloads=True,
+    ),
+    Registration(
+        "near-misses",
+        Endpoint.VALIDATE,
+        POD_BEARING,
+        frozenset({"CREATE", "UPDATE"}),
+        near_misses.check,
+        reads=frozenset({Kind.NAMESPACE, Kind.DEVICE_CLASS}),
+        builds=(near_miss_names, workload_catalogue),
         workloads=True,
     ),
     Registration(

@@ -17,6 +17,7 @@ from app.policies.defaults import claim_defaults, translation_hook
 from app.policies.parts import Parts
 from app.translation import TranslationPlan, TranslationRules, plan
 from app.translation.legacy import LegacyMatcher, MappingResolver
+from app.translation.near_miss import NearMisses
 from app.translation.sharing import SharingRules
 from app.translation.templates import TemplateBuilder
 
@@ -25,6 +26,12 @@ def legacy_matcher(parts: Parts) -> LegacyMatcher:
     """Builder: which resource names are legacy extended resources (`legacyResources`, and the
     names of the sharing rules)."""
     return LegacyMatcher(parts.policy.legacy_resources, extra=parts.build(sharing_rules).names)
+
+
+def near_miss_names(parts: Parts) -> NearMisses:
+    """Builder: which names are probably typos of a legacy name (candidates found at load)."""
+    names = [*parts.policy.legacy_resources.names, *sorted(parts.build(sharing_rules).names)]
+    return NearMisses(parts.build(legacy_matcher), names)
 
 
 def mapping_resolver(parts: Parts) -> MappingResolver:

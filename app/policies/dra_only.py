@@ -37,6 +37,7 @@ from app.translation.legacy import (
     offence_keys,
 )
 from app.translation.templates import readable_name
+from app.workloads import counted
 
 ANSWERS_KEPT = 4096
 """Distinct shapes remembered; shapes come from users, so the memo is bounded (LRU)."""
@@ -119,6 +120,9 @@ def check(request: Request, ctx: Context) -> Result:
     else:
         result = per_template(request, ctx, lambda spec, old: _check_spec(request, ctx, spec, old))
     is_legacy = ctx.parts[legacy_matcher]
+    said = counted(request.group, request.kind, request.object, is_legacy)
+    if said:  # a NodePool's limits, a ClusterQueue's quota: no request, never denied
+        result = combine((result, Result(warnings=said)))
     found = findings(request, ctx, is_legacy)
     if not found:
         return result

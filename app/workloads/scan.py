@@ -11,6 +11,16 @@ names; `{name, quantity}` operator fields; share annotations. A legacy name writ
 
 What it finds is reported with its path and why it cannot be rewritten: dra-only denies it,
 audit warns, `migrate` exits 2, `report` counts it.
+
+YAML that is no Kubernetes object (a Helm values file, a kustomize patch without a kind) is
+read by `scan_values`: legacy names under `limits`/`requests` maps and under maps whose key
+ends in `_limits` (JupyterHub's `extra_resource_limits`), anchors and aliases resolved by the
+loader.
+
+Some kinds name GPUs without asking for them (`NOT_REQUESTS`): a Karpenter NodePool's
+`spec.limits` caps what the pool provisions, a Kueue ClusterQueue's `coveredResources` and
+`nominalQuota` are a quota. They are no request, never denied as one; `counted` says what they
+become once the nodes serve GPUs through DRA.
 """
 
 from __future__ import annotations
@@ -53,6 +63,43 @@ ANNOTATION = (
 )
 
 
+VALUES = (
+    "in YAML that is not a Kubernetes object (Helm values, a kustomize patch without a kind), "
+    "which dra-webhook does not rewrite; move the request to resourceClaims where the "
+    "manifest is rendered"
+)
+
+
+@dataclass(frozen=True, slots=True)
+class NotRequest:
+    """Where a kind names legacy GPUs as a cap or a quota, not as a request."""
+
+    group: str
+    kind: str
+    path: str
+    """The map of names (`spec.limits`), or `*` for a list of names or `{name, ...}` items."""
+    what: str
+
+
+NOT_REQUESTS: tuple[NotRequest, ...] = (
+    NotRequest(
+        "karpenter.sh",
+        "NodePool",
+        "spec.limits",
+        "a cap on what the NodePool provisions, not a request",
+    ),
+    NotRequest(
+        "kueue.x-k8s.io",
+        "ClusterQueue",
+        "*",
+        "a quota of the ClusterQueue (coveredResources, nominalQuota), not a request",
+    ),
+)
+"""Kinds that name legacy GPUs without asking for them (origins: Karpenter's NodePool and
+Kueue's ClusterQueue API references)."""
+_NOT_REQUESTS = {(n.group, n.kind): n for n in NOT_REQUESTS}
+
+
 @dataclass(frozen=True, slots=True)
 class Finding:
     """A GPU request the tool cannot rewrite, with where it is and why."""
@@ -86,6 +133,8 @@ def scan(
     templates' annotations are read. Raises ObjectShapeError where a catalogue path meets a
     field of the wrong type.
     """
+    if (group, kind) in _NOT_REQUESTS:
+        return ()  # said by `counted`, never a request
     entry = catalogue.entry(group, kind)
     if templates is None:
         templates = catalogue.templates(group, kind, obj) if entry is not None else ()
@@ -249,3 +298,66 @@ def _reason(parts: Parts, reasons: dict[Parts, str], default: str) -> str:
         if why is not None:
             return why
     return default
+
+
+def counted(group: str, kind: str, obj: Any, is_legacy: Callable[[str], bool]) -> tuple[str, ...]:
+    """What a cap or a quota on legacy names (`NOT_REQUESTS`) becomes under DRA, one line per
+    name: `path: name: amount: what; ...`."""
+    known = _NOT_REQUESTS.get((group, kind))
+    if known is None or not isinstance(obj, dict):
+        return ()
+    if known.path == "*":
+        found = sorted({n for n in _strings(obj) if is_legacy(n)})
+        return tuple(
+            f"{kind} names {n}: {known.what}; once the nodes serve GPUs through DRA no node "
+            f"advertises {n} and the quota counts nothing: give it a DRA quota instead"
+            for n in found
+        )
+    node: Any = obj
+    for part in known.path.split("."):
+        node = node.get(part) if isinstance(node, dict) else None
+    if not isinstance(node, dict):
+        return ()
+    return tuple(
+        f"{known.path}[{n}]: {amount}: {known.what}; once the nodes serve GPUs through DRA no "
+        f"node advertises {n} and the cap counts nothing"
+        for n, amount in node.items()
+        if isinstance(n, str) and is_legacy(n)
+    )
+
+
+def _strings(root: Any) -> Iterator[str]:
+    stack = [root]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, str):
+            yield node
+        elif isinstance(node, dict):
+            stack.extend(node.values())
+        elif isinstance(node, list):
+            stack.extend(node)
+
+
+def scan_values(obj: Any, is_legacy: Callable[[str], bool]) -> tuple[Finding, ...]:
+    """GPU requests in YAML that is no Kubernetes object: legacy names as keys of a
+    `limits`/`requests` map, or of a map whose key ends in `_limits`, at any depth."""
+    found: list[Finding] = []
+    stack: list[tuple[Any, Parts]] = [(obj, ())]
+    while stack:
+        node, parts = stack.pop()
+        if isinstance(node, dict):
+            for key, value in node.items():
+                if not isinstance(key, str):
+                    continue
+                here = (*parts, key)
+                if isinstance(value, dict) and (key in _RESOURCE_MAPS or key.endswith("_limits")):
+                    found += [
+                        Finding(_path((*here, name)), name, str(amount), VALUES)
+                        for name, amount in value.items()
+                        if isinstance(name, str) and is_legacy(name) and not _zero(amount)
+                    ]
+                    continue
+                stack.append((value, here))
+        elif isinstance(node, list):
+            stack.extend((item, (*parts, i)) for i, item in enumerate(node))
+    return tuple(sorted(found, key=lambda f: f.path))

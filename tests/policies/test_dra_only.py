@@ -99,7 +99,13 @@ def test_plain_pods_and_pods_with_claims_are_allowed_untouched() -> None:
     plain = pod(containers=[container("web", limits={"cpu": "1", "memory": "1Gi"})])
     assert decide(plain) == Decision(
         allowed=True,
-        policies=("dra-only", "pod-satisfiability", "claim-quota", "device-classes"),
+        policies=(
+            "dra-only",
+            "near-misses",
+            "pod-satisfiability",
+            "claim-quota",
+            "device-classes",
+        ),
     )
     claims = pod(
         containers=[{"name": "c", "resources": {"claims": [{"name": "gpu"}]}}],

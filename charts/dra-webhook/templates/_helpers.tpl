@@ -215,7 +215,9 @@ dra-only and audit namespaces need the webhook only for quotas and rules.
 {{- define "dra-webhook.admissionPolicyEnforces" -}}
 {{- $policy := .Values.policy | default dict }}
 {{- $mapped := or (eq (dig "draOnly" "mappedNames" "deny" $policy) "allow") (dig "draOnly" "allowDeviceClassExtendedResources" false $policy) }}
-{{- if and .Values.admissionPolicy.enabled (not $mapped) }}true{{ end }}
+{{- /* nearMisses: deny needs an edit distance, which CEL has not: the webhook enforces */}}
+{{- $near := eq (dig "draOnly" "nearMisses" "warn" $policy) "deny" }}
+{{- if and .Values.admissionPolicy.enabled (not $mapped) (not $near) }}true{{ end }}
 {{- end }}
 
 {{/*
