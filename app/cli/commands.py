@@ -142,7 +142,6 @@ def _run_live_report(args: argparse.Namespace) -> int:
         kubeconfig=None if args.in_cluster else args.kubeconfig,
         policy_reports=args.policy_reports,
         page_size=args.page_size,
-        namespace=Settings().namespace,
     )
     outcome = asyncio.run(run(load_policy(args.config), options, sys.stderr))
     found = outcome.tally.conflicts()

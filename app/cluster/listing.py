@@ -176,12 +176,13 @@ class Cluster:
                 f"report: {method} {path}: cannot reach the API server: {_describe(exc)}"
             ) from exc
 
-    async def release(self, namespace: str) -> ServedRelease:
-        """The release and what its API server keeps (app.cluster.probe); its defaults when the
-        probe's dry run is not granted to this identity, unknown when /version cannot be read
-        (said in `source`): the report stands without it."""
+    async def release(self) -> ServedRelease:
+        """The release and its default DRA features (app.cluster.probe without its dry run:
+        the report's role writes nothing but PolicyReports; the webhook's log names what the
+        API server really keeps); unknown when /version cannot be read (said in `source`): the
+        report stands without it."""
         try:
-            return await probe(self._api, namespace, REQUEST_TIMEOUT)
+            return await probe(self._api, "", REQUEST_TIMEOUT, dry_run=False)
         except (ProbeError, aiohttp.ClientError, TimeoutError, OSError) as exc:
             return ServedRelease.unknown(f"not learned: {_describe(exc)}")
 

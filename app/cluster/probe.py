@@ -105,12 +105,17 @@ class ProbeError(Exception):
     """The release could not be learned at all (no /version): try again later."""
 
 
-async def probe(api: Api, namespace: str, timeout: float) -> ServedRelease:
+async def probe(api: Api, namespace: str, timeout: float, *, dry_run: bool = True) -> ServedRelease:
     """What the API server runs and keeps. Raises ProbeError when /version cannot be read;
-    a dry run that cannot be made falls back to the release's defaults, said in `source`."""
+    a dry run that cannot be made (or, `dry_run=False`, is not made: the report, whose role
+    holds no write but its PolicyReports) falls back to the release's defaults, said in
+    `source`."""
     status, body = await api.request("GET", "/version", timeout=timeout)
     version = _git_version(status, body)
     resource_versions = await _resource_versions(api, timeout)
+    if not dry_run:
+        defaults = ServedRelease.from_defaults(version)
+        return ServedRelease(version, defaults.features, resource_versions, "release defaults")
     collection = api_path(
         "apis", "resource.k8s.io", "v1", "namespaces", namespace, "resourceclaimtemplates"
     )

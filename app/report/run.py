@@ -60,8 +60,6 @@ class Options:
     """None: the pod's service account (--in-cluster)."""
     policy_reports: bool = False
     page_size: int = 500
-    namespace: str = "dra-webhook"
-    """Where the release probe's dry run is made (the webhook's namespace)."""
 
 
 @dataclass(frozen=True)
@@ -86,7 +84,7 @@ async def run(policy: Policy, options: Options, progress_to: TextIO) -> Outcome:
     progress = Progress(progress_to)
     try:
         view = ClusterView()
-        view.set_release(await cluster.release(options.namespace))
+        view.set_release(await cluster.release())
         view.replace(Kind.NAMESPACE, await _all(cluster, NAMESPACES, progress))
         classes_served = await _device_classes(cluster, view, progress)
         tally = Tally(policy, view)

@@ -55,8 +55,8 @@ def test_the_text_table_is_the_dump_reports(
     lines = out.splitlines()
     assert lines[0].split() == ["NAMESPACE", "MODE", "PODSPECS", "LEGACY", "READY", "RESOURCES"]
     assert any(line.split()[:5] == ["train", "dra-only", "3", "1", "no"] for line in lines)
-    # the release, and (the report's identity may not dry-run a template) its defaults
-    assert lines[-1].startswith("Kubernetes v1.36.2 (release defaults (dry run: 403 Forbidden")
+    # the release, and (the report's role writes no probe template) its defaults
+    assert lines[-1].startswith("Kubernetes v1.36.2 (release defaults): resource.k8s.io")
     assert "DRAConsumableCapacity on" in lines[-1]
 
 
