@@ -75,6 +75,8 @@ class ClaimInput:
     spec: ClaimSpec
     prefix: str = ""
     """Put before the claim's field paths (a pod's ``spec.resourceClaims[0]`` -> ...)."""
+    counters_back: bool = False
+    """The release's allocator gives a refused device's counters back (ClaimPlan)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -403,6 +405,7 @@ class Model:
                     claim.prefix + claim.spec.path,
                     tuple(requests),
                     claim.spec.constraints,
+                    claim.counters_back,
                 )
             )
         if unchecked or any(not r.alternatives for p in plans for r in p.requests):
@@ -457,6 +460,7 @@ def _shape(claims: Sequence[ClaimInput]) -> Any:
             claim.label,
             claim.prefix,
             claim.spec.path,
+            claim.counters_back,
             tuple(
                 (
                     request.name,

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 from app.allocation.attempt import scan
@@ -57,18 +58,18 @@ def never(
     problems = []
     for plan in resolved.plans:
         for request in plan.requests:
-            alone = [ClaimPlan(plan.label, plan.path, (request,), ())]
+            alone = [ClaimPlan(plan.label, plan.path, (request,), (), plan.counters_back)]
             if searched(resolved, alone) or not scan(alone, inventory, None)[0]:
                 text = _request_never(request, resolved, inventory, index, budget)
                 problems.append(Problem(request.path, text))
     if problems:
         return problems
-    loose = [ClaimPlan(p.label, p.path, p.requests, ()) for p in resolved.plans]
+    loose = [ClaimPlan(p.label, p.path, p.requests, (), p.counters_back) for p in resolved.plans]
     if scan(loose, inventory, None)[0]:
         for i, plan in enumerate(resolved.plans):
             for constraint in plan.constraints:
                 one = list(loose)
-                one[i] = ClaimPlan(plan.label, plan.path, plan.requests, (constraint,))
+                one[i] = replace(plan, constraints=(constraint,))
                 if not scan(one, inventory, None)[0]:
                     problems.append(Problem(constraint.path, _constraint_text(constraint)))
         if problems:

@@ -52,7 +52,7 @@ def not_now(
     problems = []
     for plan in resolved.plans:
         for request in plan.requests:
-            alone = [ClaimPlan(plan.label, plan.path, (request,), ())]
+            alone = [ClaimPlan(plan.label, plan.path, (request,), (), plan.counters_back)]
             if not searched(resolved, alone) and scan(alone, inventory, allocations)[0]:
                 continue
             texts = [_want_not_now(w, inventory, allocations) for w in request.alternatives]

@@ -135,6 +135,9 @@ class ClaimPlan:
     """The claim spec's field path (with the pod's prefix)."""
     requests: tuple[RequestPlan, ...]
     constraints: tuple[Constraint, ...] = ()
+    counters_back: bool = False
+    """A device refused for a taint or a constraint gives its counters back at once (upstream
+    from 1.36.3, ``rollbackDevice``); before, they stay charged until the node's search ends."""
 
 
 def fewest(request: RequestPlan) -> int:

@@ -134,6 +134,7 @@ class Search:
         """id(Want) -> the devices an ``All`` want must take on this node, fixed before the
         search (``requestData.allDevices``)."""
         self.node = node
+        self.counters_back = any(claim.counters_back for claim in claims)
         self.limit = limit
         """Devices a claim may hold (raised only to explain a miss, in never.py)."""
 
@@ -379,10 +380,13 @@ class Search:
                 return None
             counted = True
         # Past the counters, a device refused for a taint or a constraint keeps them charged
-        # until the node's search ends: upstream's allocateDevice returns without
-        # deallocateCountersForDevice there, so they stay out of reach for every device tried
-        # after it on this node (a tainted MIG partition blocks its GPU's memory).
+        # until the node's search ends up to 1.36.2: upstream's allocateDevice returned without
+        # deallocateCountersForDevice there, so they stayed out of reach for every device tried
+        # after it on this node (a tainted MIG partition blocks its GPU's memory). From 1.36.3
+        # its rollbackDevice gives them back (``counters_back``).
         if not self.ignore_taints and taint_prevents(candidate, want.alternative):
+            if counted and self.counters_back:
+                self.counters.release(candidate)
             return None
         added: list[ConstraintState] = []
         for state in self.constraints[c]:
@@ -390,6 +394,8 @@ class Search:
             if outcome is False:
                 for done in added:
                     done.remove()
+                if counted and self.counters_back:
+                    self.counters.release(candidate)
                 return None
             if outcome:
                 added.append(state)

@@ -132,6 +132,18 @@ class ServedRelease:
     def minor(self) -> int | None:
         return parse_minor(self.version) if self.version else None
 
+    @property
+    def frees_refused_counters(self) -> bool:
+        """Whether the scheduler's allocator gives back the counters of a device it refused
+        for a taint or a constraint (k8s.io/dynamic-resource-allocation `rollbackDevice`, from
+        1.36.3); before, they stay charged for the rest of the node's search. Unknown: as the
+        newest."""
+        match = _VERSION.match(self.version.strip()) if self.version else None
+        if match is None:
+            return True
+        minor, patch = int(match.group(2)), int(match.group(3) or 0)
+        return minor > 36 or (minor == 36 and patch >= 3)
+
     def keeps(self, feature: Feature) -> bool:
         """Whether the API server stores `feature`'s field (drops it silently otherwise)."""
         return feature in self.features

@@ -98,9 +98,11 @@ def claim_verdict(
     action = _action(ctx)
     if action == "off" or Kind.RESOURCE_SLICE not in ctx.view.synced_kinds():
         return Result(warnings=not_checked) if not_checked else ALLOW
-    spec, unenforced = as_scheduled(request.claim_spec(), ctx.view.release)
+    release = ctx.view.release
+    spec, unenforced = as_scheduled(request.claim_spec(), release)
+    claim = ClaimInput(subject(request), spec, counters_back=release.frees_refused_counters)
     verdict = ctx.parts[cel_runtime].model.check(
-        [ClaimInput(subject(request), spec)],
+        [claim],
         ctx.view.device_classes(),
         ctx.view.index(Allocations),
         classes_generation=ctx.view.generation(Kind.DEVICE_CLASS),
@@ -234,6 +236,8 @@ def pod_verdict(
         return ALLOW
     if mapped:
         claims_in = [*claims_in, special_claim(mapped, spec_path)]
+    back = ctx.view.release.frees_refused_counters
+    claims_in = [replace(c, counters_back=back) for c in claims_in]
     budget = Budget(ctx.policy.cel.review_budget)
     alternatives = (a for c in claims_in for r in c.spec.requests for a in r.alternatives)
     budget.memoize_unless_over(e for a in alternatives for _, e in a.selectors)

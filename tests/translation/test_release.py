@@ -135,3 +135,16 @@ def test_a_distinct_attribute_is_modelled_as_the_release_scheduler_allocates_it(
     assert "not that the values differ" in said
     assert "spec.devices.constraints[0]" in said
     assert "no node has devices" not in said
+
+
+@pytest.mark.parametrize(
+    ("version", "frees"),
+    [("v1.34.12", False), ("v1.35.8", False), ("v1.36.2", False), ("v1.36.3", True),
+     ("v1.36.5", True), ("v1.37.2", True)],
+)  # fmt: skip
+def test_a_refused_devices_counters_come_back_from_1_36_3(version: str, frees: bool) -> None:
+    """k8s.io/dynamic-resource-allocation's rollbackDevice (v0.36.3 on); the seeded differential
+    against the real 1.36.5 scheduler found it (tests/e2e/test_satisfiability_differential.py,
+    seed 20261124, claim 26: a MIG device whose GPU a distinctAttribute had refused)."""
+    assert ServedRelease.from_defaults(version).frees_refused_counters is frees
+    assert ServedRelease.assumed().frees_refused_counters is True
