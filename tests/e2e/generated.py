@@ -97,7 +97,9 @@ def _counters(processors: int, memory: str) -> Obj:
     return counters
 
 
-def fleet(rng: random.Random, nodes: int = 5) -> Fleet:
+def fleet(rng: random.Random, nodes: int = 5, *, per_device_selection: bool = True) -> Fleet:
+    """`per_device_selection=False` before 1.36: DRAPartitionableDevices is off there, and the
+    API server drops `perDeviceNodeSelection`, leaving such a slice invalid."""
     names = tuple(f"gen-node-{i}" for i in range(nodes))
     slices: list[Obj] = []
     for node in names:
@@ -168,7 +170,9 @@ def fleet(rng: random.Random, nodes: int = 5) -> Fleet:
         )
     for rack in range(RACKS):
         members = [n for n in names if labels[n].get(RACK_LABEL) == f"rack-{rack}"]
-        slices.extend(_rack_pool(rng, rack, members if rng.random() < 0.85 else []))
+        slices.extend(
+            _rack_pool(rng, rack, members if rng.random() < 0.85 else [], per_device_selection)
+        )
     classes = (device_class(GPU_CLASS, "gpu"), device_class(MIG_CLASS, "mig"))
     return Fleet(names, tuple(slices), classes, labels)
 
@@ -199,13 +203,15 @@ def _rack_selector(rng: random.Random, rack: int) -> Obj:
     return {"nodeSelectorTerms": [{"matchExpressions": expressions}]}
 
 
-def _rack_pool(rng: random.Random, rack: int, members: list[str]) -> list[Obj]:
+def _rack_pool(
+    rng: random.Random, rack: int, members: list[str], per_device_selection: bool = True
+) -> list[Obj]:
     """A rack's pool: a slice of one counter set (fabric links) and a slice of GPUs consuming
     them, selected by the rack's label (or per device: the rack, one of its nodes, all nodes).
     ``members``: the rack's nodes (when empty the slices select the label anyway: no node)."""
     product, memory, architecture = RACK_GPU
     links = rng.randint(2, 4)
-    per_device = rng.random() < 0.3
+    per_device = rng.random() < 0.3 and per_device_selection
     devices = []
     for index in range(rng.randint(1, 4)):
         gpu: Obj = {
@@ -300,7 +306,10 @@ def _exactly(rng: random.Random, device_class: str) -> Obj:
     return body
 
 
-def claim_spec(rng: random.Random) -> Obj:
+def claim_spec(rng: random.Random, *, distinct: bool = True) -> Obj:
+    """One claim; `distinct=False` writes matchAttribute where distinctAttribute would go (the
+    same random stream): 1.35's API server drops distinctAttribute (DRAConsumableCapacity off)
+    and then refuses the constraint left empty."""
     shape = rng.random()
     if shape < 0.55:
         device_class = GPU_CLASS if rng.random() < 0.7 else MIG_CLASS
@@ -320,6 +329,7 @@ def claim_spec(rng: random.Random) -> Obj:
     devices: Obj = {"requests": requests}
     if rng.random() < 0.7:
         kind = rng.choice(["matchAttribute", "matchAttribute", "distinctAttribute"])
+        kind = kind if distinct else "matchAttribute"
         name = rng.choice(["productName", "architecture", "uuid", "index"])
         devices["constraints"] = [{"requests": ["r0", "r1"], kind: f"{D}/{name}"}]
     return {"devices": devices}

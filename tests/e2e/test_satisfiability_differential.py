@@ -28,6 +28,7 @@ from collections.abc import Iterator
 
 import pytest
 
+from tests.assets import control_plane_release
 from tests.e2e import generated
 from tests.e2e import objects as o
 from tests.e2e.fleet import _STATUS, node
@@ -50,6 +51,18 @@ def _seed() -> int:
 SEED = _seed()
 NEVER = re.compile(r"^spec(\.devices\.(requests|constraints)\[\d+\])?: (?!not now:|not enforced:)")
 NOT_NOW = re.compile(r"^spec[^ ]*: not now:")
+
+
+def _per_device_selection() -> bool:
+    """`perDeviceNodeSelection` is kept from 1.36 (DRAPartitionableDevices)."""
+    return control_plane_release()[0] >= 36
+
+
+def _distinct() -> bool:
+    """Whether the API server takes a distinctAttribute constraint: 1.34 stores it (its drop of
+    the field clears a copy; the scheduler then checks presence only, which the model knows),
+    1.35 drops it and refuses the constraint left empty, 1.36 on serves it."""
+    return control_plane_release()[0] != 35
 
 
 def verdict(warnings: list[str]) -> str:
@@ -81,7 +94,7 @@ def generated_fleet(kube: Kube, request: pytest.FixtureRequest) -> Iterator[gene
     if reporter is not None and capture is not None:
         with capture.global_and_fixture_disabled():  # printed whatever the capture mode
             reporter.write_line(f"\nsatisfiability differential: seed {SEED} (DRA_E2E_SEED={SEED})")
-    fleet = generated.fleet(random.Random(SEED))
+    fleet = generated.fleet(random.Random(SEED), per_device_selection=_per_device_selection())
     for name in fleet.nodes:
         kube.apply(node(name))
         kube.patch("Node", name, None, {"spec": {"taints": None}})
@@ -138,11 +151,12 @@ def test_the_webhook_agrees_with_the_scheduler_on_generated_claims(
     ns, fleet = differential_namespace, generated_fleet
     kube.wait(lambda: _probe(kube, ns, fleet), "the webhook to see the generated fleet", 30)
     rng = random.Random(SEED)
-    generated.fleet(rng)  # the same stream as the coverage test: claims follow the fleet
+    # the same stream as the fixture's fleet: claims follow it
+    generated.fleet(rng, per_device_selection=_per_device_selection())
     disagreements: list[str] = []
     tally: Counter[tuple[str, str]] = Counter()
     for i in range(CLAIMS):
-        spec = generated.claim_spec(rng)
+        spec = generated.claim_spec(rng, distinct=_distinct())
         name = f"claim-{i}"
         said, outcome, warnings = _decide(kube, ns, name, spec)
         tally[(said, outcome)] += 1
