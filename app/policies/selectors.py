@@ -35,10 +35,10 @@ def check(request: Request, ctx: Context) -> Result:
     """Deny selectors that do not compile; then warn or deny requests no device can satisfy
     (`satisfiability.claim_verdict`).
 
-    All of it within the review's CEL budget (`cel.reviewBudget`): past it, the answer is per
-    `failure.celBudget`.
+    All of it within the review's CEL budgets (`cel.reviewBudget`, `cel.compileBudget`): past
+    one, the answer is per `failure.celBudget`, at once.
     """
-    budget = Budget(ctx.policy.cel.review_budget)
+    budget = Budget(ctx.policy.cel.review_budget, ctx.policy.cel.compile_budget)
     try:
         return _check(request, ctx, budget)
     except BudgetExceededError as exc:
@@ -60,7 +60,7 @@ def _check(request: Request, ctx: Context, budget: Budget) -> Result:
         selectors, errors = claims.device_class_selectors(obj)
         if errors:
             raise errors[0].exception()  # (malformed: ObjectShapeError with its path)
-        budget.memoize_unless_over(e for _, e in selectors)
+        budget.admit(e for _, e in selectors)
         violations, not_checked = compile_check(runtime, selectors, budget)
         if violations:
             return Result(
@@ -72,7 +72,7 @@ def _check(request: Request, ctx: Context, budget: Budget) -> Result:
 
     requests = _device_requests(request, obj)
     expressions = [s for r in requests for a in r.alternatives for s in a.selectors]
-    budget.memoize_unless_over(e for _, e in expressions)
+    budget.admit(e for _, e in expressions)
     violations, not_checked = compile_check(runtime, expressions, budget)
     if violations:
         return Result(
@@ -89,12 +89,12 @@ def compile_check(
 ) -> tuple[tuple[Violation, ...], tuple[str, ...]]:
     """A violation per selector that does not compile, with position and message; a warning
     per selector this webhook's engine cannot check (:func:`app.cel.gaps.engine_gap`). Each
-    selector not yet compiled costs `budget` a compile."""
+    selector not yet compiled costs `budget` a compile (and one of its new compiles)."""
     violations = []
     not_checked = []
     for path, expression in selectors:
         if budget is not None:
-            cached = runtime.cache.is_cached(runtime.engine, expression, SELECTOR)
+            cached = runtime.cache.is_cached(runtime.engine, expression, SELECTOR, budget)
             budget.charge(1 if cached else COMPILE_CHARGE)
         try:
             runtime.cache.get(runtime.engine, expression, SELECTOR, budget)
