@@ -70,7 +70,16 @@ class Budget:
     (:meth:`memoize_unless_over`); when not, ``scratch`` holds the review's own compiled
     programs (by expression), so each compiles once for the review and goes with it."""
 
-    __slots__ = ("compile_seconds", "compiled", "compiles", "limit", "memoize", "scratch", "spent")
+    __slots__ = (
+        "compile_seconds",
+        "compiled",
+        "compiles",
+        "limit",
+        "memoize",
+        "scratch",
+        "spent",
+        "text",
+    )
 
     def __init__(self, limit: int, compiles: CompileBudget | None = None) -> None:
         self.limit = limit
@@ -82,6 +91,8 @@ class Budget:
         """New expressions compiled for the review."""
         self.compile_seconds = 0.0
         """CPU time they took."""
+        self.text: int | None = None
+        """Bytes of CEL text of the object under review, once :meth:`admit` has read them."""
 
     def memoize_unless_over(self, expressions: Iterable[str]) -> None:
         """Stop memoizing when the distinct ``expressions`` pass :data:`MEMO_TEXT_PER_REVIEW`."""
@@ -90,8 +101,12 @@ class Budget:
     def admit(self, expressions: Iterable[str]) -> None:
         """Before any of them is parsed: raise :class:`BudgetExceededError` when the distinct
         ``expressions`` of the object under review hold more CEL text than `cel.compileBudget`
-        allows; else decide ``memoize`` (:meth:`memoize_unless_over`)."""
-        size = sum(len(e) if e.isascii() else len(e.encode()) for e in set(expressions))
+        allows; else decide ``memoize`` (:meth:`memoize_unless_over`). The object is the same
+        for every call on one review's budget: its size is read once."""
+        size = self.text
+        if size is None:
+            size = sum(len(e) if e.isascii() else len(e.encode()) for e in set(expressions))
+            self.text = size
         if self.compiles is not None and size > self.compiles.text_bytes:
             raise BudgetExceededError(
                 f"its selectors hold {size:,} bytes of CEL, over the review's compile budget of "

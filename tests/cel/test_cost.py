@@ -113,12 +113,15 @@ def test_a_budget_raises_once_spent() -> None:
 
 
 def test_a_budget_admits_the_text_of_distinct_expressions_up_to_its_bytes() -> None:
-    budget = Budget(10**9, CompileBudget(bytes=120))
-    budget.admit(["a" * 60, "b" * 60, "a" * 60])  # a repeated expression compiles once
+    limits = CompileBudget(bytes=120)
+    Budget(10**9, limits).admit(["a" * 60, "b" * 60, "a" * 60])  # a repeat compiles once
+    over = Budget(10**9, limits)
     with pytest.raises(BudgetExceededError, match=r"hold 121 bytes .* \(cel.compileBudget.bytes\)"):
-        budget.admit(["a" * 60, "b" * 61])
+        over.admit(["a" * 60, "b" * 61])
+    with pytest.raises(BudgetExceededError, match="hold 121 bytes"):
+        over.admit(iter(()))  # one object per review: read once, refused again
     with pytest.raises(BudgetExceededError, match="hold 122 bytes"):
-        budget.admit(["é" * 61])  # bytes, not characters
+        Budget(10**9, limits).admit(["é" * 61])  # bytes, not characters
     Budget(10**9).admit(["a" * 10**6])  # without compile limits: units only
 
 
