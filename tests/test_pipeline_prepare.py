@@ -41,6 +41,10 @@ def _pipeline(policy: Policy | None = None) -> Pipeline:
     return Pipeline(policy or load_policy(), make_view(), own_namespace="dra-webhook")
 
 
+def _steps(pipeline: Pipeline, endpoint: Endpoint, request: Request) -> Iterator[None]:
+    return pipeline.prepare(endpoint, request) or iter(())
+
+
 def _compiled(pipeline: Pipeline) -> int:
     return pipeline.parts[cel_runtime].cache.size
 
@@ -48,27 +52,27 @@ def _compiled(pipeline: Pipeline) -> int:
 def test_most_reviews_have_nothing_to_prepare() -> None:
     pipeline = _pipeline()
     pod = decode_review(orjson.dumps(load_fixture("pod-create-legacy-gpu")))
-    assert pipeline.prepare(Endpoint.VALIDATE, pod) == ()
-    assert pipeline.prepare(Endpoint.MUTATE, _request(_claim(*_new(3)))) == ()
+    assert pipeline.prepare(Endpoint.VALIDATE, pod) is None
+    assert pipeline.prepare(Endpoint.MUTATE, _request(_claim(*_new(3)))) is None
 
 
 def test_a_claims_new_selectors_are_compiled_ahead_one_per_step() -> None:
     pipeline = _pipeline()
     before = _compiled(pipeline)
     request = _request(_claim(*_new(5), *_new(5)))  # each twice: compiled once
-    assert len(list(pipeline.prepare(Endpoint.VALIDATE, request))) == 5
+    assert len(list(_steps(pipeline, Endpoint.VALIDATE, request))) == 5
     assert _compiled(pipeline) == before + 5
     assert pipeline.review(Endpoint.VALIDATE, request).allowed
     assert _compiled(pipeline) == before + 5  # the check found them compiled
     again = _request(_claim(*_new(5)))
-    assert list(pipeline.prepare(Endpoint.VALIDATE, again)) == []
+    assert list(_steps(pipeline, Endpoint.VALIDATE, again)) == []
 
 
 def test_preparing_stops_at_the_compile_budget_and_the_review_answers_at_once() -> None:
     pipeline = _pipeline(policy_from(SMALL_BUDGET))
     before = _compiled(pipeline)
     request = _request(_claim(*_new(10)))
-    assert len(list(pipeline.prepare(Endpoint.VALIDATE, request))) == 3
+    assert len(list(_steps(pipeline, Endpoint.VALIDATE, request))) == 3
     decision = pipeline.review(Endpoint.VALIDATE, request)
     assert not decision.allowed
     assert "compile budget of 3 new CEL expressions (cel.compileBudget.expressions)" in (
@@ -110,7 +114,7 @@ def test_the_decision_is_the_same_prepared_or_not(case: str) -> None:
         pipeline = _pipeline(policy_from(policy))
         request = _request(obj)
         if prepared:
-            for _ in pipeline.prepare(Endpoint.VALIDATE, request):
+            for _ in _steps(pipeline, Endpoint.VALIDATE, request):
                 pass
         decisions.append(pipeline.review(Endpoint.VALIDATE, request))
     assert decisions[0] == decisions[1]
@@ -134,6 +138,6 @@ def test_a_prepare_that_raises_leaves_the_work_and_the_answer_to_its_check() -> 
     )
     pipeline = Pipeline(load_policy(), make_view(), "dra-webhook", (registration,))
     request = _request(_claim("true"))
-    assert len(list(pipeline.prepare(Endpoint.VALIDATE, request))) == 1
+    assert len(list(_steps(pipeline, Endpoint.VALIDATE, request))) == 1
     assert pipeline.review(Endpoint.VALIDATE, request).allowed
     assert seen == ["prepare", "check"]

@@ -148,15 +148,15 @@ class Pipeline:
             and self.view.namespace_labels(request.namespace) is None
         )
 
-    def prepare(self, endpoint: Endpoint, request: Request) -> Iterable[None]:
+    def prepare(self, endpoint: Endpoint, request: Request) -> Iterator[None] | None:
         """What the review's checks would do at length, done ahead of `review` one step at a
-        time (for the selector check: a step per new selector compiled, within the review's
-        CEL budget), so that the caller can let other reviews in between the steps
-        (app.transport). Nothing for most reviews. Whatever is left undone the checks do
-        themselves: `review` alone gives the same decision."""
+        time (for the selector check: a step per new selector compiled, within the review's CEL
+        budget, the first one reading the object's selectors too), so that the caller can let
+        other reviews in between the steps (app.transport); None for most reviews. Whatever is left
+        undone the checks do themselves: `review` alone gives the same decision."""
         preparing = self._preparing.get((endpoint, request.group, request.kind, request.operation))
         if preparing is None or request.namespace in self._exempt:
-            return ()
+            return None
         return self._prepare(preparing, request)
 
     def _prepare(self, preparing: tuple[Registration, ...], request: Request) -> Iterator[None]:
