@@ -68,6 +68,15 @@ def test_a_claims_new_selectors_are_compiled_ahead_one_per_step() -> None:
     assert list(_steps(pipeline, Endpoint.VALIDATE, again)) == []
 
 
+def test_reading_many_selectors_is_a_step_of_its_own() -> None:
+    (one,) = _new(1)
+    same = [{"cel": {"expression": one}}] * 32
+    many = claim("c", *(exact(f"r{i}", selectors=same) for i in range(9)), namespace="gpu-e2e")
+    assert len(list(_steps(_pipeline(), Endpoint.VALIDATE, _request(many)))) == 2
+    few = _claim(one, one)
+    assert len(list(_steps(_pipeline(), Endpoint.VALIDATE, _request(few)))) == 1
+
+
 def test_preparing_stops_at_the_compile_budget_and_the_review_answers_at_once() -> None:
     pipeline = _pipeline(policy_from(SMALL_BUDGET))
     before = _compiled(pipeline)

@@ -37,6 +37,10 @@ from app.policies import satisfiability
 from app.policies.base import ALLOW, Context, Request, Result, Violation, failure_answer, subject
 from app.policies.cel_runtime import CelRuntime, cel_runtime
 
+READ_IN_ONE_STEP = 256
+"""Selectors read from an object without a turn of the event loop after (about half a
+millisecond: the API server's limits allow 8,192, several milliseconds)."""
+
 
 def check(request: Request, ctx: Context) -> Result:
     """Deny selectors that do not compile; then warn or deny requests no device can satisfy
@@ -78,8 +82,9 @@ def _check(request: Request, ctx: Context, budget: Budget) -> Result:
 def compile_ahead(request: Request, ctx: Context) -> Iterator[None]:
     """The new selectors the check would compile, compiled ahead of it, a step per compile,
     within the review's budget (`Request.cel_budget`): the server runs other reviews between
-    the steps. It stops where the budget does, and judges nothing: a compile error is cached
-    for the check to report, a malformed object or a spent budget is left for it to answer."""
+    the steps. Reading more than READ_IN_ONE_STEP selectors is a step of its own. It stops
+    where the budget does, and judges nothing: a compile error is cached for the check to
+    report, a malformed object or a spent budget is left for it to answer."""
     obj = request.object
     if obj is None:
         return
@@ -87,6 +92,8 @@ def compile_ahead(request: Request, ctx: Context) -> Iterator[None]:
         _, selectors = _selectors(request, obj)
     except ObjectShapeError:
         return
+    if len(selectors) > READ_IN_ONE_STEP:
+        yield
     runtime: CelRuntime = ctx.parts[cel_runtime]
     cache, engine = runtime.cache, runtime.engine
     budget = request.cel_budget(ctx.policy.cel)
