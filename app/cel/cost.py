@@ -105,7 +105,10 @@ class Budget:
         for every call on one review's budget: its size is read once."""
         size = self.text
         if size is None:
-            size = sum(len(e) if e.isascii() else len(e.encode()) for e in set(expressions))
+            distinct = set(expressions)
+            size = sum(map(len, distinct))
+            if not all(map(str.isascii, distinct)):
+                size = sum(len(e.encode()) for e in distinct)
             self.text = size
         if self.compiles is not None and size > self.compiles.text_bytes:
             raise BudgetExceededError(
