@@ -6,7 +6,8 @@ its one cache budget.
 
 1. Writes a static cluster of `--slices` ResourceSlices (8 GPUs each, NVIDIA-shaped) with its
    DeviceClass and namespace, and starts `dra-webhook serve` on 127.0.0.1 (fresh certificates,
-   one worker, the default policy, `DRA_WEBHOOK_CACHE_MAX_BYTES` at `--budget-mib`).
+   one worker, the default policy with a compile budget large enough that every review is
+   compiled whole (`WHOLE_REVIEWS`), `DRA_WEBHOOK_CACHE_MAX_BYTES` at `--budget-mib`).
 2. Sends ResourceClaim reviews to `POST /validate`, back to back over `--connections` keep-alive
    connections, as a server-side dry-run create sends them: `--per-review` distinct selectors
    of ~`--selector-bytes` each, every one never seen before (string comparisons on long
@@ -52,6 +53,12 @@ sys.path.insert(0, str(ROOT))
 from loadtest.overload import HOST, Options, _free_port, _rss_bytes, _start, _stop  # noqa: E402
 
 MIB = 1024 * 1024
+WHOLE_REVIEWS = (
+    "cel:\n  compileBudget: {expressions: 100000, milliseconds: 3600000, bytes: 8388608}\n"
+)
+"""The policy's compile budget lifted: the default stops a review of 30 selectors of 2 KB a
+few compiles in (`cel.compileBudget`), and this soak is about what the caches hold when every
+selector is compiled."""
 DRIVER = "gpu.nvidia.com"
 NAMESPACE = "soak"
 MAX_SECONDS = 1800
@@ -266,7 +273,10 @@ def run(soak: Soak) -> dict[str, Any]:
     port, health = _free_port(), _free_port()
     env = {"DRA_WEBHOOK_CACHE_MAX_BYTES": str(soak.budget_mib * MIB)}
     options = Options(0, 0, 0, 0, 0, 0, 0, 0, soak.out, env)
-    process = _start(options, port, health, ["--cluster-file", str(cluster_file)])
+    policy_file = soak.out / "policy.yaml"
+    policy_file.write_text(WHOLE_REVIEWS)
+    extra = ["--cluster-file", str(cluster_file), "--config", str(policy_file)]
+    process = _start(options, port, health, extra)
     samples: list[Sample] = []
     try:
         context = ssl.create_default_context(cafile=str(soak.out / "certs" / "ca.crt"))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gc
+from collections.abc import Callable
 
 import pytest
 from hypothesis import given, settings
@@ -24,7 +25,7 @@ from app.bounded import (
 from app.cel.cost import MEMO_TEXT_PER_REVIEW
 from app.config.settings import Settings
 from app.metrics import Metrics
-from tests.helpers import AppHarness, Obj, review
+from tests.helpers import AppHarness, Obj, policy_from, review
 
 NAME = CacheName.QUANTITIES
 
@@ -243,9 +244,16 @@ def _long_selectors(count: int, tag: str) -> list[str]:
     ]
 
 
+LARGE_COMPILES = "cel: {compileBudget: {bytes: 1048576, milliseconds: 600000}}"
+"""A compile budget that lets a review compile past the memo bound (the default stops it at
+the memo bound's 64 KiB of text, and at 50 ms)."""
+
+
 def test_a_review_over_the_memo_bound_is_answered_alike_but_leaves_nothing_in_the_caches(
-    app: AppHarness,
+    make_app: Callable[..., AppHarness],
 ) -> None:
+    app = make_app(policy=policy_from(LARGE_COMPILES))
+
     def entries() -> dict[CacheName, int]:
         return {name: stats.entries for name, stats in cache_stats().items()}
 

@@ -6,11 +6,16 @@ for that one compile instead of starting their own, and a failed compile is cach
 selector in a popular template costs one compile, not one per request). The LRU is the app's one
 bounded cache (`app.bounded`, named `cel-compile` in /metrics), under this cache's lock; this
 module imports no metrics library.
+
+A lookup made for a review carries its :class:`~app.cel.cost.Budget`: a miss asks it first
+(`Budget.before_compile`, which raises once the review's new compiles are spent, before anything
+is cached) and the compile's CPU time is counted to it; a hit costs it nothing.
 """
 
 from __future__ import annotations
 
 import threading
+import time
 from dataclasses import dataclass
 from typing import Final, cast
 
@@ -87,9 +92,16 @@ class CompileCache:
                 self.hits, self.misses, len(self._entries), self.evictions, self.compile_errors
             )
 
-    def is_cached(self, engine: Engine, expression: str, environment: Environment) -> bool:
-        """Whether a lookup would be a hit (no compile)."""
-        return (engine.name, environment.name, expression) in self._entries
+    def is_cached(
+        self,
+        engine: Engine,
+        expression: str,
+        environment: Environment,
+        budget: Budget | None = None,
+    ) -> bool:
+        """Whether a lookup would be a hit (no compile), here or in ``budget.scratch``."""
+        key = (engine.name, environment.name, expression)
+        return key in self._entries or (budget is not None and key in budget.scratch)
 
     def get(
         self,
@@ -104,7 +116,9 @@ class CompileCache:
         carries its estimated cost (`program.cost`), computed once here with the compile.
         For a review that may not memoize (``budget.memoize`` false: over
         :data:`app.cel.cost.MEMO_TEXT_PER_REVIEW`) a miss is kept in the review's own
-        ``budget.scratch``, not here.
+        ``budget.scratch``, not here. A miss first asks ``budget`` whether the review may
+        compile one more (raising its BudgetExceededError, nothing cached) and counts its CPU
+        time to it.
         """
         # Environment names are unique; hashing the name is cheaper than the dataclass.
         key = (engine.name, environment.name, expression)
@@ -116,6 +130,8 @@ class CompileCache:
                 entry = cast("_Entry | None", budget.scratch.get(key))
             owner = entry is None
             if entry is None:
+                if budget is not None:
+                    budget.before_compile()
                 entry = _Entry(_program_bytes(engine.name, expression))
                 if keep:
                     self._entries.put(key, entry)
@@ -123,7 +139,14 @@ class CompileCache:
                     assert budget is not None
                     budget.scratch[key] = entry
         if owner:
-            self._compile(entry, engine, expression, environment)
+            if budget is None:
+                self._compile(entry, engine, expression, environment)
+            else:
+                started = time.thread_time()
+                try:
+                    self._compile(entry, engine, expression, environment)
+                finally:
+                    budget.count_compile(time.thread_time() - started)
         elif not entry.done.is_set():
             entry.done.wait()
         if entry.program is not None:

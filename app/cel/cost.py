@@ -11,8 +11,13 @@ falls back to the coarse token estimate below, which is what the webhook used be
 of the work of one evaluation, not the API server's figure.
 
 The per-review budget (:class:`Budget`) charges each selector evaluation its estimate and each
-selector compiled for the review a fixed amount, so one huge claim (32 requests x 8 alternatives
-x 32 selectors) cannot hold the event loop for seconds.
+selector compiled for the review a fixed amount. Compiling is bounded on its own
+(`cel.compileBudget`): a compile with its estimate is 0.3 to 1 ms of CPU here, not the 40 µs the
+fixed amount stands for, so a claim within the API server's limits (32 requests x 8
+alternatives x 32 selectors) spent seconds compiling before the units ran out. The text the
+review may ask to compile is checked before any of it is parsed (:meth:`Budget.admit`), the
+count and CPU time of new compiles before each one (:meth:`Budget.before_compile`, from
+:class:`app.cel.cache.CompileCache`); an expression already compiled is free.
 """
 
 from __future__ import annotations
@@ -23,6 +28,7 @@ from typing import Final
 from app.cel import syntax
 from app.cel.errors import CelError
 from app.cel.estimate import UnsupportedError, estimate_cost
+from app.config.policy import CompileBudget
 
 __all__ = [
     "COMPILE_CHARGE",
@@ -49,7 +55,7 @@ class BudgetExceededError(CelError):
 
 
 MEMO_TEXT_PER_REVIEW: Final = 64 * 1024
-"""Selector text (distinct expressions, in characters) past which a review's CEL work is done but
+"""Selector text (distinct expressions, in bytes) past which a review's CEL work is done but
 not memoized: compiled programs, device matches and verdicts of a review that large are not
 kept, so one review cannot flood the caches (its work is still capped by its Budget). Claims
 people write stay far below it: 32 requests of 32 selectors of 64 characters reach it."""
@@ -57,22 +63,82 @@ people write stay far below it: 32 requests of 32 selectors of 64 characters rea
 
 class Budget:
     """Units a review may spend on CEL; `charge` raises :class:`BudgetExceededError` past it.
+    With ``compiles`` (`cel.compileBudget`), what it may compile is bounded too
+    (:meth:`admit`, :meth:`before_compile`); without, only the units bound it.
 
     ``memoize``: whether what the review's CEL work makes may be kept in the caches
     (:meth:`memoize_unless_over`); when not, ``scratch`` holds the review's own compiled
     programs (by expression), so each compiles once for the review and goes with it."""
 
-    __slots__ = ("limit", "memoize", "scratch", "spent")
+    __slots__ = (
+        "compile_seconds",
+        "compiled",
+        "compiles",
+        "limit",
+        "memoize",
+        "scratch",
+        "spent",
+        "text",
+    )
 
-    def __init__(self, limit: int) -> None:
+    def __init__(self, limit: int, compiles: CompileBudget | None = None) -> None:
         self.limit = limit
         self.spent = 0
         self.memoize = True
         self.scratch: dict[object, object] = {}
+        self.compiles = compiles
+        self.compiled = 0
+        """New expressions compiled for the review."""
+        self.compile_seconds = 0.0
+        """CPU time they took."""
+        self.text: int | None = None
+        """Bytes of CEL text of the object under review, once :meth:`admit` has read them."""
 
     def memoize_unless_over(self, expressions: Iterable[str]) -> None:
         """Stop memoizing when the distinct ``expressions`` pass :data:`MEMO_TEXT_PER_REVIEW`."""
         self.memoize = sum(map(len, set(expressions))) <= MEMO_TEXT_PER_REVIEW
+
+    def admit(self, expressions: Iterable[str]) -> None:
+        """Before any of them is parsed: raise :class:`BudgetExceededError` when the distinct
+        ``expressions`` of the object under review hold more CEL text than `cel.compileBudget`
+        allows; else decide ``memoize`` (:meth:`memoize_unless_over`). The object is the same
+        for every call on one review's budget: its size is read once."""
+        size = self.text
+        if size is None:
+            distinct = set(expressions)
+            size = sum(map(len, distinct))
+            if not all(map(str.isascii, distinct)):
+                size = sum(len(e.encode()) for e in distinct)
+            self.text = size
+        if self.compiles is not None and size > self.compiles.text_bytes:
+            raise BudgetExceededError(
+                f"its selectors hold {size:,} bytes of CEL, over the review's compile budget of "
+                f"{self.compiles.text_bytes:,} (cel.compileBudget.bytes)"
+            )
+        self.memoize = size <= MEMO_TEXT_PER_REVIEW
+
+    def before_compile(self) -> None:
+        """Before each new compile: raise :class:`BudgetExceededError` once the review has
+        compiled as many new expressions, or spent as much CPU time compiling, as
+        `cel.compileBudget` allows."""
+        limits = self.compiles
+        if limits is None:
+            return
+        if self.compiled >= limits.expressions:
+            raise BudgetExceededError(
+                f"the review's compile budget of {limits.expressions:,} new CEL expressions "
+                "(cel.compileBudget.expressions) is spent"
+            )
+        if self.compile_seconds * 1000 >= limits.milliseconds:
+            raise BudgetExceededError(
+                f"the review's compile budget of {limits.milliseconds:,} ms of CEL compiling "
+                "(cel.compileBudget.milliseconds) is spent"
+            )
+
+    def count_compile(self, seconds: float) -> None:
+        """One new compile, of ``seconds`` of CPU time."""
+        self.compiled += 1
+        self.compile_seconds += seconds
 
     def charge(self, units: int) -> None:
         self.spent += units

@@ -153,8 +153,9 @@ class Failure(_Model):
     """open: admit the pod untranslated with a warning; closed: deny it (the controller retries)."""
     stale_view: StaleView = Field(default_factory=StaleView, alias="staleView")
     cel_budget: FailureMode = Field(default="closed", alias="celBudget")
-    """A review whose CEL work (selector compiles and evaluations) exceeds `cel.reviewBudget`:
-    closed denies it naming the budget; open allows it with a warning that it was not checked."""
+    """A review whose CEL work exceeds `cel.reviewBudget` (selector compiles and evaluations) or
+    `cel.compileBudget` (new expressions, their compile time, the CEL text it carries): closed
+    denies it naming the budget; open allows it with a warning that it was not checked."""
 
 
 CheckAction = Literal["off", "warn", "deny"]
@@ -201,6 +202,24 @@ class Rule(_Model):
     action: Literal["deny", "warn"] = "deny"
 
 
+class CompileBudget(_Model):
+    """What one review may compile (`cel.compileBudget`): new CEL expressions, by count and by
+    CPU time, each bound checked before every compile, and the CEL text its object may carry,
+    checked before any is parsed. An expression already compiled (in the cache) is free. Past
+    a bound the review is answered at once, per `failure.celBudget`, naming the bound.
+
+    Claims people write ask for a handful of new expressions (a few milliseconds); a claim
+    within the API server's limits may carry 8,192, which took seconds to compile."""
+
+    expressions: int = Field(default=128, ge=1)
+    """New expressions one review may compile."""
+    milliseconds: int = Field(default=50, ge=1)
+    """CPU time one review may spend compiling new expressions. Checked before each compile,
+    so the last one may end past it (a selector is at most 10 KiB)."""
+    text_bytes: int = Field(default=64 * 1024, ge=1, alias="bytes")
+    """Bytes of CEL text (its distinct selectors) the object under review may carry."""
+
+
 class Cel(_Model):
     """The CEL engine and what is checked with it."""
 
@@ -212,6 +231,7 @@ class Cel(_Model):
     """CEL cost units one review may spend checking selectors: each selector evaluation costs
     its estimated cost, each selector compiled for the review 1,000. About 0.5 s of work here;
     a claim of ordinary size spends a few thousand (failure.celBudget says what happens past)."""
+    compile_budget: CompileBudget = Field(default_factory=CompileBudget, alias="compileBudget")
     rules: tuple[Rule, ...] = ()
 
     @field_validator("rules")

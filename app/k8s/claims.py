@@ -23,6 +23,13 @@ reaches us from an offline file and is skipped; ``capacity.requests`` is not val
 (``-1Gi``, ``0``, ``lots``, any key are stored), so its amounts are parsed here and a bad one is
 an error.
 
+Lists are read up to the API server's own limits and no further (``REQUESTS_MAX``,
+``SUBREQUESTS_MAX``, ``SELECTORS_MAX``: DeviceRequestsMaxSize, FirstAvailableDeviceRequestMaxSize,
+DeviceSelectorsMaxSize): a longer one is an error at the list, which the API server would refuse
+anyway ("Too many"), and its items are not read. So a spec costs every reader at most 32 x 8 x 32
+selectors, however long the lists a review sends (a claim of 10,000 requests took a quarter of
+a second to read).
+
 Both request shapes are read: v1 (``requests[].exactly`` / ``requests[].firstAvailable``) and the
 older flat one (``requests[].deviceClassName``, v1beta1) that a dump of an older cluster may hold.
 The API server accepts exactly one of ``exactly`` and ``firstAvailable``; for a spec that has
@@ -37,7 +44,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import replace
-from typing import Any
+from typing import Any, Final
 
 from app.errors import ObjectShapeError
 from app.k8s.claim_spec import (
@@ -61,7 +68,10 @@ __all__ = [
     "ALL",
     "COUNTING",
     "EXACT_COUNT",
+    "REQUESTS_MAX",
     "SELECTING",
+    "SELECTORS_MAX",
+    "SUBREQUESTS_MAX",
     "Alternative",
     "Branch",
     "ClaimSpec",
@@ -79,6 +89,17 @@ __all__ = [
 ]
 
 Obj = dict[str, Any]
+
+REQUESTS_MAX: Final = 32
+"""Requests in a claim spec (resource.k8s.io DeviceRequestsMaxSize)."""
+SUBREQUESTS_MAX: Final = 8
+"""Subrequests in a ``firstAvailable`` list (FirstAvailableDeviceRequestMaxSize)."""
+SELECTORS_MAX: Final = 32
+"""Selectors of a request, a subrequest or a DeviceClass (DeviceSelectorsMaxSize)."""
+
+
+def _too_many(value: list[Any], limit: int) -> str:
+    return f"must have at most {limit} items, not {len(value):,}"
 
 
 def parse_claim_spec(spec: Any, path: str = "spec") -> ClaimSpec:
@@ -101,6 +122,9 @@ def parse_claim_spec(spec: Any, path: str = "spec") -> ClaimSpec:
     if raw_requests is not None:
         if type(raw_requests) is not list:
             errors = (FieldError(f"{devices_path}.requests", "must be a list"),)
+        elif len(raw_requests) > REQUESTS_MAX:
+            message = _too_many(raw_requests, REQUESTS_MAX)
+            errors = (FieldError(f"{devices_path}.requests", message),)
         else:
             requests = tuple(
                 [
@@ -179,6 +203,9 @@ def _first_available(value: Any, path: str, found: list[FieldError]) -> Branch:
         return Branch((), written=False)
     if type(value) is not list:
         found.append(FieldError(path, "must be a list"))
+        return Branch((), (found[-1],))
+    if len(value) > SUBREQUESTS_MAX:
+        found.append(FieldError(path, _too_many(value, SUBREQUESTS_MAX)))
         return Branch((), (found[-1],))
     alternatives = []
     for index, sub in enumerate(value):
@@ -277,6 +304,9 @@ def _expressions(
         return expressions
     if not isinstance(value, list):
         errors.append(FieldError(path, "must be a list", SELECTING))
+        return expressions
+    if len(value) > SELECTORS_MAX:
+        errors.append(FieldError(path, _too_many(value, SELECTORS_MAX), SELECTING))
         return expressions
     for index, selector in enumerate(value):
         if selector is None:

@@ -14,12 +14,17 @@ startup, and no check builds or subscribes anything on the request path.
 A pod's mutating call in a translate namespace is its only call (`Pipeline._judge`): it also
 runs the pod's validating checks, and marks a pod it judged whole so that the chart's
 validating entry skips it (app.policies.translate_judged says why that cannot be abused).
+
+A review is decided in one call, on the one thread of the event loop. What a check would do at
+length (compile a claim's new selectors) it may also do ahead, in steps (`Pipeline.prepare`,
+the registrations' `prepare`): the transport runs the steps between turns of the event loop,
+then asks for the decision, so one heavy review does not hold up the others.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import replace
 from functools import partial
 
@@ -119,6 +124,12 @@ class Pipeline:
                 for operation in reg.operations:
                     routes.setdefault((reg.endpoint, group, kind, operation), []).append(reg)
         self._routes = {key: tuple(regs) for key, regs in routes.items()}
+        self._preparing = {
+            key: prepared
+            for key, regs in self._routes.items()
+            if (prepared := tuple(reg for reg in regs if reg.prepare is not None))
+        }
+        """The routes with checks that prepare (`prepare`): most reviews have none."""
         self._any_kind = tuple(r for r in registrations if r.name in ANY_KIND)
         self._at_translation = tuple(
             reg
@@ -136,6 +147,36 @@ class Pipeline:
             and (endpoint, request.group, request.kind, request.operation) in self._routes
             and self.view.namespace_labels(request.namespace) is None
         )
+
+    def prepare(self, endpoint: Endpoint, request: Request) -> Iterator[None] | None:
+        """What the review's checks would do at length, done ahead of `review` one step at a
+        time (for the selector check: a step per new selector compiled, within the review's CEL
+        budget, the first one reading the object's selectors too), so that the caller can let
+        other reviews in between the steps (app.transport); None for most reviews. Whatever is left
+        undone the checks do themselves: `review` alone gives the same decision."""
+        preparing = self._preparing.get((endpoint, request.group, request.kind, request.operation))
+        if preparing is None or request.namespace in self._exempt:
+            return None
+        return self._prepare(preparing, request)
+
+    def _prepare(self, preparing: tuple[Registration, ...], request: Request) -> Iterator[None]:
+        ctx = self._context(request)
+        if ctx is None:
+            return  # (answered per failure.unknownNamespace)
+        stale = self.view.stale_kinds
+        for reg in preparing:
+            if stale and stale & (reg.reads | {Kind.NAMESPACE}):
+                continue  # (answered per failure.staleView)
+            assert reg.prepare is not None
+            try:
+                yield from reg.prepare(request, ctx)
+            except Exception:  # a bug: the check does the work itself and answers
+                logger.exception(
+                    "internal error while preparing check %s",
+                    reg.name,
+                    extra={"uid": request.uid, "check": reg.name, "kind": request.kind},
+                )
+                return
 
     def review(self, endpoint: Endpoint, request: Request) -> Decision:
         """Decide one review; never raises (bugs are answered per the failure policy)."""
@@ -199,27 +240,34 @@ class Pipeline:
     def _review(
         self, endpoint: Endpoint, request: Request, registrations: tuple[Registration, ...]
     ) -> Decision:
-        labels = self.view.namespace_labels(request.namespace) if request.namespace else {}
-        if labels is None:
+        ctx = self._context(request)
+        if ctx is None:
             return self._failure(
                 self.policy.failure.unknown_namespace,
                 "unknown-namespace",
                 f"namespace {request.namespace} is not in dra-webhook's cluster view yet",
             )
-        mode_value = labels.get(self._label)
-        ctx = Context(
-            view=self.view,
-            policy=self.policy,
-            parts=self.parts,
-            mode=self._modes.get(mode_value) if mode_value is not None else None,
-            namespace_labels=labels,
-        )
         results: list[tuple[str, Result]] = []
         failed: list[str] = []
         skipped = self._run(registrations, request, ctx, results, failed)
         if endpoint is Endpoint.MUTATE and ctx.mode is Mode.TRANSLATE and _pod_create(request):
             return self._judge(request, ctx, results, failed, skipped=skipped)
         return self._merger.merge(results, failed)
+
+    def _context(self, request: Request) -> Context | None:
+        """What the checks consult besides the request; None when the view lacks its
+        namespace."""
+        labels = self.view.namespace_labels(request.namespace) if request.namespace else {}
+        if labels is None:
+            return None
+        mode_value = labels.get(self._label)
+        return Context(
+            view=self.view,
+            policy=self.policy,
+            parts=self.parts,
+            mode=self._modes.get(mode_value) if mode_value is not None else None,
+            namespace_labels=labels,
+        )
 
     def _judge(
         self,

@@ -4,12 +4,14 @@ Each registration names the endpoint, the kinds and operations its check sees, a
 check reads besides the request: the view kinds (`reads`: a stale one answers per
 `failure.staleView`), the parts it builds from the policy at load (`builds`, see
 `app/policies/parts.py`) and the derived indexes of the view (`indexes`). The pipeline
-(`app.pipeline`) builds and subscribes them when it is made, and routes by this table.
+(`app.pipeline`) builds and subscribes them when it is made, and routes by this table. A check
+whose work can be long (compiling a claim's new selectors) also names a `prepare`: the same
+work, done ahead of it in steps the server interleaves with other reviews.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
@@ -71,6 +73,7 @@ class Endpoint(StrEnum):
 
 
 Check = Callable[[Request, Context], Result]
+Prepare = Callable[[Request, Context], Iterator[None]]
 GroupKind = tuple[str, str]
 
 _RESOURCE = "resource.k8s.io"
@@ -105,6 +108,9 @@ class Registration:
     """Derived indexes of the view the check reads (`ctx.view.index`), subscribed at load."""
     workloads: bool = False
     """Also every kind the policy's `workloadKinds` adds to the catalogue."""
+    prepare: Prepare | None = None
+    """Work the check would do itself, done ahead of it one step at a time
+    (`Pipeline.prepare`): whatever it leaves undone, the check does."""
 
 
 _TRANSLATE_READS = frozenset(
@@ -202,6 +208,7 @@ REGISTRATIONS: tuple[Registration, ...] = (
         reads=frozenset({Kind.DEVICE_CLASS, Kind.RESOURCE_SLICE}),
         builds=(cel_runtime,),
         indexes=(Allocations,),
+        prepare=selectors.compile_ahead,
     ),
     Registration(
         "device-class-mappings",

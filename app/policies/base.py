@@ -12,8 +12,10 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
+from app.cel.cost import Budget
 from app.cluster.view import ClusterReader
 from app.config import Policy
+from app.config.policy import Cel
 from app.k8s.claims import ClaimSpec, parse_claim_spec, template_claim_spec
 from app.k8s.objects import object_name
 from app.k8s.patch import PatchOp
@@ -56,6 +58,7 @@ class Request:
     _templates: tuple[Any, ...] | None = field(default=None, init=False, repr=False, compare=False)
     """The object's pod templates, read once per review (`app.policies.workloads.templates`):
     dra-only, the scan, translation and quota all read them."""
+    _cel_budget: Budget | None = field(default=None, init=False, repr=False, compare=False)
 
     def claim_spec(self) -> ClaimSpec:
         """The object's claim spec (a ResourceClaim's `spec`, a ResourceClaimTemplate's
@@ -70,6 +73,16 @@ class Request:
                 spec, path = obj.get("spec"), "spec"
             found = parse_claim_spec(spec, path)
             object.__setattr__(self, "_claim_spec", found)
+        return found
+
+    def cel_budget(self, cel: Cel) -> Budget:
+        """The review's CEL budget (`cel.reviewBudget`, `cel.compileBudget`), one per review:
+        the selector check spends it, and so does the compiling the server has done for it
+        ahead of the check (`app.policies.selectors.compile_ahead`)."""
+        found = self._cel_budget
+        if found is None:
+            found = Budget(cel.review_budget, cel.compile_budget)
+            object.__setattr__(self, "_cel_budget", found)
         return found
 
 

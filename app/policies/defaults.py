@@ -159,6 +159,8 @@ def plan(
     if not isinstance(devices, dict) or not isinstance(devices.get("requests"), list):
         return planned
     claim = parse_claim_spec(spec, base.strip("/").replace("/", "."))
+    if claim.errors:
+        return planned  # (more requests than the API server takes: it refuses the object)
     default_class = defaults.default_class(labels)
     needs: list[tuple[str, Obj, str]] = []
     """(driver, parameters, config target) of class config the requests should get."""

@@ -12,11 +12,18 @@ the last word on it.
 
 A claim or template whose selectors compile is then judged as the scheduler would place it
 (:mod:`app.policies.satisfiability`), within the same review budget (`cel.reviewBudget`).
+
+The server compiles a review's new selectors ahead of the check (:func:`compile_ahead`, the
+registration's `prepare`), one per step, and lets other reviews in between the steps: thousands
+of new selectors within the API server's limits would otherwise hold its event loop until the
+compile budget ran out. The check then finds them compiled; what was not compiled ahead (offline
+`check` compiles nothing ahead), it compiles itself, within the same budget of the review.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import suppress
 from typing import Any
 
 from app.cel.cost import COMPILE_CHARGE, Budget, BudgetExceededError
@@ -30,15 +37,19 @@ from app.policies import satisfiability
 from app.policies.base import ALLOW, Context, Request, Result, Violation, failure_answer, subject
 from app.policies.cel_runtime import CelRuntime, cel_runtime
 
+READ_IN_ONE_STEP = 256
+"""Selectors read from an object without a turn of the event loop after (about half a
+millisecond: the API server's limits allow 8,192, several milliseconds)."""
+
 
 def check(request: Request, ctx: Context) -> Result:
     """Deny selectors that do not compile; then warn or deny requests no device can satisfy
     (`satisfiability.claim_verdict`).
 
-    All of it within the review's CEL budget (`cel.reviewBudget`): past it, the answer is per
-    `failure.celBudget`.
+    All of it within the review's CEL budgets (`cel.reviewBudget`, `cel.compileBudget`): past
+    one, the answer is per `failure.celBudget`, at once.
     """
-    budget = Budget(ctx.policy.cel.review_budget)
+    budget = request.cel_budget(ctx.policy.cel)
     try:
         return _check(request, ctx, budget)
     except BudgetExceededError as exc:
@@ -56,32 +67,47 @@ def _check(request: Request, ctx: Context, budget: Budget) -> Result:
     if obj is None:
         return ALLOW
     runtime: CelRuntime = ctx.parts[cel_runtime]
-    if request.kind == "DeviceClass":
-        selectors, errors = claims.device_class_selectors(obj)
-        if errors:
-            raise errors[0].exception()  # (malformed: ObjectShapeError with its path)
-        budget.memoize_unless_over(e for _, e in selectors)
-        violations, not_checked = compile_check(runtime, selectors, budget)
-        if violations:
-            return Result(
-                violations=violations,
-                warnings=not_checked,
-                summary=_summary(request, "do not compile"),
-            )
-        return Result(warnings=not_checked) if not_checked else ALLOW
-
-    requests = _device_requests(request, obj)
-    expressions = [s for r in requests for a in r.alternatives for s in a.selectors]
-    budget.memoize_unless_over(e for _, e in expressions)
-    violations, not_checked = compile_check(runtime, expressions, budget)
+    requests, selectors = _selectors(request, obj)
+    budget.admit(e for _, e in selectors)
+    violations, not_checked = compile_check(runtime, selectors, budget)
     if violations:
         return Result(
             violations=violations, warnings=not_checked, summary=_summary(request, "do not compile")
         )
-
     if not requests:
         return Result(warnings=not_checked) if not_checked else ALLOW
     return satisfiability.claim_verdict(request, ctx, budget, not_checked)
+
+
+def compile_ahead(request: Request, ctx: Context) -> Iterator[None]:
+    """The new selectors the check would compile, compiled ahead of it, a step per compile,
+    within the review's budget (`Request.cel_budget`): the server runs other reviews between
+    the steps. Reading more than READ_IN_ONE_STEP selectors is a step of its own. It stops
+    where the budget does, and judges nothing: a compile error is cached for the check to
+    report, a malformed object or a spent budget is left for it to answer."""
+    obj = request.object
+    if obj is None:
+        return
+    try:
+        _, selectors = _selectors(request, obj)
+    except ObjectShapeError:
+        return
+    if len(selectors) > READ_IN_ONE_STEP:
+        yield
+    runtime: CelRuntime = ctx.parts[cel_runtime]
+    cache, engine = runtime.cache, runtime.engine
+    budget = request.cel_budget(ctx.policy.cel)
+    try:
+        budget.admit(e for _, e in selectors)
+        for _, expression in selectors:
+            if cache.is_cached(engine, expression, SELECTOR, budget):
+                continue
+            budget.charge(COMPILE_CHARGE)
+            with suppress(CelCompileError):  # (cached: the check reports it)
+                cache.get(engine, expression, SELECTOR, budget)
+            yield
+    except BudgetExceededError:
+        return
 
 
 def compile_check(
@@ -89,12 +115,12 @@ def compile_check(
 ) -> tuple[tuple[Violation, ...], tuple[str, ...]]:
     """A violation per selector that does not compile, with position and message; a warning
     per selector this webhook's engine cannot check (:func:`app.cel.gaps.engine_gap`). Each
-    selector not yet compiled costs `budget` a compile."""
+    selector not yet compiled costs `budget` a compile (and one of its new compiles)."""
     violations = []
     not_checked = []
     for path, expression in selectors:
         if budget is not None:
-            cached = runtime.cache.is_cached(runtime.engine, expression, SELECTOR)
+            cached = runtime.cache.is_cached(runtime.engine, expression, SELECTOR, budget)
             budget.charge(1 if cached else COMPILE_CHARGE)
         try:
             runtime.cache.get(runtime.engine, expression, SELECTOR, budget)
@@ -129,6 +155,20 @@ def _map(value: Any, path: str) -> Mapping[str, Any]:
     if not isinstance(value, Mapping):
         raise ObjectShapeError(path, "must be an object")
     return value
+
+
+def _selectors(
+    request: Request, obj: Mapping[str, Any]
+) -> tuple[tuple[DeviceRequest, ...], list[tuple[str, str]]]:
+    """The device requests (none for a DeviceClass) and the (path, expression) of every
+    selector of the object; a malformed one raises ObjectShapeError with its path."""
+    if request.kind == "DeviceClass":
+        selectors, errors = claims.device_class_selectors(obj)
+        if errors:
+            raise errors[0].exception()
+        return (), list(selectors)
+    requests = _device_requests(request, obj)
+    return requests, [s for r in requests for a in r.alternatives for s in a.selectors]
 
 
 def _device_requests(request: Request, obj: Mapping[str, Any]) -> tuple[DeviceRequest, ...]:

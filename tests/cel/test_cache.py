@@ -11,10 +11,12 @@ import pytest
 
 from app.bounded import approx_bytes
 from app.cel.cache import PROGRAM_BYTES, CompileCache
+from app.cel.cost import Budget, BudgetExceededError
 from app.cel.device import Device
 from app.cel.engine import ADMISSION, SELECTOR, Engine, Environment, Program
 from app.cel.errors import CelCompileError
 from app.cel.factory import get_engine
+from app.config.policy import CompileBudget
 
 
 class SlowCountingEngine(Engine):
@@ -40,6 +42,46 @@ class SlowCountingEngine(Engine):
 
     def device_activation(self, device: Device) -> Any:
         return self.inner.device_activation(device)
+
+
+class BusyEngine(SlowCountingEngine):
+    """Spends `cpu` seconds of CPU time in each compile (a sleep would not count)."""
+
+    def __init__(self, inner: Engine, cpu: float) -> None:
+        super().__init__(inner, delay=0)
+        self.cpu = cpu
+
+    def compile(self, expression: str, environment: Environment) -> Program:
+        until = time.thread_time() + self.cpu
+        while time.thread_time() < until:
+            pass
+        return super().compile(expression, environment)
+
+
+def test_a_miss_for_a_review_asks_its_budget_first_and_caches_nothing_it_refuses() -> None:
+    engine = SlowCountingEngine(get_engine(), delay=0)
+    cache = CompileCache()
+    budget = Budget(10**9, CompileBudget(expressions=2))
+    cache.get(engine, "1 < 2", ADMISSION, budget)
+    cache.get(engine, "1 < 3", ADMISSION, budget)
+    with pytest.raises(BudgetExceededError, match=r"\(cel.compileBudget.expressions\)"):
+        cache.get(engine, "1 < 4", ADMISSION, budget)
+    assert not cache.is_cached(engine, "1 < 4", ADMISSION)
+    cache.get(engine, "1 < 2", ADMISSION, budget)  # a hit costs the budget nothing
+    assert (engine.compiles, budget.compiled) == (2, 2)
+    cache.get(engine, "1 < 4", ADMISSION)  # (a lookup for no review is not bounded)
+
+
+def test_a_reviews_new_compiles_stop_once_their_cpu_time_is_spent() -> None:
+    engine = BusyEngine(get_engine(), cpu=0.004)
+    cache = CompileCache()
+    budget = Budget(10**9, CompileBudget(expressions=1000, milliseconds=10))
+    with pytest.raises(BudgetExceededError, match=r"10 ms of CEL compiling"):
+        for number in range(100):
+            cache.get(engine, f"1 < {number}", ADMISSION, budget)
+    # each bound is checked before a compile: the last one may end past it
+    assert 2 <= engine.compiles <= 3
+    assert budget.compile_seconds >= 0.010
 
 
 def test_second_lookup_is_a_hit_and_returns_the_same_program(engine: Engine) -> None:

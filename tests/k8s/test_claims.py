@@ -252,6 +252,62 @@ def test_errors_are_values_with_the_field_path_and_the_readers_they_stop(
     assert text(parsed.first_error(SELECTING)) == selecting
 
 
+def _selectors(n: int) -> list[dict[str, Any]]:
+    return [{"cel": {"expression": f"device.attributes['d'].i == {i}"}} for i in range(n)]
+
+
+@pytest.mark.parametrize(
+    ("spec", "path", "message", "readers"),
+    [
+        pytest.param(
+            claim_spec(*(exact(f"r{i}") for i in range(10_000))),
+            "spec.devices.requests",
+            "must have at most 32 items, not 10,000",
+            COUNTING | SELECTING,
+            id="requests",
+        ),
+        pytest.param(
+            claim_spec(first("gpu", *(sub(f"s{i}") for i in range(9)))),
+            "spec.devices.requests[0].firstAvailable",
+            "must have at most 8 items, not 9",
+            COUNTING | SELECTING,
+            id="subrequests",
+        ),
+        pytest.param(
+            claim_spec(exact(selectors=_selectors(33))),
+            "spec.devices.requests[0].exactly.selectors",
+            "must have at most 32 items, not 33",
+            SELECTING,
+            id="selectors",
+        ),
+    ],
+)
+def test_a_list_over_the_api_servers_limit_is_an_error_and_its_items_are_not_read(
+    spec: Any, path: str, message: str, readers: int
+) -> None:
+    parsed = parse_claim_spec(spec)
+    assert parsed.first_error(readers) == FieldError(path, message, readers)
+    assert not [s for r in parsed.requests for a in r.alternatives for s in a.selectors]
+
+
+def test_lists_at_the_api_servers_limits_are_read_whole() -> None:
+    requests = [first(f"r{r}", *(sub(f"s{k}") for k in range(8))) for r in range(32)]
+    for request in requests:
+        for alternative in request["firstAvailable"]:
+            alternative["selectors"] = _selectors(32)
+    parsed = parse_claim_spec(claim_spec(*requests))
+    assert not parsed.malformed
+    assert sum(len(a.selectors) for r in parsed.requests for a in r.alternatives) == 8192
+
+
+def test_a_device_class_with_too_many_selectors_is_an_error() -> None:
+    selectors, errors = device_class_selectors({"spec": {"selectors": _selectors(33)}})
+    assert selectors == ()
+    assert errors == (
+        FieldError("spec.selectors", "must have at most 32 items, not 33", SELECTING),
+    )
+
+
 def test_the_first_error_is_the_first_in_document_order() -> None:
     spec = claim_spec(exact("a", count="x"), "not a request")
     assert parse_claim_spec(spec).first_error(COUNTING) == FieldError(

@@ -259,6 +259,9 @@ def test_first_available_alternatives_get_their_class_defaults(pipeline: Pipelin
             {**claim("c"), "spec": {"devices": {"requests": ["x", 3]}}}, id="bad-requests"
         ),
         pytest.param({**claim("c"), "spec": {}}, id="no-devices"),
+        pytest.param(
+            claim("c", *(exact(f"r{i}") for i in range(33))), id="more-requests-than-the-api-takes"
+        ),
     ],
 )
 def test_nothing_to_add_means_no_patch(pipeline: Pipeline, obj: Obj) -> None:

@@ -178,6 +178,26 @@ def test_a_huge_pod_is_answered_in_bounded_time_listing_a_bounded_number_of_viol
     assert elapsed < 2.0  # generous: a correctness bound (no quadratic blow-up), not a benchmark
 
 
+def test_a_claim_with_more_requests_than_the_api_server_takes_is_refused_with_the_path(
+    app: AppHarness,
+) -> None:
+    body = load_fixture("resourceclaim-create")
+    claim = body["request"]["object"]
+    (request,) = claim["spec"]["devices"]["requests"]
+    claim["spec"]["devices"]["requests"] = [{**request, "name": f"r{i}"} for i in range(10_000)]
+    started = time.perf_counter()
+    response = app.answer("validate", body)
+    elapsed = time.perf_counter() - started
+    assert response["allowed"] is False
+    assert response["status"]["code"] == 422
+    assert (
+        "spec.devices.requests: must have at most 32 items, not 10,000"
+        in (response["status"]["message"])
+    )
+    assert app.answer("mutate", body)["allowed"] is True
+    assert elapsed < 2.0  # generous: a correctness bound (the list is not read), not a benchmark
+
+
 def test_deeply_nested_unrelated_fields_are_carried_without_harm(app: AppHarness) -> None:
     deep: Any = "leaf"
     for _ in range(200):
