@@ -22,6 +22,7 @@ import yaml
 
 from tests.assets import control_plane_release
 from tests.e2e import objects as o
+from tests.e2e.controlplane import ControlPlane
 from tests.e2e.fleet import SHARING_SINCE
 from tests.e2e.kube import ApiError, Kube
 from tests.e2e.webhook import Webhook
@@ -85,3 +86,18 @@ def test_migrate_for_the_release_says_the_same_of_the_templates_it_would_write(
     else:
         assert run.returncode == 1, said  # something to change
         assert "memory: 4000Mi" in said
+
+
+def test_report_names_the_release_and_the_dra_features_it_serves(
+    control_plane: ControlPlane,
+) -> None:
+    minor, version = control_plane_release()
+    run = subprocess.run(
+        [sys.executable, "-m", "app", "report", "--kubeconfig", str(control_plane.kubeconfig())],
+        capture_output=True, text=True, check=False, timeout=120,
+    )  # fmt: skip
+    assert run.returncode == 0, run.stderr
+    last = run.stdout.strip().splitlines()[-1]
+    assert last.startswith(f"Kubernetes {version} (release defaults): resource.k8s.io v1")
+    sharing = "on" if minor >= SHARING_SINCE else "off"
+    assert f"DRAConsumableCapacity {sharing}" in last
