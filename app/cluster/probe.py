@@ -26,7 +26,7 @@ from typing import Any
 import orjson
 
 from app.cluster.api import Api, api_path, status_text
-from app.cluster.release import PROBED, Feature, ServedRelease
+from app.cluster.release import PROBED, Feature, ServedRelease, parse_minor
 
 logger = logging.getLogger(__name__)
 
@@ -156,8 +156,8 @@ def _git_version(status: int, body: bytes) -> str:
         raise ProbeError(f"GET /version: {status_text(status, body)}")
     found = _object(body)
     version = found.get("gitVersion")
-    if not isinstance(version, str) or not version:
-        raise ProbeError("GET /version answered without a gitVersion")
+    if not isinstance(version, str) or parse_minor(version) is None:
+        raise ProbeError(f"GET /version answered no Kubernetes 1.x gitVersion: {version!r}")
     return version
 
 

@@ -302,7 +302,7 @@ class FakeApiServer:
         if request.method == "GET" and path == "/version" and self.refuse_version:
             return _status_response(status(503, "ServiceUnavailable", "not serving yet"))
         if request.method == "GET" and path == "/version":
-            version = {"major": "1", "minor": self.git_version.split(".")[1]}
+            version = {"major": "1", "minor": [*self.git_version.split("."), "", ""][1]}
             return web.json_response({**version, "gitVersion": self.git_version})
         if request.method == "GET" and path == "/apis/resource.k8s.io":
             versions = [{"groupVersion": "resource.k8s.io/v1", "version": "v1"}]

@@ -92,3 +92,17 @@ async def test_without_a_version_nothing_gated_is_kept_until_the_probe_succeeds(
         await eventually(lambda: source.view.release.source == "probed", "a retried probe")
     finally:
         await source.stop()
+
+
+async def test_a_version_that_is_no_kubernetes_release_is_a_failed_probe_not_a_dead_task(
+    apiserver: FakeApiServer, tmp_path: Path
+) -> None:
+    apiserver.git_version = "not-a-release"
+    source = await _started(apiserver, tmp_path)
+    try:
+        assert source.view.release.version == ""
+        assert not source.view.release.keeps(Feature.CONSUMABLE_CAPACITY)
+        apiserver.git_version = "v1.36.5"
+        await eventually(lambda: source.view.release.version == "v1.36.5", "a retried probe")
+    finally:
+        await source.stop()
