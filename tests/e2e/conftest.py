@@ -87,7 +87,9 @@ def pytest_configure(config: pytest.Config) -> None:
 def control_plane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ControlPlane]:
     """etcd, kube-apiserver, kube-controller-manager and kube-scheduler on loopback."""
     assets = control_plane_assets()  # skips with the how-to, or fails under CI=true
-    plane = ControlPlane(assets, tmp_path_factory.mktemp("control-plane"))
+    plane = ControlPlane(
+        assets, tmp_path_factory.mktemp("control-plane"), control_plane_release()[0]
+    )
     _PLANE.append(plane)
     try:
         plane.start()

@@ -72,6 +72,12 @@ CONTROLLERS = (
 )
 """What the journeys need; node-lifecycle-controller is not among them, so Nodes made by hand
 are never marked NotReady or tainted for want of a kubelet."""
+OPT_IN: dict[int, tuple[tuple[str, ...], tuple[str, ...]]] = {}
+"""Per release minor: the feature gates (`Name=true`) and API versions (`group/version=true`)
+the journeys turn on besides the defaults, for APIs a platform team opts into (a gate that is
+off by default). Each is chosen so that it changes nothing another journey pins on that release
+(the fields the API server keeps on claims, what the release probe sees); the journey that needs
+one says so in its module docstring. Applied to every component that knows the gate."""
 READY_TIMEOUT = 60.0
 STOP_TIMEOUT = 10.0
 STOP_TIMEOUTS = {"kube-apiserver": 3.0}
@@ -216,6 +222,8 @@ class ControlPlane:
 
     assets: Path
     root: Path
+    minor: int = 0
+    """The release's minor (`OPT_IN` is read for it); 0 turns nothing on."""
     etcd_port: int = field(default_factory=free_port)
     etcd_peer_port: int = field(default_factory=free_port)
     api_port: int = field(default_factory=free_port)
@@ -385,9 +393,20 @@ class ControlPlane:
             "--endpoint-reconciler-type=none",
             # v1beta2 so that matchPolicy: Equivalent conversion can be seen (tests/fixtures);
             # v1beta1 too, to read objects written for it back as v1 (test_migrate_versions.py)
-            "--runtime-config=resource.k8s.io/v1beta1=true,resource.k8s.io/v1beta2=true",
+            "--runtime-config="
+            + ",".join(
+                ("resource.k8s.io/v1beta1=true", "resource.k8s.io/v1beta2=true", *self._apis())
+            ),
             "--profiling=false",
+            *self._gates(),
         ]
+
+    def _gates(self) -> list[str]:
+        gates = OPT_IN.get(self.minor, ((), ()))[0]
+        return [f"--feature-gates={','.join(gates)}"] if gates else []
+
+    def _apis(self) -> tuple[str, ...]:
+        return OPT_IN.get(self.minor, ((), ()))[1]
 
     def _component_args(self) -> list[str]:
         kubeconfig = str(self.kubeconfig(ADMIN))
@@ -398,6 +417,7 @@ class ControlPlane:
             "--leader-elect=false",
             f"--bind-address={HOST}",
             "--secure-port=0",
+            *self._gates(),
         ]
 
     def _controller_manager_args(self) -> list[str]:
@@ -435,7 +455,10 @@ def _main() -> int:
     # SIGTERM (e.g. `timeout`) stops the children like Ctrl-C does: they run in their own session
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
     root = args.dir or Path(tempfile.mkdtemp(prefix="dra-e2e-"))
-    plane = ControlPlane(Path(assets), root.resolve())
+    from tests.assets import read_release
+
+    minor = (read_release(Path(assets)) or (0, ""))[0]
+    plane = ControlPlane(Path(assets), root.resolve(), minor)
     try:
         plane.start()
     except ControlPlaneError as error:
@@ -443,12 +466,11 @@ def _main() -> int:
         print(error, file=sys.stderr)
         return 1
     if args.fleet:
-        from tests.assets import read_release
         from tests.e2e.fleet import publish
         from tests.e2e.kube import Kube
 
         kube = Kube(plane)
-        publish(kube, (read_release(plane.assets) or (36, ""))[0])
+        publish(kube, minor or 36)
         kube.close()
     print(f"control plane up in {plane.startup_seconds:.1f} s at {plane.url}; logs in {root}/logs")
     print(f"webhook identity: {plane.kubeconfig(WEBHOOK)}")
