@@ -1,20 +1,22 @@
 """What the cluster view keeps of each object: only the fields some policy reads.
 
-A ResourceClaim as the API server sends it carries managedFields, annotations, the pods that
-reserve it (`status.reservedFor`, up to 256 entries) and per-device status; none of that is read by
-a policy, and on a large cluster it is most of the memory. Kept, per kind:
+A ResourceClaim as the API server sends it carries managedFields, annotations and per-device
+status; none of that is read by a policy, and on a large cluster it is most of the memory. Kept,
+per kind:
 
 | kind | kept besides the common metadata |
 | --- | --- |
 | Namespace | nothing (the mode label is in `metadata.labels`) |
 | DeviceClass | `spec`, `metadata.creationTimestamp` (the newer of two mapping one name wins) |
 | ResourceSlice, ResourceClaimTemplate | `spec` |
-| ResourceClaim | `spec`; `status.allocation.devices.results[]` (see below) |
+| ResourceClaim | `spec`; `status.allocation.devices.results[]` (see below); `status.reservedFor[]` |
 | ResourceQuota | `spec`, `status.used` |
 | Node | nothing but its name, labels, uid and resourceVersion (watched as metadata only) |
 
 An allocation result keeps {request, driver, pool, device, adminAccess, shareID,
-consumedCapacity}, the ones set (not null).
+consumedCapacity}, the ones set (not null). A consumer in `status.reservedFor` (a pod, or a
+Workload/PodGroup for a group claim; up to 256) keeps {resource, name, uid}: who would lose the
+claim's devices (a DeviceTaintRule's blast radius, the holders a preemptor cannot evict).
 
 Common metadata: name, namespace, labels, uid, resourceVersion, generation, deletionTimestamp.
 ResourceSlice `spec` is kept whole: the allocation model reads its node selection, pools, shared
@@ -179,23 +181,34 @@ def slim(kind: str, obj: Obj, shared: SharedValues | None = None) -> Obj:
     return out
 
 
+_CONSUMER_FIELDS = ("apiGroup", "resource", "name", "uid")
+
+
 def _claim_status(status: Obj) -> Obj | None:
-    """Which devices a claim was allocated, without node selectors, configs or device status."""
+    """Which devices a claim was allocated and who holds it, without node selectors, configs
+    or device status."""
+    kept: Obj = {}
     allocation = status.get("allocation")
-    if not isinstance(allocation, dict):
-        return None
-    devices = allocation.get("devices")
-    results = devices.get("results") if isinstance(devices, dict) else None
-    if not isinstance(results, list):
-        return {"allocation": {}}
-    return {
-        "allocation": {
-            "devices": {
-                "results": [
-                    {k: r[k] for k in _ALLOCATION_RESULT_FIELDS if r.get(k) is not None}
-                    for r in results
-                    if isinstance(r, dict)
-                ]
+    if isinstance(allocation, dict):
+        devices = allocation.get("devices")
+        results = devices.get("results") if isinstance(devices, dict) else None
+        if not isinstance(results, list):
+            kept["allocation"] = {}
+        else:
+            kept["allocation"] = {
+                "devices": {
+                    "results": [
+                        {k: r[k] for k in _ALLOCATION_RESULT_FIELDS if r.get(k) is not None}
+                        for r in results
+                        if isinstance(r, dict)
+                    ]
+                }
             }
-        }
-    }
+    reserved = status.get("reservedFor")
+    if isinstance(reserved, list) and reserved:
+        kept["reservedFor"] = [
+            {k: c[k] for k in _CONSUMER_FIELDS if isinstance(c.get(k), str)}
+            for c in reserved
+            if isinstance(c, dict)
+        ]
+    return kept or None

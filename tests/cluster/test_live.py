@@ -64,7 +64,8 @@ async def test_objects_in_the_view_keep_only_what_policies_read(live: LiveSource
                     for d in ("gpu-0", "gpu-1")
                 ]
             }
-        }
+        },
+        "reservedFor": [{"resource": "pods", "name": "train-0-pod", "uid": "7d3a-pod"}],
     }
     assert "managedFields" not in claim["metadata"]
     assert "annotations" not in claim["metadata"]

@@ -67,7 +67,7 @@ def test_each_kind_keeps_only_the_fields_policies_read(obj: Obj, kept: set[str])
         assert small["spec"] is obj["spec"]  # shared, not copied
 
 
-def test_a_claim_keeps_which_devices_it_was_allocated_and_drops_the_rest_of_its_status() -> None:
+def test_a_claim_keeps_its_devices_and_holders_and_drops_the_rest_of_its_status() -> None:
     small = slim("ResourceClaim", served(objects.claim("c", "ns", count=2, allocated=True)))
     assert small["status"] == {
         "allocation": {
@@ -87,7 +87,8 @@ def test_a_claim_keeps_which_devices_it_was_allocated_and_drops_the_rest_of_its_
                     },
                 ]
             }
-        }
+        },
+        "reservedFor": [{"resource": "pods", "name": "c-pod", "uid": "7d3a-pod"}],
     }
 
 
@@ -122,7 +123,10 @@ def test_the_view_slims_what_it_is_given() -> None:
     view.apply(Kind.RESOURCE_CLAIM, served(objects.claim("c", "ns", allocated=True)))
     held = view.get(Kind.RESOURCE_CLAIM, "c", "ns")
     assert held is not None
-    assert "reservedFor" not in held["status"]
+    # who holds it, by name and uid only: a DeviceTaintRule's blast radius, preemption's holders
+    assert held["status"]["reservedFor"] == [
+        {"resource": "pods", "name": "c-pod", "uid": "7d3a-pod"}
+    ]
     assert "managedFields" not in held["metadata"]
 
 
