@@ -33,8 +33,11 @@ def _new(count: int, tag: int = 0) -> list[str]:
     return [f'device.attributes["gpu.nvidia.com"].index == {tag * 1000 + i}' for i in range(count)]
 
 
-def _request(obj: Obj) -> Request:
-    return decode_review(orjson.dumps(wrap(obj)))
+def _request(obj: Obj, pipeline: Pipeline | None = None) -> Request:
+    """The request as the transport hands it on: decoded once (`Pipeline.decode`), so that
+    what is prepared and what is reviewed share one CEL budget."""
+    request = decode_review(orjson.dumps(wrap(obj)))
+    return (pipeline or _pipeline()).decode(Endpoint.VALIDATE, request)
 
 
 def _pipeline(policy: Policy | None = None) -> Pipeline:
@@ -59,12 +62,12 @@ def test_most_reviews_have_nothing_to_prepare() -> None:
 def test_a_claims_new_selectors_are_compiled_ahead_one_per_step() -> None:
     pipeline = _pipeline()
     before = _compiled(pipeline)
-    request = _request(_claim(*_new(5), *_new(5)))  # each twice: compiled once
+    request = _request(_claim(*_new(5), *_new(5)), pipeline)  # each twice: compiled once
     assert len(list(_steps(pipeline, Endpoint.VALIDATE, request))) == 5
     assert _compiled(pipeline) == before + 5
     assert pipeline.review(Endpoint.VALIDATE, request).allowed
     assert _compiled(pipeline) == before + 5  # the check found them compiled
-    again = _request(_claim(*_new(5)))
+    again = _request(_claim(*_new(5)), pipeline)
     assert list(_steps(pipeline, Endpoint.VALIDATE, again)) == []
 
 
@@ -80,7 +83,7 @@ def test_reading_many_selectors_is_a_step_of_its_own() -> None:
 def test_preparing_stops_at_the_compile_budget_and_the_review_answers_at_once() -> None:
     pipeline = _pipeline(policy_from(SMALL_BUDGET))
     before = _compiled(pipeline)
-    request = _request(_claim(*_new(10)))
+    request = _request(_claim(*_new(10)), pipeline)
     assert len(list(_steps(pipeline, Endpoint.VALIDATE, request))) == 3
     decision = pipeline.review(Endpoint.VALIDATE, request)
     assert not decision.allowed
@@ -121,7 +124,7 @@ def test_the_decision_is_the_same_prepared_or_not(case: str) -> None:
     decisions: list[Decision] = []
     for prepared in (False, True):
         pipeline = _pipeline(policy_from(policy))
-        request = _request(obj)
+        request = _request(obj, pipeline)
         if prepared:
             for _ in _steps(pipeline, Endpoint.VALIDATE, request):
                 pass

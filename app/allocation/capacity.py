@@ -1,6 +1,8 @@
 """Consumable capacity (KEP-5075): a device capacity's request policy, what a request consumes
 of it, and whether a request fits what is left. The one copy: the allocation model and the
-capacity quotas (app.policies.quota.capacity) both read it.
+capacity quotas (app.policies.quota.capacity) both read it, from a device's raw `capacity`
+(:func:`device_capacity`) to what a request consumes (:func:`consumed`, :func:`rounded`); the
+amounts a claim asks for are read by the claim model (`app.k8s.claims.capacity_requests`).
 
 Mirrors upstream's consumable_capacity.go (k8s.io/dynamic-resource-allocation/structured):
 :func:`consumed` is ``calculateConsumedQuantity`` — a requested capacity is rounded up by the
@@ -14,16 +16,19 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from app.k8s.quantity import Quantity, QuantityError, parse_quantity
 
 __all__ = [
     "CapacitySpec",
+    "capacity_named",
     "capacity_spec",
     "consumed",
+    "device_capacity",
     "fits",
+    "policy_of",
     "quantity_or_none",
     "request_policy",
     "resolve_requests",
@@ -85,6 +90,34 @@ def capacity_spec(entry: Any) -> CapacitySpec | None:
     return request_policy(entry.get("requestPolicy"), value)
 
 
+def device_capacity(device: Mapping[str, Any], driver: str) -> dict[str, CapacitySpec]:
+    """A raw ResourceSlice device's capacities by qualified name (a bare name is in the
+    driver's domain: `memory` is `<driver>/memory`), as the scheduler reads them; of two
+    entries that qualify alike, the one with a request policy."""
+    out: dict[str, CapacitySpec] = {}
+    raw = device.get("capacity")
+    if not isinstance(raw, Mapping):
+        return out
+    for name, entry in raw.items():
+        spec = capacity_spec(entry)
+        if spec is None:
+            continue
+        qualified = str(name) if "/" in str(name) else f"{driver}/{name}"
+        if spec.has_policy:
+            out[qualified] = spec
+        else:
+            out.setdefault(qualified, spec)
+    return out
+
+
+def capacity_named(
+    capacity: Mapping[str, CapacitySpec], name: str, driver: str
+) -> CapacitySpec | None:
+    """The capacity a request names, bare names in the driver's domain
+    (``resolveCapacityRequests``), or None when the device lacks it."""
+    return capacity.get(name if "/" in name else f"{driver}/{name}")
+
+
 def consumed(requested: Quantity | None, spec: CapacitySpec) -> Quantity:
     """What a request takes of one capacity (``calculateConsumedQuantity``)."""
     if requested is None:
@@ -138,6 +171,12 @@ def resolve_requests(
             return None
         out[qualified] = amount
     return out
+
+
+def policy_of(spec: CapacitySpec) -> CapacitySpec:
+    """The request policy of a capacity, without its value: what two devices must agree on for
+    a request to consume the same of either."""
+    return replace(spec, value=ZERO)
 
 
 def fits(

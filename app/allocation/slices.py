@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
 
-from app.allocation.capacity import CapacitySpec, capacity_spec, quantity_or_none
+from app.allocation.capacity import CapacitySpec, device_capacity, quantity_or_none
 from app.allocation.nodes import LabelIndex, Reach, raw_devices, reach_of
 from app.devices.index import IndexedSlice
 from app.k8s.quantity import Quantity
@@ -139,7 +139,7 @@ def read(indexed: IndexedSlice) -> SliceFacts:
             raw,
             tuple(t for t in taints if isinstance(t, Mapping)) if isinstance(taints, list) else (),
             consumes,
-            _capacity(raw, driver),
+            device_capacity(raw, driver),
             raw.get("allowMultipleAllocations") is True,
             tuple(
                 ((set_name, counter), _number(amount))
@@ -182,23 +182,6 @@ def _consumes(device: Mapping[str, Any]) -> Consumes:
         for entry in value
         if isinstance(entry, Mapping)
     )
-
-
-def _capacity(device: Mapping[str, Any], driver: str) -> dict[str, CapacitySpec]:
-    out: dict[str, CapacitySpec] = {}
-    raw = device.get("capacity")
-    if not isinstance(raw, Mapping):
-        return out
-    for name, entry in raw.items():
-        spec = capacity_spec(entry)
-        if spec is None:
-            continue
-        qualified = str(name) if "/" in str(name) else f"{driver}/{name}"
-        if spec.has_policy:
-            out[qualified] = spec
-        else:
-            out.setdefault(qualified, spec)
-    return out
 
 
 def _number(quantity: Quantity) -> int | Fraction:

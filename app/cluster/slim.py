@@ -9,7 +9,7 @@ per kind:
 | Namespace | nothing (the mode label is in `metadata.labels`) |
 | DeviceClass | `spec`, `metadata.creationTimestamp` (the newer of two mapping one name wins) |
 | ResourceSlice, ResourceClaimTemplate | `spec` |
-| ResourceClaim | `spec`; `status.allocation.devices.results[]` (see below); `status.reservedFor[]` |
+| ResourceClaim | `spec`; `status.allocation.devices.results[]`, `status.reservedFor[]` (below) |
 | ResourceQuota | `spec`, `status.used` |
 | Node | nothing but its name, labels, uid and resourceVersion (watched as metadata only) |
 

@@ -2,19 +2,22 @@
 
 A request on devices that allow multiple allocations asks each of its `count` devices for an
 amount of some capacities (KEP-5075). The API server stores `capacity.requests` unvalidated
-(`-1Gi`, `0` and any key are accepted), so this reader is where a bad amount becomes a denial
-with its field path. Counting follows the device counts of `app.k8s.claims`: `exactly`, or for
-`firstAvailable` the largest amount of each (class, capacity) among its alternatives;
-`allocationMode: All` asks an unknown number of devices (`unbounded`).
+(`-1Gi`, `0` and any key are accepted): the claim model reads the amounts
+(`app.k8s.claims.capacity_requests`, a bad one an error with its field path) and this module
+only counts them; an amount of zero, which asks for nothing, is refused here. Counting follows
+the device counts of `app.k8s.claims`: `exactly`, or for `firstAvailable` the largest amount of
+each (class, capacity) among its alternatives; `allocationMode: All` asks an unknown number of
+devices (`unbounded`).
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from app.errors import ObjectShapeError
-from app.k8s.claims import COUNTING, Alternative, ClaimSpec
-from app.k8s.quantity import Quantity, QuantityError, parse_quantity
+from app.k8s.claims import CAPACITY, COUNTING, Alternative, ClaimSpec, capacity_requests
+from app.k8s.quantity import Quantity
 
 
 @dataclass(frozen=True, slots=True)
@@ -34,7 +37,7 @@ class Ask:
 
 def capacity_asks(parsed: ClaimSpec) -> tuple[Ask, ...]:
     """Every capacity ask of a claim spec; ObjectShapeError at a bad amount or shape."""
-    parsed.check(COUNTING)
+    parsed.check(COUNTING | CAPACITY)
     found: list[Ask] = []
     for request in parsed.requests:
         member = request.counted()
@@ -58,23 +61,18 @@ def _total(ask: Ask) -> Quantity:
 
 
 def _asks(request: str, alternative: Alternative) -> list[Ask]:
-    raw = alternative.capacity
-    if not raw:
+    """The alternative's asks, from the amounts the claim model read (`capacity_requests`:
+    the one reader of capacity quantities; a malformed amount is its error, already raised by
+    `check(COUNTING)`). A share of nothing is no share: zero is refused here."""
+    amounts = alternative.capacity_requests
+    if not amounts:
         return []
     found: list[Ask] = []
     base = f"{alternative.path}.capacity.requests"
-    for name, value in raw.items():
+    for name, amount in amounts.items():
         path = f"{base}[{name}]"
-        if not isinstance(name, str) or not name:
-            raise ObjectShapeError(base, "capacity names must be non-empty strings")
-        if not isinstance(value, str | int | float) or isinstance(value, bool):
-            raise ObjectShapeError(path, "must be a quantity")
-        try:
-            amount = parse_quantity(value)
-        except QuantityError as exc:
-            raise ObjectShapeError(path, f"{value!r} is not a quantity: {exc}") from None
         if amount.sign() <= 0:
-            raise ObjectShapeError(path, f"{value} must be more than zero")
+            raise ObjectShapeError(path, f"{alternative.capacity.get(name)} must be more than zero")
         found.append(
             Ask(
                 path,
@@ -87,3 +85,15 @@ def _asks(request: str, alternative: Alternative) -> list[Ask]:
             )
         )
     return found
+
+
+def written_asks(
+    path: str, request: str, device_class: str, amounts: Iterable[tuple[str, str]], count: int
+) -> list[Ask]:
+    """The asks of a claim about to be written (translation's, `amounts` from its sharing
+    rule), read by the claim model's reader as a written claim's are: `count` devices x each
+    amount; ObjectShapeError at `path` for an amount that is no quantity."""
+    read, bad = capacity_requests(dict(amounts), f"{path}.capacity.requests")
+    if bad:
+        raise ObjectShapeError(*bad[0])
+    return [Ask(path, request, device_class, name, amount, count) for name, amount in read.items()]

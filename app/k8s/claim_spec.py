@@ -30,6 +30,7 @@ from app.k8s.quantity import Quantity
 __all__ = [
     "ALL",
     "BOTH",
+    "CAPACITY",
     "COUNTING",
     "EXACT_COUNT",
     "SELECTING",
@@ -52,6 +53,9 @@ COUNTING: Final = 1
 """Reader flag: quota and usage counting (:func:`count_claim_spec`)."""
 SELECTING: Final = 2
 """Reader flag: the selector check (compile and satisfiability)."""
+CAPACITY: Final = 4
+"""Reader flag: capacity quotas (:func:`app.k8s.capacity.capacity_asks`), which count the
+amounts of `capacity.requests`; device counts do not read them."""
 BOTH: Final = COUNTING | SELECTING
 """Both readers: an error in the structure stops both."""
 

@@ -50,6 +50,7 @@ from app.errors import ObjectShapeError
 from app.k8s.claim_spec import (
     ALL,
     BOTH,
+    CAPACITY,
     COUNTING,
     EXACT_COUNT,
     SELECTING,
@@ -66,6 +67,7 @@ from app.k8s.quantity import Quantity, QuantityError, parse_quantity
 
 __all__ = [
     "ALL",
+    "CAPACITY",
     "COUNTING",
     "EXACT_COUNT",
     "REQUESTS_MAX",
@@ -265,7 +267,8 @@ def _alternative(
     capacity = body.get("capacity")
     requests = capacity.get("requests") if type(capacity) is dict else None
     amounts, bad = capacity_requests(requests, f"{path}.capacity.requests")
-    errors.extend(FieldError(where, message, SELECTING) for where, message in bad)
+    # (capacity quotas count the amounts: a bad one is theirs to deny too)
+    errors.extend(FieldError(where, message, SELECTING | CAPACITY) for where, message in bad)
     tolerations = body.get("tolerations")
     if errors:
         found.extend(errors)
@@ -418,7 +421,10 @@ def capacity_requests(
     errors: list[tuple[str, str]] = []
     for name, amount in value.items():
         where = f"{path}[{name}]"
-        if not isinstance(amount, (str, int)) or isinstance(amount, bool):
+        if not isinstance(name, str) or not name:
+            errors.append((path, "capacity names must be non-empty strings"))
+            continue
+        if not isinstance(amount, (str, int, float)) or isinstance(amount, bool):
             errors.append((where, "must be a quantity"))
             continue
         try:

@@ -16,7 +16,7 @@ from app.errors import ObjectShapeError
 from app.offline.check import Served, as_request
 from app.offline.sources import Sources
 from app.policies.admin_access import admin_access_rules, standing_admin_requests
-from app.policies.base import Context
+from app.policies.base import Context, decode
 from app.policies.builders import (
     legacy_matcher,
     mapping_resolver,
@@ -32,7 +32,7 @@ from app.policies.workloads import workload_catalogue
 from app.translation.legacy import LegacyMatcher, MappingResolver, legacy_requests
 from app.translation.near_miss import NearMisses, near_misses
 from app.translation.sharing import SharingRules
-from app.workloads import Catalogue, counted, group_kind, scan
+from app.workloads import Catalogue, builtin, counted, group_kind, scan
 
 Obj = dict[str, Any]
 
@@ -266,7 +266,8 @@ def _tenancy(entry: NamespaceReport, name: str, obj: Obj, parts: Parts, view: Cl
         return
     labels = view.namespace_labels(entry.namespace) or {}
     ctx = Context(view=view, policy=parts.policy, parts=parts, mode=None, namespace_labels=labels)
-    request = as_request(obj, entry.namespace, "report")
+    catalogue = parts[workload_catalogue] if workload_catalogue in parts else builtin()
+    request = decode(as_request(obj, entry.namespace, "report"), catalogue, parts.policy.cel)
     try:
         found = standing_uses(request, ctx)
         if kind in ("ResourceClaim", "ResourceClaimTemplate"):

@@ -44,13 +44,14 @@ from app.pipeline.registrations import (
     rule_registrations,
 )
 from app.policies import translate_judged
-from app.policies.base import Context, Mode, Request, Result, failure_answer, subject
+from app.policies.base import Context, Mode, Request, Result, decode, failure_answer, subject
 from app.policies.cel_runtime import cel_runtime
 from app.policies.exceptions import Clock, system_clock
 from app.policies.parts import Parts
 from app.policies.workloads import workload_catalogue
 from app.translation.sharing import SHAREABLE
 from app.verdict import ALLOWED, INTERNAL_ERROR, Decision, Merger
+from app.workloads import builtin
 
 __all__ = [
     "ALLOWED",
@@ -138,6 +139,21 @@ class Pipeline:
         )
         """What a pod's mutating call in a translate namespace also runs (`_judge`)."""
         self._stale_view = _checked_stale_view(policy, registrations)
+        self._catalogue = (
+            self.parts[workload_catalogue] if workload_catalogue in self.parts else builtin()
+        )
+
+    def decode(self, endpoint: Endpoint, request: Request) -> Request:
+        """`request` with its object decoded for the checks that will read it (`base.decode`):
+        once per review, before `prepare` and `review`; as it is when no check runs on it (no
+        route, an exempt namespace) or it is decoded already. `review` decodes what it is
+        given undecoded (offline callers)."""
+        if request.decoded or request.namespace in self._exempt:
+            return request
+        key = (endpoint, request.group, request.kind, request.operation)
+        if key not in self._routes:
+            return request
+        return decode(request, self._catalogue, self.policy.cel)
 
     def needs_namespace(self, endpoint: Endpoint, request: Request) -> bool:
         """True when some check will run on `request` but the view lacks its namespace."""
@@ -203,6 +219,7 @@ class Pipeline:
     ) -> Decision:
         if not registrations or request.namespace in self._exempt:
             return ALLOWED
+        request = decode(request, self._catalogue, self.policy.cel)
         try:
             return self._review(endpoint, request, registrations)
         except ObjectShapeError as exc:

@@ -8,7 +8,7 @@ policies that apply into one decision.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, replace
 from enum import StrEnum
 from typing import Any
 
@@ -16,10 +16,12 @@ from app.cel.cost import Budget
 from app.cluster.view import ClusterReader
 from app.config import Policy
 from app.config.policy import Cel
+from app.errors import ObjectShapeError
 from app.k8s.claims import ClaimSpec, parse_claim_spec, template_claim_spec
 from app.k8s.objects import object_name
 from app.k8s.patch import PatchOp
 from app.policies.parts import Parts
+from app.workloads import Catalogue, Template
 
 Obj = dict[str, Any]
 
@@ -33,8 +35,41 @@ class Mode(StrEnum):
 
 
 @dataclass(frozen=True, slots=True)
+class Body:
+    """What the policies read of a request's object, decoded once at the pipeline's edge
+    (`decode`): a claim's spec, the pod templates of a pod or workload. Nothing is parsed
+    later on the way down: every check reads these values.
+
+    A malformed object is kept as its error (`ObjectShapeError`, with the field path) and
+    raised to the check that reads the part, which the pipeline answers as it always has: a
+    denial naming the path on the validating side."""
+
+    claim: ClaimSpec | None = None
+    """A ResourceClaim's `spec`, a ResourceClaimTemplate's `spec.spec` (claim kinds only)."""
+    claim_error: ObjectShapeError | None = None
+    templates: tuple[Template, ...] = ()
+    """The object's pod templates, by the workload catalogue (pod-bearing kinds only)."""
+    templates_error: ObjectShapeError | None = None
+    old_templates: tuple[Template, ...] = ()
+    """On UPDATE, the pod templates of the object it replaces (none when that is malformed:
+    then everything is judged as new)."""
+    cel_budget: Budget | None = None
+    """The review's CEL budget (`cel.reviewBudget`, `cel.compileBudget`), for the kinds whose
+    selectors are compiled (claims and DeviceClasses): the selector check spends it, and so does
+    the compiling the server has done for it ahead of the check
+    (`app.policies.selectors.compile_ahead`). A mutable meter held by the immutable request."""
+
+
+RAW = Body()
+"""The body of a request not decoded yet (`decode`)."""
+
+
+@dataclass(frozen=True, slots=True)
 class Request:
-    """One admission request, as the policies see it (built from the wire by the transport)."""
+    """One admission request, as the policies see it: the envelope built from the wire by the
+    transport (or from files by `check`, `migrate` and `report`), and its object decoded once
+    by `decode` (the pipeline does it before any check runs). Immutable: nothing is filled in
+    after it is built."""
 
     uid: str
     group: str
@@ -54,36 +89,74 @@ class Request:
     groups: tuple[str, ...] = ()
     """The groups of the requesting user (`userInfo.groups`): who may change what the
     admin-access guard keeps (`app.policies.admin_access`)."""
-    _claim_spec: ClaimSpec | None = field(default=None, init=False, repr=False, compare=False)
-    _templates: tuple[Any, ...] | None = field(default=None, init=False, repr=False, compare=False)
-    """The object's pod templates, read once per review (`app.policies.workloads.templates`):
-    dra-only, the scan, translation and quota all read them."""
-    _cel_budget: Budget | None = field(default=None, init=False, repr=False, compare=False)
+    body: Body = RAW
+    decoded: bool = False
 
     def claim_spec(self) -> ClaimSpec:
-        """The object's claim spec (a ResourceClaim's `spec`, a ResourceClaimTemplate's
-        `spec.spec`) read by the claim model, once per review: quota and the selector check
-        both read it. Raises ObjectShapeError when a template's `spec` is not an object."""
-        found = self._claim_spec
-        if found is None:
-            obj = self.object or {}
-            if self.kind == "ResourceClaimTemplate":
-                spec, path = template_claim_spec(obj)
-            else:
-                spec, path = obj.get("spec"), "spec"
-            found = parse_claim_spec(spec, path)
-            object.__setattr__(self, "_claim_spec", found)
-        return found
+        """The object's claim spec as decoded; raises its ObjectShapeError when malformed."""
+        body = self.body
+        if body.claim is not None:
+            return body.claim
+        if body.claim_error is not None:
+            raise body.claim_error
+        raise LookupError(f"{self.kind}: no claim spec decoded (not a claim kind, or not decoded)")
 
-    def cel_budget(self, cel: Cel) -> Budget:
-        """The review's CEL budget (`cel.reviewBudget`, `cel.compileBudget`), one per review:
-        the selector check spends it, and so does the compiling the server has done for it
-        ahead of the check (`app.policies.selectors.compile_ahead`)."""
-        found = self._cel_budget
-        if found is None:
-            found = Budget(cel.review_budget, cel.compile_budget)
-            object.__setattr__(self, "_cel_budget", found)
-        return found
+    def templates(self) -> tuple[Template, ...]:
+        """The object's pod templates as decoded; raises its ObjectShapeError when malformed."""
+        if self.body.templates_error is not None:
+            raise self.body.templates_error
+        return self.body.templates
+
+    def cel_budget(self) -> Budget:
+        """The review's CEL budget (`Body.cel_budget`)."""
+        budget = self.body.cel_budget
+        if budget is None:
+            raise LookupError(f"{self.kind}: no CEL budget (not a kind whose selectors compile)")
+        return budget
+
+
+def decode(request: Request, catalogue: Catalogue, cel: Cel) -> Request:
+    """`request` with its object decoded for the policies (`Body`), once: the claim spec of a
+    claim kind, the pod templates (and on UPDATE the old ones) of a kind the catalogue knows,
+    the CEL budget of a kind whose selectors compile. A request already decoded is returned
+    as it is."""
+    if request.decoded:
+        return request
+    obj = request.object
+    claim: ClaimSpec | None = None
+    claim_error: ObjectShapeError | None = None
+    found: tuple[Template, ...] = ()
+    templates_error: ObjectShapeError | None = None
+    old: tuple[Template, ...] = ()
+    budget: Budget | None = None
+    if request.group == _RESOURCE:
+        budget = Budget(cel.review_budget, cel.compile_budget)
+        if request.kind in _CLAIM_KINDS and obj is not None:
+            try:
+                if request.kind == "ResourceClaimTemplate":
+                    spec, path = template_claim_spec(obj)
+                else:
+                    spec, path = obj.get("spec"), "spec"
+                claim = parse_claim_spec(spec, path)
+            except ObjectShapeError as error:
+                claim_error = error
+    elif obj is not None and (request.group, request.kind) in catalogue:
+        try:
+            found = catalogue.templates(request.group, request.kind, obj)
+        except ObjectShapeError as error:
+            templates_error = error
+        previous = request.old_object if request.operation == "UPDATE" else None
+        if previous is not None:
+            try:
+                old = catalogue.templates(request.group, request.kind, previous)
+            except ObjectShapeError:
+                old = ()
+    body = Body(claim, claim_error, found, templates_error, old, budget)
+    return replace(request, body=body, decoded=True)
+
+
+_RESOURCE = "resource.k8s.io"
+_CLAIM_KINDS = frozenset({"ResourceClaim", "ResourceClaimTemplate"})
 
 
 @dataclass(frozen=True, slots=True)

@@ -120,7 +120,14 @@ def check(request: Request, ctx: Context) -> Result:
     dropped = (
         None if release.keeps(Feature.DEVICE_TAINTS) else release.dropped(Feature.DEVICE_TAINTS)
     )
-    planned = plan(request.kind, request.object, defaults, ctx.namespace_labels, dropped)
+    planned = plan(
+        request.kind,
+        request.object,
+        defaults,
+        ctx.namespace_labels,
+        dropped,
+        decoded=request.claim_spec(),
+    )
     if not planned.patch and not planned.added:
         return ALLOW
     what = subject(request)
@@ -136,6 +143,8 @@ def plan(
     defaults: ClaimDefaults,
     labels: Mapping[str, str],
     tolerations_dropped: str | None = None,
+    *,
+    decoded: ClaimSpec | None = None,
 ) -> Planned:
     """The JSONPatch adding the defaults to a ResourceClaim or ResourceClaimTemplate (pure).
 
@@ -145,7 +154,8 @@ def plan(
     to `add` it or append to it), read from the dict each model value was read from.
 
     `tolerations_dropped`: why the release would drop a request's tolerations (app.cluster.
-    release); the class's tolerations are then not added, and `added` says so."""
+    release); the class's tolerations are then not added, and `added` says so. `decoded`: the
+    claim spec as the request decoded it (`base.decode`), else it is read here (migrate)."""
     planned = Planned()
     base = CLAIM_SPEC_POINTER.get(kind)
     if base is None or not defaults:
@@ -158,7 +168,7 @@ def plan(
     devices = spec.get("devices")
     if not isinstance(devices, dict) or not isinstance(devices.get("requests"), list):
         return planned
-    claim = parse_claim_spec(spec, base.strip("/").replace("/", "."))
+    claim = decoded or parse_claim_spec(spec, base.strip("/").replace("/", "."))
     if claim.errors:
         return planned  # (more requests than the API server takes: it refuses the object)
     default_class = defaults.default_class(labels)

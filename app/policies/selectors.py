@@ -49,7 +49,7 @@ def check(request: Request, ctx: Context) -> Result:
     All of it within the review's CEL budgets (`cel.reviewBudget`, `cel.compileBudget`): past
     one, the answer is per `failure.celBudget`, at once.
     """
-    budget = request.cel_budget(ctx.policy.cel)
+    budget = request.cel_budget()
     try:
         return _check(request, ctx, budget)
     except BudgetExceededError as exc:
@@ -96,7 +96,7 @@ def compile_ahead(request: Request, ctx: Context) -> Iterator[None]:
         yield
     runtime: CelRuntime = ctx.parts[cel_runtime]
     cache, engine = runtime.cache, runtime.engine
-    budget = request.cel_budget(ctx.policy.cel)
+    budget = request.cel_budget()
     try:
         budget.admit(e for _, e in selectors)
         for _, expression in selectors:

@@ -27,32 +27,15 @@ def workload_catalogue(parts: Parts) -> Catalogue:
     return builtin().extended(parse_entries(list(extra), "workloadKinds"))
 
 
-def templates(
-    request: Request, ctx: Context, obj: dict[str, object] | None = None
-) -> tuple[Template, ...]:
-    """The pod templates of the request's object, read once per review (or of `obj`, an old
-    object)."""
-    if obj is not None:
-        return ctx.parts[workload_catalogue].templates(request.group, request.kind, obj)
-    known = request._templates
-    if known is None:
-        if request.object is None:
-            return ()
-        known = ctx.parts[workload_catalogue].templates(request.group, request.kind, request.object)
-        object.__setattr__(request, "_templates", known)
-    return known
+def templates(request: Request, ctx: Context) -> tuple[Template, ...]:
+    """The pod templates of the request's object, as decoded at the edge (`base.decode`)."""
+    return request.templates()
 
 
 def old_templates(request: Request, ctx: Context) -> tuple[Template, ...]:
     """The pod templates of the object an UPDATE replaces (`base.old_object`): none on CREATE,
     nor when the old object is malformed (then everything is judged as new)."""
-    old = old_object(request)
-    if old is None:
-        return ()
-    try:
-        return templates(request, ctx, old)
-    except ObjectShapeError:
-        return ()
+    return request.body.old_templates
 
 
 def old_specs(request: Request, ctx: Context) -> dict[str, PodSpecRef]:

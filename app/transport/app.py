@@ -192,6 +192,7 @@ class _Webhook:
             # by api_timeout_seconds, and only the other heavy reviews wait behind it)
             await self._lookup_namespace(request.namespace)
         try:
+            request = self.pipeline.decode(endpoint, request)  # the object, once, for every check
             steps = self.pipeline.prepare(endpoint, request)
             if steps is not None:
                 for _ in steps:

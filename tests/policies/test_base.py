@@ -1,5 +1,5 @@
-"""The values policies take (a request's claim spec is read once per review) and the helpers
-every answer uses: how it names the object, what an UPDATE is judged against."""
+"""The values policies take (a request's object decoded once, at the pipeline's edge) and the
+helpers every answer uses: how it names the object, what an UPDATE is judged against."""
 
 from __future__ import annotations
 
@@ -7,12 +7,18 @@ import dataclasses
 
 import pytest
 
+from app.config import load_policy
 from app.errors import ObjectShapeError
-from app.policies.base import Request, old_object, subject
+from app.policies.base import Request, decode, old_object, subject
+from app.workloads import builtin
 from tests.claim_objects import claim, exact, template
 
 
 def review(obj: dict[str, object], kind: str) -> Request:
+    return decode(_envelope(obj, kind), builtin(), load_policy().cel)
+
+
+def _envelope(obj: dict[str, object], kind: str) -> Request:
     return Request(
         uid="u",
         group="resource.k8s.io",
@@ -31,12 +37,25 @@ def review(obj: dict[str, object], kind: str) -> Request:
     )
 
 
-def test_a_claims_spec_is_read_once_and_shared_by_the_policies() -> None:
+def test_a_claims_spec_is_decoded_once_and_shared_by_the_policies() -> None:
     request = review(claim("c", exact(count=2)), "ResourceClaim")
     parsed = request.claim_spec()
     assert parsed is request.claim_spec()
     assert parsed.path == "spec"
     assert parsed.requests[0].alternatives[0].count == 2
+    assert decode(request, builtin(), load_policy().cel) is request  # decoded: as it is
+
+
+def test_an_undecoded_request_has_no_claim_spec_to_give() -> None:
+    with pytest.raises(LookupError):
+        _envelope(claim("c", exact()), "ResourceClaim").claim_spec()
+
+
+def test_a_request_is_immutable_after_it_is_built() -> None:
+    request = review(claim("c", exact()), "ResourceClaim")
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        request.decoded = False  # type: ignore[misc]
+    assert not hasattr(request, "__dict__")  # slots: no memo can be hung on it either
 
 
 def test_a_templates_claim_spec_is_read_under_spec_spec() -> None:

@@ -7,12 +7,12 @@ summed over the claim's requests, and over the namespace's claims plus what a wo
 will ask for (replicas x per pod), as the device-count quotas do.
 
 Amounts are counted as the scheduler will consume them when every shareable device the class
-selects publishes that capacity with the same `requestPolicy` (upstream's
-`calculateConsumedCapacity` in k8s.io/dynamic-resource-allocation/structured): below a
-`validRange`'s min, the min; between steps, rounded up to `min + n*step`; with `validValues`,
-the smallest value at or above the request. Where the devices disagree, or the class is not in
-the view, the amount is counted as written. A capacity the request does not name is not
-counted (the share consumes the policy's default, which quota does not charge).
+selects publishes that capacity with the same `requestPolicy`: what the allocation model's
+arithmetic (`app.allocation.capacity`, upstream's `calculateConsumedCapacity`) says a request
+consumes. Where the devices disagree, or the class is not in the view, the amount is counted as
+written. A capacity the request does not name is not counted (the share consumes the policy's
+default, which quota does not charge). Nothing here reads a quantity or a request policy: the
+claim model reads the amounts, the allocation layer the devices' capacities.
 """
 
 from __future__ import annotations
@@ -21,16 +21,22 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from app.allocation.capacity import request_policy, rounded
+from app.allocation.capacity import (
+    CapacitySpec,
+    capacity_named,
+    device_capacity,
+    policy_of,
+    rounded,
+)
 from app.bounded import BoundedCache, CacheName
 from app.cluster.view import ClusterReader, Kind, Obj
 from app.devices.index import DeviceIndex, class_selectors
 from app.errors import ObjectShapeError
 from app.k8s.capacity import Ask, capacity_asks
-from app.k8s.claims import parse_claim_spec, template_claim_spec
+from app.k8s.claims import ClaimSpec, parse_claim_spec, template_claim_spec
 from app.k8s.quantity import Quantity
 
-Policy = Mapping[str, Any]
+_NO_POLICY = CapacitySpec(Quantity.from_int(0))
 
 _MEMO_LIMIT = 4096
 
@@ -41,7 +47,7 @@ class ClassPolicies:
 
     def __init__(self) -> None:
         # values are wrapped in a 1-tuple: None (the devices disagree) is an answer too
-        self._memo: BoundedCache[tuple[str, str], tuple[Policy | None]] = BoundedCache(
+        self._memo: BoundedCache[tuple[str, str], tuple[CapacitySpec | None]] = BoundedCache(
             CacheName.CAPACITY_POLICIES, _MEMO_LIMIT
         )
 
@@ -51,7 +57,7 @@ class ClassPolicies:
 
     def policy(
         self, view: ClusterReader, index: DeviceIndex, device_class: str, capacity: str
-    ) -> Policy | None:
+    ) -> CapacitySpec | None:
         key = (device_class, capacity)
         found = self._memo.get(key)
         if found is None:
@@ -61,8 +67,8 @@ class ClassPolicies:
 
 def _agreed(
     view: ClusterReader, index: DeviceIndex, device_class: str, capacity: str
-) -> Policy | None:
-    """The requestPolicy of `capacity` every shareable device of the class agrees on. `index`
+) -> CapacitySpec | None:
+    """The request policy of `capacity` every shareable device of the class agrees on. `index`
     is the CEL runtime's, subscribed to the view at load: it holds the view's slices already."""
     raw_class = view.device_class(device_class)
     if raw_class is None:
@@ -72,16 +78,18 @@ def _agreed(
     except Exception:  # a class selector the engine cannot compile or run: count as written
         return None
     slices = view.resource_slices()
-    policies: list[Policy | None] = []
+    policies: list[CapacitySpec] = []
     for device in match.devices:
         if not device.allow_multiple_allocations:
             continue
         raw = _raw_device(slices.get(device.slice_name), device.name)
-        entry = _capacity_entry(raw, capacity, device.driver) if raw is not None else None
-        if entry is None:
-            continue
-        policy = entry.get("requestPolicy")
-        policies.append(policy if isinstance(policy, Mapping) else None)
+        spec = (
+            capacity_named(device_capacity(raw, device.driver), capacity, device.driver)
+            if raw is not None
+            else None
+        )
+        if spec is not None:
+            policies.append(policy_of(spec))
     if not policies or any(p != policies[0] for p in policies):
         return None
     return policies[0]
@@ -92,21 +100,6 @@ def _raw_device(resource_slice: Obj | None, name: str) -> Mapping[str, Any] | No
     for raw in spec.get("devices") or () if isinstance(spec, dict) else ():
         if isinstance(raw, Mapping) and raw.get("name") == name:
             return raw
-    return None
-
-
-def _capacity_entry(device: Mapping[str, Any], name: str, driver: str) -> Mapping[str, Any] | None:
-    """The device's capacity `name`: bare names are the driver's (`memory` is
-    `<driver>/memory`), as the scheduler reads them."""
-    capacity = device.get("capacity")
-    if not isinstance(capacity, Mapping):
-        return None
-    domain, slash, bare = name.rpartition("/")
-    other = f"{driver}/{name}" if not slash else (bare if domain == driver else "")
-    for key in (name, other):
-        entry = capacity.get(key)
-        if isinstance(entry, Mapping):
-            return entry
     return None
 
 
@@ -129,7 +122,7 @@ class Counter:
 
     def rounded(self, ask: Ask) -> Quantity:
         policy = self._policies.policy(self._view, self._index, ask.device_class, ask.capacity)
-        return rounded(ask.amount, request_policy(policy))
+        return rounded(ask.amount, policy or _NO_POLICY)
 
     def count(self, asks: Iterable[Ask], times: int = 1) -> Counted:
         totals: dict[tuple[str, str], Quantity] = {}
@@ -146,12 +139,18 @@ class Counter:
 
 
 def claim_asks(obj: Obj, kind: str) -> tuple[Ask, ...]:
-    """The asks of a ResourceClaim or ResourceClaimTemplate object (ObjectShapeError if bad)."""
+    """The asks of a stored ResourceClaim or ResourceClaimTemplate (ObjectShapeError if bad);
+    the one under review is decoded already (`asks_of`)."""
     if kind == "ResourceClaimTemplate":
         spec, path = template_claim_spec(obj)
     else:
         spec, path = obj.get("spec"), "spec"
-    return capacity_asks(parse_claim_spec(spec, path))
+    return asks_of(parse_claim_spec(spec, path))
+
+
+def asks_of(claim: ClaimSpec) -> tuple[Ask, ...]:
+    """The asks of a claim spec already read (ObjectShapeError at a bad amount)."""
+    return capacity_asks(claim)
 
 
 def namespace_asks(view: ClusterReader, namespace: str) -> list[Ask]:

@@ -10,9 +10,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from app.errors import ObjectShapeError
-from app.k8s.capacity import Ask
+from app.k8s.capacity import Ask, written_asks
 from app.k8s.objects import PodSpecRef, list_field
-from app.k8s.quantity import Quantity, parse_quantity
+from app.k8s.quantity import Quantity
 from app.policies.base import Context, Obj, Request, subject
 from app.policies.cel_runtime import cel_runtime
 from app.policies.quota import capacity
@@ -32,7 +32,7 @@ def check_claim(
     request: Request, obj: Obj, ctx: Context, quota: NamespaceQuota, found: Findings
 ) -> None:
     """maxCapacityPerClaim, and for a ResourceClaim maxCapacityPerNamespace."""
-    asks = capacity.claim_asks(obj, request.kind)
+    asks = capacity.asks_of(request.claim_spec())
     if not asks:
         return
     counter = capacity.Counter(ctx.view, ctx.parts[cel_runtime].index)
@@ -99,17 +99,9 @@ def _pod_asks(
         if isinstance(name, str) and name:
             asks += capacity.template_asks(ctx.view, name, namespace)
     for claim in translated.claims if translated is not None else ():
-        for capacity_name, amount in claim.mapping.capacity:
-            asks.append(
-                Ask(
-                    spec.path,
-                    claim.name,
-                    claim.device_class,
-                    capacity_name,
-                    parse_quantity(amount),
-                    claim.count,
-                )
-            )
+        asks += written_asks(
+            spec.path, claim.name, claim.device_class, claim.mapping.capacity, claim.count
+        )
     return asks
 
 
@@ -138,10 +130,9 @@ def check_pod(
         want = by_claim.get(claim.name) if claim.name else None
         if want is None or not claim.mapping.capacity:
             continue
-        asks = [
-            Ask(want.legacy.path, claim.name, claim.device_class, n, parse_quantity(a), claim.count)
-            for n, a in claim.mapping.capacity
-        ]
+        asks = written_asks(
+            want.legacy.path, claim.name, claim.device_class, claim.mapping.capacity, claim.count
+        )
         for key, amount in counter.count(asks).totals.items():
             if breach := quota.capacity_breach(PER_CLAIM, key, amount):
                 mine = [a for a in asks if (a.device_class, a.capacity) == key]
