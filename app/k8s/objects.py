@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
+from types import MappingProxyType
 from typing import Any
 
 from app.errors import ObjectShapeError
@@ -22,7 +23,8 @@ CONTAINER_FIELDS = ("initContainers", "containers", "ephemeralContainers")
 
 @dataclass(frozen=True, slots=True)
 class ContainerRef:
-    """One container of a pod spec, with where it is."""
+    """One container of a pod spec, with where it is, and its resources read once when it is
+    made (every check that asks for GPUs reads them: `resource_map`)."""
 
     field: str
     index: int
@@ -32,6 +34,23 @@ class ContainerRef:
     """Dotted field path for messages: spec.containers[0]."""
     pointer: str
     """JSON pointer for patches: /spec/containers/0."""
+    limits: Mapping[str, Any] = dataclasses.field(init=False, repr=False, compare=False)
+    requests: Mapping[str, Any] = dataclasses.field(init=False, repr=False, compare=False)
+    error: ObjectShapeError | None = dataclasses.field(init=False, repr=False, compare=False)
+    """Why `resources` cannot be read (raised by `resource_map`)."""
+
+    def __post_init__(self) -> None:
+        limits: Mapping[str, Any] = _EMPTY
+        requests: Mapping[str, Any] = _EMPTY
+        error: ObjectShapeError | None = None
+        try:
+            limits = _read_resources(self, "limits")
+            requests = _read_resources(self, "requests")
+        except ObjectShapeError as exc:
+            error = exc
+        object.__setattr__(self, "limits", limits)
+        object.__setattr__(self, "requests", requests)
+        object.__setattr__(self, "error", error)
 
     @property
     def is_sidecar(self) -> bool:
@@ -46,7 +65,9 @@ class ContainerRef:
 
 @dataclass(frozen=True, slots=True)
 class PodSpecRef:
-    """The pod spec inside an object, with its field path and JSON pointer."""
+    """The pod spec inside an object, with its field path and JSON pointer; its containers are
+    read once, when it is made (the pipeline makes it once per review, at its edge), and every
+    check walks the same ones (`containers`)."""
 
     spec: Obj
     path: str
@@ -54,6 +75,22 @@ class PodSpecRef:
     meta: Mapping[str, Any] = dataclasses.field(default_factory=dict, compare=False)
     """The metadata of the pods it makes (a template's, or a Pod's own): their labels select
     policy exceptions, their annotations can ask a scheduler for GPU shares."""
+    read: tuple[ContainerRef, ...] = dataclasses.field(init=False, repr=False, compare=False)
+    error: ObjectShapeError | None = dataclasses.field(init=False, repr=False, compare=False)
+    """Why the containers after `read` cannot be read (raised by `containers`)."""
+
+    def __post_init__(self) -> None:
+        read: list[ContainerRef] = []
+        error: ObjectShapeError | None = None
+        try:
+            read.extend(_read_containers(self))
+        except ObjectShapeError as exc:
+            error = exc
+        object.__setattr__(self, "read", tuple(read))
+        object.__setattr__(self, "error", error)
+
+
+_EMPTY: Mapping[str, Any] = MappingProxyType({})
 
 
 def field_path(parts: tuple[str, ...]) -> str:
@@ -61,7 +98,14 @@ def field_path(parts: tuple[str, ...]) -> str:
 
 
 def containers(ref: PodSpecRef) -> Iterator[ContainerRef]:
-    """Every container of every kind in the pod spec."""
+    """Every container of every kind in the pod spec (read when `ref` was made); a malformed
+    one raises ObjectShapeError with its path, after those before it."""
+    yield from ref.read
+    if ref.error is not None:
+        raise ref.error
+
+
+def _read_containers(ref: PodSpecRef) -> Iterator[ContainerRef]:
     for field in CONTAINER_FIELDS:
         items = ref.spec.get(field)
         if items is None:
@@ -81,15 +125,22 @@ def containers(ref: PodSpecRef) -> Iterator[ContainerRef]:
 
 
 def resource_map(ref: ContainerRef, which: str) -> Mapping[str, Any]:
-    """`limits` or `requests` of a container: name -> raw quantity ({} when absent)."""
+    """`limits` or `requests` of a container: name -> raw quantity ({} when absent); read when
+    `ref` was made, a malformed `resources` raising ObjectShapeError with its path."""
+    if ref.error is not None:
+        raise ref.error
+    return ref.limits if which == "limits" else ref.requests
+
+
+def _read_resources(ref: ContainerRef, which: str) -> Mapping[str, Any]:
     resources = ref.container.get("resources")
     if resources is None:
-        return {}
+        return _EMPTY
     if not isinstance(resources, dict):
         raise ObjectShapeError(f"{ref.path}.resources", "must be an object")
     values = resources.get(which)
     if values is None:
-        return {}
+        return _EMPTY
     if not isinstance(values, dict):
         raise ObjectShapeError(f"{ref.path}.resources.{which}", "must be an object")
     for name, value in values.items():

@@ -148,12 +148,16 @@ def check_pod(request: Request, ctx: Context) -> Result:
         return ALLOW
     if request.kind != "Pod":
         return _check_templates(request, ctx)
-    spec = obj.get("spec")
-    if request.operation != "CREATE" or not isinstance(spec, dict):
+    if request.operation != "CREATE":
         return ALLOW
-    entries = spec.get("resourceClaims")
-    meta = obj.get("metadata")
-    ref = PodSpecRef(spec, "spec", "/spec", meta if isinstance(meta, dict) else {})
+    try:
+        found = templates(request, ctx)  # (a Pod's one: its spec, as decoded)
+    except ObjectShapeError:
+        return ALLOW  # (dra-only and translation name the field)
+    if not found:
+        return ALLOW
+    ref = found[0].spec
+    entries = ref.spec.get("resourceClaims")
     mapped = _mapped(request.kind, ref, ctx)
     if not mapped and (not isinstance(entries, list) or len(entries) < 2):
         return ALLOW  # (most pods: nothing to read)

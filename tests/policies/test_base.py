@@ -46,6 +46,17 @@ def test_a_claims_spec_is_decoded_once_and_shared_by_the_policies() -> None:
     assert decode(request, builtin(), load_policy().cel) is request  # decoded: as it is
 
 
+def test_decoding_keeps_every_field_of_the_envelope() -> None:
+    raw = dataclasses.replace(
+        _envelope(claim("c", exact()), "ResourceClaim"), groups=("ml",), dry_run=True
+    )
+    decoded = decode(raw, builtin(), load_policy().cel)
+    assert decoded.decoded and decoded.body.claim is not None
+    for field in dataclasses.fields(Request):
+        if field.name not in ("body", "decoded"):
+            assert getattr(decoded, field.name) == getattr(raw, field.name), field.name
+
+
 def test_an_undecoded_request_has_no_claim_spec_to_give() -> None:
     with pytest.raises(LookupError):
         _envelope(claim("c", exact()), "ResourceClaim").claim_spec()
