@@ -10,7 +10,8 @@ from app.cluster.view import ClusterView, Kind
 from app.config import Settings
 from tests.cluster.fake_apiserver import FakeApiServer
 from tests.cluster.helpers import eventually
-from tests.cluster.test_slim_priorities import pod, priority_class
+from tests.cluster.objects import pod_holding_claims as pod
+from tests.cluster.objects import priority_class
 
 pytestmark = pytest.mark.anyio
 
