@@ -90,7 +90,14 @@ def all_reviews() -> list[tuple[Endpoint, dict[str, Any]]]:
             Endpoint.VALIDATE,
             "pod-create-legacy-gpu",
             "gpu-e2e",
-            ("dra-only", "near-misses", "pod-satisfiability", "claim-quota", "device-classes"),
+            (
+                "dra-only",
+                "near-misses",
+                "pod-satisfiability",
+                "preemption",
+                "claim-quota",
+                "device-classes",
+            ),
         ),
         (
             # one call per translated pod: its validating checks too, but the joint
@@ -104,6 +111,7 @@ def all_reviews() -> list[tuple[Endpoint, dict[str, Any]]]:
                 "device-classes-translate",
                 "dra-only",
                 "near-misses",
+                "preemption",
                 "claim-quota",
                 "device-classes",
             ),
@@ -119,6 +127,7 @@ def all_reviews() -> list[tuple[Endpoint, dict[str, Any]]]:
                 "dra-only",
                 "near-misses",
                 "pod-satisfiability",
+                "preemption",
                 "claim-quota",
                 "device-classes",
             ),
@@ -138,6 +147,7 @@ def all_reviews() -> list[tuple[Endpoint, dict[str, Any]]]:
                 "near-misses",
                 "translate-validate",
                 "pod-satisfiability",
+                "preemption",
                 "claim-quota",
                 "device-classes",
             ),
@@ -146,7 +156,12 @@ def all_reviews() -> list[tuple[Endpoint, dict[str, Any]]]:
             Endpoint.MUTATE,
             "deployment-create-legacy-gpu",
             "ml-research",
-            ("translate-workloads", "translate-quota", "device-classes-translate"),
+            (
+                "translate-workloads",
+                "translate-quota",
+                "preemption-translate",
+                "device-classes-translate",
+            ),
         ),
         (
             Endpoint.VALIDATE,

@@ -44,9 +44,9 @@ from typing import Any, Final
 from app.allocation import explain
 from app.allocation.attempt import scan
 from app.allocation.explain import Offers, Problem, Resolved
-from app.allocation.inventory import Inventory
+from app.allocation.inventory import DeviceKey, Inventory
 from app.allocation.never import never
-from app.allocation.not_now import not_now
+from app.allocation.not_now import held_devices, not_now
 from app.allocation.plans import SelectorError, counted, over_by_count
 from app.allocation.search import ClaimPlan, Exhausted, RequestPlan, Want
 from app.allocation.state import Allocations
@@ -85,6 +85,9 @@ class Verdict:
     problems: tuple[Problem, ...] = ()
     notes: tuple[Problem, ...] = ()
     """Parts not checked (a selector this engine cannot evaluate), as warnings."""
+    held: frozenset[DeviceKey] = frozenset()
+    """Not now: the devices the claims could use that other claims hold (`Holders` says
+    which claims)."""
 
 
 _Keys = tuple[tuple[str, tuple[str, ...], tuple[str, ...]], ...]
@@ -316,7 +319,8 @@ class Model:
             if abort is None and isinstance(free, SelectorError):
                 # an error only on devices other claims hold: not now, and said
                 misses = not_now(resolved, inventory, allocations, None, self.index, held=free)
-                return _Kept(Verdict(NOT_NOW, tuple(misses), tuple(notes)))
+                held = held_devices(resolved, inventory, allocations)
+                return _Kept(Verdict(NOT_NOW, tuple(misses), tuple(notes), held))
             if free is not None:
                 problem = explain.cel_abort(abort or free, resolved, self.index, budget)
                 return _Kept(Verdict(NEVER, (problem,), tuple(notes)))
@@ -324,10 +328,11 @@ class Model:
                 misses = never(resolved, inventory, self.index, budget)
                 return _Kept(Verdict(NEVER, tuple(misses), tuple(notes)))
             misses = not_now(resolved, inventory, allocations, abort, self.index)
+            held = held_devices(resolved, inventory, allocations)
         except Exhausted:
             note = Problem(claims[0].prefix + claims[0].spec.path, explain.EXHAUSTED)
             return _Kept(Verdict(UNCHECKED, (), (*notes, note)))
-        return _Kept(Verdict(NOT_NOW, tuple(misses), tuple(notes)))
+        return _Kept(Verdict(NOT_NOW, tuple(misses), tuple(notes), held))
 
     def _resolve(
         self,
@@ -447,11 +452,12 @@ def _node_labels(node: Any) -> Mapping[str, str]:
 
 def _kept_bytes(kept: _Kept) -> int:
     """About what a memoized verdict holds: its texts, the nodes and shapes it read (the key,
-    the claims' shape, is counted as the selectors it repeats)."""
+    the claims' shape, is counted as the selectors it repeats), the held devices it names."""
     verdict = kept.verdict
     texts = sum(len(p.path) + len(p.message) for p in (*verdict.problems, *verdict.notes))
     selectors = sum(len(e) for key in kept.keys for e in (*key[1], *key[2]))
-    return 600 + 2 * texts + 2 * selectors + 80 * len(kept.nodes or ())
+    held = 200 * len(verdict.held)  # a set slot and a tuple of three shared strings each
+    return 600 + 2 * texts + 2 * selectors + 80 * len(kept.nodes or ()) + held
 
 
 def _shape(claims: Sequence[ClaimInput]) -> Any:

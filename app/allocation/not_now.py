@@ -24,13 +24,13 @@ from app.allocation.explain import (
     searched,
     usable,
 )
-from app.allocation.inventory import Inventory
+from app.allocation.inventory import DeviceKey, Inventory
 from app.allocation.plans import Abort, ClaimPlan, SelectorError, Want
 from app.allocation.state import Allocations
 from app.devices.index import DeviceIndex
 from app.k8s.quantity import Quantity
 
-__all__ = ["left_text", "not_now"]
+__all__ = ["held_devices", "left_text", "not_now"]
 
 
 def not_now(
@@ -66,6 +66,23 @@ def not_now(
     return [
         Problem(where, "not now: the free devices cannot satisfy all requests together on one node")
     ]
+
+
+def held_devices(
+    resolved: Resolved, inventory: Inventory, allocations: Allocations
+) -> frozenset[DeviceKey]:
+    """The devices the claims could use that other claims hold now (whole or in part): whose
+    holders would have to go for them to be allocated. A preemptor's question (app.policies.
+    preemption): are those holders of lower priority? DRA will not evict them."""
+    held: set[DeviceKey] = set()
+    for plan in resolved.plans:
+        for request in plan.requests:
+            for want in request.alternatives:
+                per_node, _ = usable(want, inventory)
+                held.update(
+                    c.key for found in per_node.values() for c in found if allocations.taken(c.key)
+                )
+    return frozenset(held)
 
 
 def _want_not_now(want: Want, inventory: Inventory, allocations: Allocations) -> str:

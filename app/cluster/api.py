@@ -39,6 +39,8 @@ COLLECTIONS: dict[Kind, str] = {
     Kind.RESOURCE_CLAIM_TEMPLATE: f"{RESOURCE_API}/resourceclaimtemplates",
     Kind.RESOURCE_QUOTA: "/api/v1/resourcequotas",
     Kind.NODE: "/api/v1/nodes",
+    Kind.PRIORITY_CLASS: "/apis/scheduling.k8s.io/v1/priorityclasses",
+    Kind.POD: "/api/v1/pods",
 }
 """Where each kind is listed and watched, across all namespaces (see docs/rbac.md)."""
 JSON = "application/json"
@@ -53,9 +55,20 @@ ACCEPT: dict[Kind, tuple[str, str]] = {
 (images, conditions, addresses) are most of it and none of it is read, so the API server is asked
 for PartialObjectMetadata only (kube-apiserver serves it for every built-in kind), never the
 whole object as a fallback."""
-OPTIONAL_KINDS = frozenset({Kind.NODE})
-"""Kinds the webhook works without: a 403 (not granted) or a 404 (not served) on their list is
-not an outage (the view holds none of them and stays ready; docs/rbac.md)."""
+OPTIONAL_KINDS: dict[Kind, str] = {
+    Kind.NODE: "node selectors on labels are taken to match",
+    Kind.PRIORITY_CLASS: "only the policy's preemption.priorityClasses are known",
+    Kind.POD: "the holders of allocated claims are named by their claims, not their priority",
+}
+"""Kinds the webhook works without, and what it does without them: a 403 (not granted) or a
+404 (not served) on their list is not an outage (the view holds none of them and stays ready;
+docs/rbac.md)."""
+FIELD_SELECTORS: dict[Kind, str] = {
+    Kind.POD: "status.phase!=Succeeded,status.phase!=Failed",
+}
+"""Asked of the API server on the list and the watch: a pod that has finished holds no device
+(its claims are released), so it is not sent at all; one that finishes leaves the watch as a
+DELETED event."""
 MERGE_PATCH = "application/merge-patch+json"
 
 

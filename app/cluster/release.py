@@ -81,6 +81,15 @@ the newest row, an older one the oldest: the chart supports 1.34 on."""
 
 SUPPORTED_MINORS = (34, 35, 36, 37)
 
+PREEMPTS_FOR_DRA: frozenset[int] = frozenset()
+"""The minor releases whose kube-scheduler preempts lower-priority pods to free DRA devices.
+
+None yet: the DynamicResources plugin has no preemption support (the Kubernetes DRA docs,
+"Limitations"; KEP-5690 missed 1.37), so a pod whose claims find every matching device held
+stays Pending, while the same pod asking `nvidia.com/gpu` through a device plugin evicts a
+lower-priority holder. The day a release does, it is one entry here and the webhook stops
+saying what translation takes away on that release (`ServedRelease.preempts_for_dra`)."""
+
 _VERSION = re.compile(r"v?(\d+)\.(\d+)(?:\.(\d+))?")
 
 
@@ -143,6 +152,16 @@ class ServedRelease:
             return True
         minor, patch = int(match.group(2)), int(match.group(3) or 0)
         return minor > 36 or (minor == 36 and patch >= 3)
+
+    @property
+    def preempts_for_dra(self) -> bool:
+        """Whether this release's scheduler preempts lower-priority pods for DRA devices
+        (`PREEMPTS_FOR_DRA`). Unknown (offline with no release named, a live cluster not probed
+        yet): as the newest supported release; a minor past the table: as the newest."""
+        minor = self.minor
+        if minor is None or minor > max(SUPPORTED_MINORS):
+            minor = max(SUPPORTED_MINORS)
+        return minor in PREEMPTS_FOR_DRA
 
     def keeps(self, feature: Feature) -> bool:
         """Whether the API server stores `feature`'s field (drops it silently otherwise)."""

@@ -12,6 +12,15 @@ per kind:
 | ResourceClaim | `spec`; `status.allocation.devices.results[]`, `status.reservedFor[]` (below) |
 | ResourceQuota | `spec`, `status.used` |
 | Node | nothing but its name, labels, uid and resourceVersion (watched as metadata only) |
+| PriorityClass | `value`, `globalDefault`, `preemptionPolicy` |
+| Pod | name, namespace, uid, resourceVersion, deletionTimestamp; in `spec`: see below |
+
+A Pod keeps `spec.priority`, `priorityClassName`, `preemptionPolicy` and the names of its
+`resourceClaims`, and is held only when it references resource claims
+(`app.cluster.view.held`): the view answers "who holds this claim, at what priority"
+(`status.reservedFor` names the pod), and a cluster's other pods, most of them, cost nothing
+but their watch events. What is kept of one is
+a few hundred bytes: labels, annotations, containers and status are all dropped.
 
 An allocation result keeps {request, driver, pool, device, adminAccess, shareID,
 consumedCapacity}, the ones set (not null). A consumer in `status.reservedFor` (a pod, or a
@@ -69,6 +78,9 @@ _SCALARS = (str, int, bool)
 _NODE_METADATA = ("name", "labels", "uid", "resourceVersion")
 """A Node is read for its labels (which slices' nodeSelectors reach it); uid and
 resourceVersion let a relist keep an unchanged one."""
+_POD_METADATA = ("name", "namespace", "uid", "resourceVersion", "deletionTimestamp")
+_POD_SPEC = ("priority", "priorityClassName", "preemptionPolicy")
+_PRIORITY_CLASS_FIELDS = ("value", "globalDefault", "preemptionPolicy")
 
 
 class SharedValues:
@@ -154,9 +166,13 @@ def slim(kind: str, obj: Obj, shared: SharedValues | None = None) -> Obj:
         elif meta is not None:
             out["metadata"] = meta
         return out
+    if kind == "Pod":
+        return _pod(obj, out)
     api_version = obj.get("apiVersion")
     if isinstance(api_version, str):
         out["apiVersion"] = api_version
+    if kind == "PriorityClass":
+        out.update({k: obj[k] for k in _PRIORITY_CLASS_FIELDS if k in obj})
     if isinstance(meta, dict):
         out["metadata"] = {key: meta[key] for key in KEPT_METADATA if key in meta}
         if kind == "DeviceClass" and "creationTimestamp" in meta:
@@ -182,6 +198,25 @@ def slim(kind: str, obj: Obj, shared: SharedValues | None = None) -> Obj:
 
 
 _CONSUMER_FIELDS = ("apiGroup", "resource", "name", "uid")
+
+
+def _pod(obj: Obj, out: Obj) -> Obj:
+    """Who a pod is and its priority; of its claims, only their names (that it has any)."""
+    meta = obj.get("metadata")
+    if isinstance(meta, dict):
+        out["metadata"] = {key: meta[key] for key in _POD_METADATA if key in meta}
+    elif meta is not None:
+        out["metadata"] = meta
+    spec = obj.get("spec")
+    if isinstance(spec, dict):
+        kept = {key: spec[key] for key in _POD_SPEC if key in spec}
+        claims = spec.get("resourceClaims")
+        if isinstance(claims, list):
+            kept["resourceClaims"] = [
+                {"name": c["name"]} for c in claims if isinstance(c, dict) and "name" in c
+            ]
+        out["spec"] = kept
+    return out
 
 
 def _claim_status(status: Obj) -> Obj | None:

@@ -41,13 +41,25 @@ class Kind(StrEnum):
     NODE = "Node"
     """Names and labels only (a metadata-only watch): which nodes a slice's nodeSelector
     reaches. Optional: without permission to list Nodes the view holds none."""
+    PRIORITY_CLASS = "PriorityClass"
+    """Value, globalDefault and preemptionPolicy only: whether the pods of a workload template
+    that names a class (or none, under a globalDefault) may preempt (app.k8s.priority). A Pod
+    needs none: the Priority admission plugin has set its priority before any webhook sees it.
+    Optional: without permission the policy's `preemption.priorityClasses` are all it knows."""
+    POD = "Pod"
+    """Only pods that reference resource claims, with their priority (app.cluster.slim): who
+    holds an allocated claim's devices and whether a preemptor outranks them. Bounded by the
+    number of DRA pods, not all pods; never read on a hot path except by key. Optional: without
+    permission the holders are named by their claims."""
 
     @property
     def namespaced(self) -> bool:
         return self in _NAMESPACED
 
 
-_NAMESPACED = frozenset({Kind.RESOURCE_CLAIM, Kind.RESOURCE_CLAIM_TEMPLATE, Kind.RESOURCE_QUOTA})
+_NAMESPACED = frozenset(
+    {Kind.RESOURCE_CLAIM, Kind.RESOURCE_CLAIM_TEMPLATE, Kind.RESOURCE_QUOTA, Kind.POD}
+)
 
 Listener = Callable[[Kind, Obj | None, Obj | None], None]
 """Called as listener(kind, old, new) after a change: (None, new) added, (old, None) removed."""
@@ -248,9 +260,12 @@ class ClusterView:
             self._on_synced.append(callback)
 
     def apply(self, kind: Kind, obj: Obj) -> None:
-        """Add or replace one object (watch ADDED/MODIFIED, or our own create)."""
+        """Add or replace one object (watch ADDED/MODIFIED, or our own create). One the view
+        does not hold (`held`: a pod without resource claims) is not added."""
         obj = slim(kind, obj, self._shared_values)
         key = object_key(obj)
+        if not held(kind, obj):
+            return  # (a pod's resourceClaims cannot change: it never was held either)
         old = self._objects[kind].get(key)
         if old is not None and _same_version(old, obj):
             return  # e.g. the watch event of a template we created and applied already
@@ -270,6 +285,8 @@ class ClusterView:
         current = self._objects[kind]
         for raw in objs:
             key = object_key(raw)
+            if not held(kind, raw):
+                continue
             previous = current.get(key)
             if previous is not None and _same_version(previous, raw):
                 fresh[key] = previous  # unchanged since we last saw it: keep, do not re-slim
@@ -332,6 +349,15 @@ class ClusterView:
                 self._map_extended_resource(str(resource))
         for listener in self._listeners:
             listener(kind, old, new)
+
+
+def held(kind: Kind, obj: Obj) -> bool:
+    """Whether the view keeps `obj` (raw or slimmed): every object, but of Pods only those
+    that reference resource claims (the holders of claims; most pods reference none)."""
+    if kind is not Kind.POD:
+        return True
+    spec = obj.get("spec")
+    return isinstance(spec, dict) and bool(spec.get("resourceClaims"))
 
 
 def _same_version(old: Obj, new: Obj) -> bool:

@@ -6,7 +6,8 @@ The live source (`app/cluster/live.py`, whose docstring says why it is not built
 to the view; 410 Gone relists, any other failure backs off and resumes; a kind out of sync for
 longer than `stale_after_seconds` is marked stale.
 
-A kind the webhook works without (`OPTIONAL_KINDS`: Nodes, read for their labels) answered 403 is
+A kind the webhook works without (`OPTIONAL_KINDS`: Nodes, read for their labels; PriorityClasses;
+the Pods that hold claims) answered 403 is
 not an outage: the view holds none of it, stays fresh and ready, one warning says what is missing
 (and `KindStats.forbidden` the metric), and the list is tried again every
 `backoff_max_seconds` in case the permission is granted later.
@@ -26,6 +27,7 @@ import orjson
 from app.cluster.api import (
     ACCEPT,
     COLLECTIONS,
+    FIELD_SELECTORS,
     JSON,
     OPTIONAL_KINDS,
     Api,
@@ -40,7 +42,7 @@ from app.cluster.api import (
 from app.cluster.backoff import Backoff
 from app.cluster.slim import slim
 from app.cluster.stats import KindStats
-from app.cluster.view import ClusterView, Kind, Obj, object_key
+from app.cluster.view import ClusterView, Kind, Obj, held, object_key
 from app.config.settings import Settings
 
 logger = logging.getLogger(__name__)
@@ -73,6 +75,8 @@ class KindWatcher:
         self._api = api
         self._path = COLLECTIONS[kind]
         self._accept = ACCEPT.get(kind, (JSON, JSON))
+        selector = FIELD_SELECTORS.get(kind)
+        self._selector = [("fieldSelector", selector)] if selector else []
         """The Accept header of the list and of the watch (metadata only for Nodes)."""
         self._view = view
         self._stats = stats
@@ -139,10 +143,11 @@ class KindWatcher:
             self._stats.errors += 1
             self._stats.last_error = str(exc)
             logger.warning(
-                "cluster %s: %s; without it node selectors on labels are taken to match "
-                "(grant list and watch on nodes: docs/rbac.md)",
+                "cluster %s: %s; without it %s (grant list and watch on %s: docs/rbac.md)",
                 self.kind.value,
                 exc,
+                OPTIONAL_KINDS[self.kind],
+                self._path.rsplit("/", 1)[-1],
                 extra={"kind": self.kind.value},
             )
         if self._view.objects(self.kind) or self.kind not in self._view.synced_kinds():
@@ -166,7 +171,7 @@ class KindWatcher:
         token: str | None = None
         restarts = 0
         while True:
-            query = [("limit", str(self._settings.list_page_size))]
+            query = [("limit", str(self._settings.list_page_size)), *self._selector]
             if token is not None:
                 query.append(("continue", token))
             response = await self._api.open(
@@ -211,7 +216,8 @@ class KindWatcher:
         return version
 
     def _usable(self, items: Any) -> list[Obj]:
-        """The slimmed items of one page, without those the view cannot key (counted)."""
+        """The slimmed items of one page the view holds, without those it cannot key
+        (counted)."""
         kept: list[Obj] = []
         for raw in items if isinstance(items, list) else ():
             obj = slim(self.kind, raw) if isinstance(raw, dict) else None
@@ -223,7 +229,8 @@ class KindWatcher:
                 self._stats.errors += 1
                 logger.warning("cluster %s: skipped an item: %s", self.kind.value, exc)
                 continue
-            kept.append(obj)
+            if held(self.kind, obj):  # (most pods are not: dropped per page, bounding the list)
+                kept.append(obj)
         return kept
 
     # -- watch -----------------------------------------------------------------------------
@@ -238,6 +245,7 @@ class KindWatcher:
             ("resourceVersion", version),
             ("allowWatchBookmarks", "true"),
             ("timeoutSeconds", str(max(1, round(timeout)))),
+            *self._selector,
         ]
         response = await self._api.open(
             "GET",

@@ -26,6 +26,7 @@ from app.config.base import StrictModel as _Model
 from app.config.dra_only import DraOnly
 from app.config.exceptions import PolicyException, unique_exception_names
 from app.config.files import Place, read_text, yaml_problem
+from app.config.preemption import Preemption
 from app.config.sharing import DEFAULT_SHARING, SharingRule, unique_names
 from app.config.tenancy import AdminAccess, DeviceClassAllowList, unique_allow_list_names
 from app.config.translation import Translation
@@ -373,6 +374,8 @@ class Policy(_Model):
     """Who may turn DRA admin access on for a namespace (app.config.tenancy, docs/tenancy.md)."""
     device_classes: tuple[DeviceClassAllowList, ...] = Field(default=(), alias="deviceClasses")
     """Which DeviceClasses the namespaces each entry selects may use (docs/tenancy.md)."""
+    preemption: Preemption = Field(default_factory=Preemption)
+    """Saying what moving to DRA takes away: the scheduler's preemption (app.config.preemption)."""
 
     _exception_names = field_validator("exceptions")(unique_exception_names)
     _allow_list_names = field_validator("device_classes")(unique_allow_list_names)

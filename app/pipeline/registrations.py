@@ -17,7 +17,7 @@ from enum import StrEnum
 from typing import Any
 
 from app import workloads
-from app.allocation import Allocations
+from app.allocation import Allocations, Holders
 from app.cluster.templates import ManagedTemplates
 from app.cluster.usage import ClaimUsage, SliceNodes, TemplateCounts
 from app.cluster.view import DerivedIndex, Kind
@@ -27,6 +27,7 @@ from app.policies import (
     dra_only,
     extended_names,
     near_misses,
+    preemption,
     rules,
     satisfiability,
     selectors,
@@ -122,11 +123,14 @@ _TRANSLATE_BUILDS = (
     policy_exceptions,
     cel_runtime,
     workload_catalogue,
+    preemption.known_classes,
 )
-_TRANSLATE_INDEXES = (ManagedTemplates, Allocations, PublishedCapacities)
+_TRANSLATE_INDEXES = (ManagedTemplates, Allocations, Holders, PublishedCapacities)
 """Templates already made for the namespace count against translation's cap; the claims it
-makes are checked by the allocation model (what allocated claims hold); a share's compute
-limit asks for the capacity the class's devices publish."""
+makes are checked by the allocation model (what allocated claims hold, and which claims hold
+the devices a pod waits for: `preemption.held_by`); a share's compute limit asks for the
+capacity the class's devices publish."""
+_PREEMPTION_BUILDS = (legacy_matcher, workload_catalogue, preemption.known_classes)
 
 REGISTRATIONS: tuple[Registration, ...] = (
     Registration(
@@ -240,8 +244,31 @@ REGISTRATIONS: tuple[Registration, ...] = (
             policy_exceptions,
             translation_rules,
             workload_catalogue,
+            preemption.known_classes,
         ),
-        indexes=(Allocations,),
+        indexes=(Allocations, Holders),
+        workloads=True,
+    ),
+    # what a GPU pod that may preempt loses on DRA (the PriorityClasses and Pods it reads are
+    # optional: not in `reads`, a stale one only makes it say less)
+    Registration(
+        "preemption",
+        Endpoint.VALIDATE,
+        POD_BEARING,
+        frozenset({"CREATE", "UPDATE"}),
+        preemption.check,
+        reads=frozenset({Kind.NAMESPACE}),
+        builds=_PREEMPTION_BUILDS,
+        workloads=True,
+    ),
+    Registration(
+        "preemption-translate",
+        Endpoint.MUTATE,
+        WORKLOADS,
+        frozenset({"CREATE", "UPDATE"}),
+        preemption.check_translated,
+        reads=frozenset({Kind.NAMESPACE}),
+        builds=_PREEMPTION_BUILDS,
         workloads=True,
     ),
     Registration(

@@ -36,7 +36,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
-from app.allocation import NEVER, NOT_NOW, Allocations, ClaimInput
+from app.allocation import NEVER, NOT_NOW, Allocations, ClaimInput, Holders
 from app.cel.cost import Budget, BudgetExceededError
 from app.cluster.release import ServedRelease
 from app.cluster.view import Kind
@@ -45,6 +45,8 @@ from app.k8s import claims
 from app.k8s.claim_spec import ClaimSpec
 from app.k8s.claims import SELECTING
 from app.k8s.objects import PodSpecRef
+from app.k8s.priority import Priority
+from app.policies import preemption
 from app.policies.base import ALLOW, Context, Request, Result, Violation, failure_answer, subject
 from app.policies.cel_runtime import cel_runtime
 from app.policies.mapped import MappedRequest, left_to_scheduler, reword, special_claim
@@ -166,7 +168,14 @@ def check_pod(request: Request, ctx: Context) -> Result:
     claims_in = _claims_of(ref, request.namespace, ctx)
     if not mapped and len(claims_in) < 2:
         return ALLOW
-    return pod_verdict(ctx, claims_in, subject(request), mapped=mapped, spec_path=ref.path)
+    return pod_verdict(
+        ctx,
+        claims_in,
+        subject(request),
+        mapped=mapped,
+        spec_path=ref.path,
+        priority=pod_priority(ref, ctx),
+    )
 
 
 def _check_templates(request: Request, ctx: Context) -> Result:
@@ -189,7 +198,16 @@ def _check_templates(request: Request, ctx: Context) -> Result:
             continue  # judged when it was written
         claims_in = _claims_of(spec, request.namespace, ctx)
         what = f"the pods of {subject(request)}"
-        results.append(pod_verdict(ctx, claims_in, what, mapped=mapped, spec_path=spec.path))
+        results.append(
+            pod_verdict(
+                ctx,
+                claims_in,
+                what,
+                mapped=mapped,
+                spec_path=spec.path,
+                priority=pod_priority(spec, ctx),
+            )
+        )
     return combine(results)
 
 
@@ -229,12 +247,15 @@ def pod_verdict(
     *,
     mapped: Sequence[MappedRequest] = (),
     spec_path: str = "spec",
+    priority: Priority | None = None,
 ) -> Result:
     """The allocation model's verdict on claims a pod uses together, as an admission result:
     "never" denied or warned per `cel.selectors.unsatisfiable`, "not now" warned. Also what
     translation asks about the claims it is about to make (`policies.translate`). `mapped`:
     the pod's requests the scheduler serves from DeviceClasses, judged as the one claim it
-    makes for them (`mapped.special_claim`), their problems put on the containers' fields."""
+    makes for them (`mapped.special_claim`), their problems put on the containers' fields.
+    `priority`: the pod's, when known; a "not now" then also says whether the devices are held
+    by pods of lower priority, which DRA will not preempt (`preemption.held_by`)."""
     action = _action(ctx)
     if action == "off" or Kind.RESOURCE_SLICE not in ctx.view.synced_kinds():
         return ALLOW
@@ -282,9 +303,19 @@ def pod_verdict(
             details="The scheduler allocates all of a pod's claims, and the claim it makes for "
             "the extended resources a DeviceClass serves, on one node; it would stay Pending.",
         )
+    if verdict.outcome == NOT_NOW and priority is not None and verdict.held:
+        holders = ctx.view.index(Holders).of(verdict.held)
+        said = preemption.held_by(ctx, holders, priority) if holders else None
+        if said is not None:
+            problems = (*problems, Violation(spec_path, f"not now: {said}"))
     if verdict.outcome in (NEVER, NOT_NOW):
         return Result(warnings=tuple(str(p) for p in problems))
     return ALLOW
+
+
+def pod_priority(spec: PodSpecRef, ctx: Context) -> Priority | None:
+    """The priority of the pods of `spec` (app.k8s.priority), None when its class is unknown."""
+    return ctx.parts[preemption.known_classes].classes(ctx.view).of_spec(spec.spec)
 
 
 def _pod_claim(entry: Any, namespace: str, ctx: Context) -> tuple[str, claims.ClaimSpec] | None:

@@ -157,7 +157,12 @@ def _translate_spec(request: Request, ctx: Context, spec: PodSpecRef) -> Result:
     kept = _claims_kept(spec, planned, request.namespace, ctx) if made else []
     mapped = left_to_scheduler(request.kind, spec, ctx) if made and planned.left else ()
     verdict = satisfiability.pod_verdict(
-        ctx, [*kept, *made], subject(request), mapped=mapped, spec_path=spec.path
+        ctx,
+        [*kept, *made],
+        subject(request),
+        mapped=mapped,
+        spec_path=spec.path,
+        priority=satisfiability.pod_priority(spec, ctx),
     )
     if verdict.denied:
         return verdict

@@ -405,11 +405,18 @@ def test_the_cluster_role_grants_only_what_the_server_uses() -> None:
         for v in read
     }
     expected |= {("", "nodes", v) for v in ("list", "watch")}  # labels, as metadata only
+    # who may preempt, and the priority of the pods holding claims (docs/rbac.md)
+    expected |= {("scheduling.k8s.io", "priorityclasses", v) for v in read}
+    expected |= {("", "pods", v) for v in ("list", "watch")}
     # translation's templates: created, touched and garbage-collected (docs/rbac.md)
     expected |= {
         ("resource.k8s.io", "resourceclaimtemplates", v) for v in ("create", "patch", "delete")
     }
     assert granted == expected
+    values = str(CHART / "ci" / "default-values.yaml")
+    without_pods = render("-f", values, "--set", "rbac.readPods=false")
+    rules = _webhook_role(without_pods, "ClusterRole")["rules"]
+    assert not any("pods" in rule["resources"] for rule in rules)
     binding = _webhook_role(docs, "ClusterRoleBinding")
     assert binding["subjects"] == [
         {

@@ -57,6 +57,8 @@ COLLECTIONS: dict[str, tuple[Kind, str]] = {
     "/api/v1/namespaces": (Kind.NAMESPACE, "v1"),
     "/api/v1/resourcequotas": (Kind.RESOURCE_QUOTA, "v1"),
     "/api/v1/nodes": (Kind.NODE, "v1"),
+    "/api/v1/pods": (Kind.POD, "v1"),
+    "/apis/scheduling.k8s.io/v1/priorityclasses": (Kind.PRIORITY_CLASS, "scheduling.k8s.io/v1"),
     f"{RESOURCE_API}/deviceclasses": (Kind.DEVICE_CLASS, "resource.k8s.io/v1"),
     f"{RESOURCE_API}/resourceslices": (Kind.RESOURCE_SLICE, "resource.k8s.io/v1"),
     f"{RESOURCE_API}/resourceclaims": (Kind.RESOURCE_CLAIM, "resource.k8s.io/v1"),

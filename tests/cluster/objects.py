@@ -352,3 +352,44 @@ def node(i: int, rack: int | None = None, *, version: int | None = None) -> Obj:
             },
         },
     }
+
+
+def pod_holding_claims(
+    name: str, *, claims: bool = True, priority: int = 0, uid: str = "u-1"
+) -> Obj:
+    """A pod as the API server sends it, with what the view has no use for."""
+    spec: Obj = {
+        "priority": priority,
+        "priorityClassName": "low",
+        "preemptionPolicy": "PreemptLowerPriority",
+        "nodeName": "node-1",
+        "containers": [{"name": "main", "image": "cuda", "resources": {"claims": [{"name": "g"}]}}],
+    }
+    if claims:
+        spec["resourceClaims"] = [{"name": "g", "resourceClaimTemplateName": "one-gpu"}]
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": name,
+            "namespace": "ml",
+            "uid": uid,
+            "resourceVersion": "7",
+            "labels": {"app": "train"},
+            "annotations": {"big": "x" * 1000},
+            "managedFields": [{"manager": "kubectl"}],
+        },
+        "spec": spec,
+        "status": {"phase": "Running", "conditions": [{"type": "Ready"}]},
+    }
+
+
+def priority_class(name: str, value: int, **fields: Any) -> Obj:
+    return {
+        "apiVersion": "scheduling.k8s.io/v1",
+        "kind": "PriorityClass",
+        "metadata": {"name": name, "uid": f"pc-{name}", "resourceVersion": "3"},
+        "value": value,
+        "description": "long text nobody reads here",
+        **fields,
+    }

@@ -50,6 +50,7 @@ JOURNEYS = (
     "releases",
     "tenancy",
     "certificates",
+    "preemption",
     "faults",
     "latency",
 )

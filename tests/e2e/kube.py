@@ -27,6 +27,7 @@ _KINDS: dict[str, tuple[str, str, bool]] = {
     "Namespace": ("/api/v1", "namespaces", False),
     "Node": ("/api/v1", "nodes", False),
     "Pod": ("/api/v1", "pods", True),
+    "PriorityClass": ("/apis/scheduling.k8s.io/v1", "priorityclasses", False),
     "ServiceAccount": ("/api/v1", "serviceaccounts", True),
     "ConfigMap": ("/api/v1", "configmaps", True),
     "Secret": ("/api/v1", "secrets", True),

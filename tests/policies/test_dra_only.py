@@ -103,6 +103,7 @@ def test_plain_pods_and_pods_with_claims_are_allowed_untouched() -> None:
             "dra-only",
             "near-misses",
             "pod-satisfiability",
+            "preemption",
             "claim-quota",
             "device-classes",
         ),

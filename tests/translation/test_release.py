@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pytest
 
+from app.cluster import release
 from app.cluster.release import Feature, ServedRelease
 from app.config import load_policy
 from app.config.policy import Policy
@@ -148,3 +149,20 @@ def test_a_refused_devices_counters_come_back_from_1_36_3(version: str, frees: b
     seed 20261124, claim 26: a MIG device whose GPU a distinctAttribute had refused)."""
     assert ServedRelease.from_defaults(version).frees_refused_counters is frees
     assert ServedRelease.assumed().frees_refused_counters is True
+
+
+@pytest.mark.parametrize("version", ["v1.34.12", "v1.35.6", "v1.36.5", "v1.37.2", "v1.40.0"])
+def test_no_release_in_the_matrix_preempts_for_dra(version: str) -> None:
+    """The Kubernetes DRA docs, "Limitations"; KEP-5690 missed 1.37 (shown on 1.34, 1.36.5 and
+    1.37 by tests/e2e/test_preemption.py)."""
+    assert ServedRelease.from_defaults(version).preempts_for_dra is False
+    assert ServedRelease.assumed().preempts_for_dra is False
+
+
+def test_a_release_that_preempts_for_dra_is_one_table_entry(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(release, "PREEMPTS_FOR_DRA", frozenset({37}))
+    assert ServedRelease.from_defaults("v1.37.2").preempts_for_dra is True
+    assert ServedRelease.from_defaults("v1.41.0").preempts_for_dra is True  # newer: as the newest
+    assert ServedRelease.from_defaults("v1.36.5").preempts_for_dra is False

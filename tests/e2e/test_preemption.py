@@ -1,0 +1,281 @@
+"""Journey preemption: what moving to DRA takes away, shown on the real scheduler.
+
+A Node `node-p` advertises two device-plugin GPUs (`nvidia.com/gpu: 2` in its status capacity
+and allocatable, as the NVIDIA device plugin would report them; no kubelet runs). Two
+PriorityClasses: training at 100, inference at 100000, both PreemptLowerPriority.
+
+- The Priority admission plugin runs before the mutating webhooks: a throwaway capture webhook
+  registered beside ours sees `spec.priority` and `spec.preemptionPolicy` already set on a pod
+  that names only its class (app.k8s.priority reads a Pod's own fields for that reason).
+- Device plugin: two training pods fill node-p; the pod of an inference Deployment asking
+  `nvidia.com/gpu: 1` is nominated to node-p (`status.nominatedNodeName`), one training pod
+  gets a deletionTimestamp and a `DisruptionTarget` condition (reason `PreemptionByScheduler`),
+  and once it is gone the inference pod is bound there. In an audit namespace the webhook
+  warned on the Deployment's create that this is what DRA will not do (bare pods there are
+  judged by the chart's ValidatingAdmissionPolicy, which never calls the webhook).
+- DRA: the same pods in a translate namespace, translated to claims. Four training pods take
+  the fleet's four whole GPUs; the inference pod's create comes back with the two sentences
+  (what translation takes away, and "not now: DRA will not preempt the lower-priority pods
+  holding the devices"), and then it stays Pending: Unschedulable, never nominated, no training
+  pod touched.
+
+No release in the matrix preempts for DRA (app.cluster.release.PREEMPTS_FOR_DRA): run on 1.34,
+1.36.5 and 1.37.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import ssl
+import threading
+import time
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any, ClassVar
+
+import pytest
+
+from tests.e2e import objects as o
+from tests.e2e.kube import Kube
+from tests.e2e.webhook import Webhook
+
+pytestmark = [pytest.mark.journey("preemption"), pytest.mark.usefixtures("webhook")]
+
+Obj = dict[str, Any]
+LOW, HIGH = "e2e-training-low", "e2e-inference-high"
+NODE = "node-p"
+GPU = "nvidia.com/gpu"
+LOSES = "may evict lower-priority pods for nvidia.com/gpu today"
+NOT_NOW = "not now: DRA will not preempt the lower-priority pods holding the devices:"
+
+
+def _priority_class(name: str, value: int) -> Obj:
+    return {
+        "apiVersion": "scheduling.k8s.io/v1",
+        "kind": "PriorityClass",
+        "metadata": {"name": name},
+        "value": value,
+        "preemptionPolicy": "PreemptLowerPriority",
+    }
+
+
+@pytest.fixture(scope="module")
+def classes(kube: Kube) -> Iterator[None]:
+    for name, value in ((LOW, 100), (HIGH, 100_000)):
+        kube.apply(_priority_class(name, value))
+    yield
+    for name in (LOW, HIGH):
+        kube.delete("PriorityClass", name)
+
+
+@pytest.fixture(scope="module")
+def plugin_node(kube: Kube) -> Iterator[str]:
+    """node-p, Ready, with two device-plugin GPUs and no DRA devices."""
+    kube.apply(
+        {
+            "apiVersion": "v1",
+            "kind": "Node",
+            "metadata": {"name": NODE, "labels": {"kubernetes.io/hostname": NODE}},
+        }
+    )
+    kube.patch("Node", NODE, None, {"spec": {"taints": None}})
+    resources = {"cpu": "16", "memory": "64Gi", "pods": "110", GPU: "2"}
+    status = {
+        "capacity": resources,
+        "allocatable": resources,
+        "conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady"}],
+    }
+    kube.patch("Node", NODE, None, {"status": status}, subresource="status")
+    yield NODE
+    kube.delete("Node", NODE)
+
+
+def _gpu_pod(name: str, namespace: str, priority_class: str, *, on: str | None = None) -> Obj:
+    spec = o.pod_spec(o.container(limits={GPU: "1"}))
+    spec["priorityClassName"] = priority_class
+    spec["terminationGracePeriodSeconds"] = 30  # a victim shows its deletionTimestamp
+    if on is not None:
+        spec["nodeSelector"] = {"kubernetes.io/hostname": on}
+    return o.pod(name, namespace, spec)
+
+
+def _condition(pod: Obj, kind: str) -> Obj | None:
+    return next((c for c in pod.get("status", {}).get("conditions", []) if c["type"] == kind), None)
+
+
+# -- what the webhook sees ---------------------------------------------------------------------
+
+
+class _Capture(BaseHTTPRequestHandler):
+    seen: ClassVar[list[Obj]] = []
+
+    def do_POST(self) -> None:
+        review = json.loads(self.rfile.read(int(self.headers.get("content-length", "0"))))
+        self.seen.append(review["request"].get("object") or {})
+        body = json.dumps(
+            {
+                "apiVersion": "admission.k8s.io/v1",
+                "kind": "AdmissionReview",
+                "response": {"uid": review["request"]["uid"], "allowed": True},
+            }
+        ).encode()
+        self.send_response(200)
+        self.send_header("content-type", "application/json")
+        self.send_header("content-length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, format: str, *args: Any) -> None:
+        return None
+
+
+@pytest.mark.usefixtures("classes")
+def test_a_pod_reaches_the_mutating_webhooks_with_its_priority_already_set(
+    kube: Kube, webhook: Webhook, namespace: Any
+) -> None:
+    ns = namespace("audit", **{"e2e-capture": "on"})
+    certs = webhook.server.cert_dir
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(certs / "tls.crt", certs / "tls.key")
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _Capture)
+    server.socket = context.wrap_socket(server.socket, server_side=True)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    configuration = {
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "MutatingWebhookConfiguration",
+        "metadata": {"name": "e2e-preemption-capture"},
+        "webhooks": [
+            {
+                "name": "capture.e2e.example.com",
+                "clientConfig": {
+                    "url": f"https://127.0.0.1:{server.server_address[1]}/capture",
+                    "caBundle": base64.b64encode((certs / "ca.crt").read_bytes()).decode(),
+                },
+                "rules": [
+                    {
+                        "apiGroups": [""],
+                        "apiVersions": ["v1"],
+                        "operations": ["CREATE"],
+                        "resources": ["pods"],
+                    }
+                ],
+                "namespaceSelector": {"matchLabels": {"e2e-capture": "on"}},
+                "sideEffects": "None",
+                "admissionReviewVersions": ["v1"],
+                "failurePolicy": "Ignore",
+                "timeoutSeconds": 5,
+            }
+        ],
+    }
+    kube.apply(configuration)
+    try:
+        pod = _gpu_pod("inference", ns, HIGH)
+        assert "priority" not in pod["spec"] and "preemptionPolicy" not in pod["spec"]
+
+        def captured() -> Obj | None:
+            kube.create(pod, dry_run=True)
+            return _Capture.seen[-1] if _Capture.seen else None
+
+        seen = kube.wait(captured, "the capture webhook to be called")
+    finally:
+        kube.delete("MutatingWebhookConfiguration", "e2e-preemption-capture")
+        server.shutdown()
+        server.server_close()
+    assert seen["spec"]["priorityClassName"] == HIGH
+    assert seen["spec"]["priority"] == 100_000
+    assert seen["spec"]["preemptionPolicy"] == "PreemptLowerPriority"
+
+
+# -- device plugin: preempted ------------------------------------------------------------------
+
+
+@pytest.mark.usefixtures("classes")
+def test_on_device_plugin_gpus_the_scheduler_preempts_the_lower_priority_pod(
+    kube: Kube, plugin_node: str, namespace: Any
+) -> None:
+    ns = namespace("audit")
+    for i in range(2):
+        kube.create(_gpu_pod(f"train-{i}", ns, LOW, on=plugin_node))
+    for i in range(2):
+        assert o.scheduled(kube, ns, f"train-{i}")["spec"]["nodeName"] == plugin_node
+
+    # pods in audit namespaces are judged by the chart's admission policy; their workloads by
+    # the webhook, which says on create what moving them to DRA would take away
+    inference = _gpu_pod("inference", ns, HIGH, on=plugin_node)
+    answer = kube.create(o.deployment("inference", ns, inference["spec"]))
+    (loses,) = [w for w in answer.warnings if LOSES in w]
+    assert loses.startswith(
+        "spec.template.spec: the pods of Deployment inference (priority 100000, class "
+        "e2e-inference-high) may evict"
+    )
+    assert "under dra-only it will not" in loses
+
+    def nominated() -> Obj | None:
+        pods = kube.list("Pod", ns, labelSelector="app=inference")
+        return next((p for p in pods if p["status"].get("nominatedNodeName")), None)
+
+    preemptor = kube.wait(nominated, "the inference pod to be nominated")
+    assert preemptor["status"]["nominatedNodeName"] == plugin_node
+
+    def victim() -> Obj | None:
+        for i in range(2):
+            found = kube.find("Pod", f"train-{i}", ns)
+            if found is None or found["metadata"].get("deletionTimestamp"):
+                return found or {"metadata": {"name": f"train-{i}"}}
+        return None
+
+    evicted = kube.wait(victim, "a training pod to be preempted")
+    name = evicted["metadata"]["name"]
+    target = _condition(evicted, "DisruptionTarget")
+    if target is not None:  # (absent only when the pod went at once)
+        assert target["reason"] == "PreemptionByScheduler"
+    kube.delete("Pod", name, ns, now=True)  # what the kubelet would confirm
+    bound = o.scheduled(kube, ns, preemptor["metadata"]["name"])
+    assert bound["spec"]["nodeName"] == plugin_node
+
+
+# -- DRA: not preempted ------------------------------------------------------------------------
+
+
+@pytest.mark.usefixtures("classes", "plugin_node")
+def test_on_dra_claims_the_scheduler_does_not_preempt_and_the_webhook_said_so(
+    kube: Kube, namespace: Any
+) -> None:
+    ns = namespace("translate")
+    for i in range(4):  # the fleet's four whole GPUs
+        answer = kube.create(_gpu_pod(f"train-{i}", ns, LOW))
+        assert answer.obj["spec"]["resourceClaims"], "translated to a claim"
+    for i in range(4):
+        o.allocated_claims(kube, ns, f"train-{i}")
+
+    inference = _gpu_pod("inference", ns, HIGH)
+
+    def holders_known() -> list[str] | None:
+        # the webhook's view has the allocations and their pods once its watches deliver them
+        said = kube.create(inference, dry_run=True).warnings
+        return said if any(NOT_NOW in w for w in said) else None
+
+    kube.wait(holders_known, "the webhook to know who holds the GPUs")
+    warnings = kube.create(inference).warnings
+    (loses,) = [w for w in warnings if LOSES in w]
+    assert loses.startswith(
+        "spec: Pod inference (priority 100000, class e2e-inference-high) may evict"
+    )
+    assert "translated to DRA it will not" in loses
+    (held,) = [w for w in warnings if NOT_NOW in w]
+    assert f"{ns}/train-" in held and "(100)" in held
+
+    pending = kube.wait(
+        lambda: (p := kube.get("Pod", "inference", ns)) and o.unschedulable(p) and p,
+        "the inference pod to be found unschedulable",
+    )
+    time.sleep(5)  # the scheduler's PostFilter (preemption) ran at that failure; give it time
+    pending = kube.get("Pod", "inference", ns)
+    assert not pending["spec"].get("nodeName")
+    assert not pending["status"].get("nominatedNodeName")
+    assert (o.unschedulable(pending) or "").startswith("Unschedulable")
+    for i in range(4):
+        train = kube.get("Pod", f"train-{i}", ns)
+        assert not train["metadata"].get("deletionTimestamp")
+        assert _condition(train, "DisruptionTarget") is None
