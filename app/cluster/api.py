@@ -21,6 +21,7 @@ import orjson
 from kubernetes.aio import client as k8s
 from kubernetes.aio import config as k8s_config
 
+from app.cluster.release import ServedRelease
 from app.cluster.view import Kind, Obj
 from app.config.settings import ClusterSource as SourceKind
 from app.config.settings import Settings
@@ -39,8 +40,10 @@ COLLECTIONS: dict[Kind, str] = {
     Kind.RESOURCE_CLAIM_TEMPLATE: f"{RESOURCE_API}/resourceclaimtemplates",
     Kind.RESOURCE_QUOTA: "/api/v1/resourcequotas",
     Kind.NODE: "/api/v1/nodes",
+    Kind.POD_GROUP: "/apis/scheduling.k8s.io/v1beta1/podgroups",
 }
-"""Where each kind is listed and watched, across all namespaces (see docs/rbac.md)."""
+"""Where each kind is listed and watched, across all namespaces (see docs/rbac.md); PodGroups
+in the version the release serves them (`collection`)."""
 JSON = "application/json"
 _METADATA = "application/json;as={};g=meta.k8s.io;v=v1"
 ACCEPT: dict[Kind, tuple[str, str]] = {
@@ -53,10 +56,19 @@ ACCEPT: dict[Kind, tuple[str, str]] = {
 (images, conditions, addresses) are most of it and none of it is read, so the API server is asked
 for PartialObjectMetadata only (kube-apiserver serves it for every built-in kind), never the
 whole object as a fallback."""
-OPTIONAL_KINDS = frozenset({Kind.NODE})
+OPTIONAL_KINDS = frozenset({Kind.NODE, Kind.POD_GROUP})
 """Kinds the webhook works without: a 403 (not granted) or a 404 (not served) on their list is
 not an outage (the view holds none of them and stays ready; docs/rbac.md)."""
 MERGE_PATCH = "application/merge-patch+json"
+
+
+def collection(kind: Kind, release: ServedRelease) -> str:
+    """Where `kind` is listed and watched on `release`: PodGroups in the newest
+    `scheduling.k8s.io` version discovery found serving them (their list answers 404, not
+    served, where none does: an optional kind)."""
+    if kind is Kind.POD_GROUP and release.group_versions:
+        return api_path("apis", "scheduling.k8s.io", release.group_versions[0], "podgroups")
+    return COLLECTIONS[kind]
 
 
 def api_path(*segments: str) -> str:

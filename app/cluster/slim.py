@@ -9,9 +9,10 @@ per kind:
 | Namespace | nothing (the mode label is in `metadata.labels`) |
 | DeviceClass | `spec`, `metadata.creationTimestamp` (the newer of two mapping one name wins) |
 | ResourceSlice, ResourceClaimTemplate | `spec` |
-| ResourceClaim | `spec`; `status.allocation.devices.results[]` (see below); `status.reservedFor[]` |
+| ResourceClaim | `spec`; `status.allocation.devices.results[]` (below); `status.reservedFor[]` |
 | ResourceQuota | `spec`, `status.used` |
 | Node | nothing but its name, labels, uid and resourceVersion (watched as metadata only) |
+| PodGroup | `spec.resourceClaims`, `status.resourceClaimStatuses` (its group claims) |
 
 An allocation result keeps {request, driver, pool, device, adminAccess, shareID,
 consumedCapacity}, the ones set (not null). A consumer in `status.reservedFor` (a pod, or a
@@ -163,6 +164,8 @@ def slim(kind: str, obj: Obj, shared: SharedValues | None = None) -> Obj:
             out["metadata"]["creationTimestamp"] = meta["creationTimestamp"]
     elif meta is not None:
         out["metadata"] = meta
+    if kind == "PodGroup":
+        return _pod_group(obj, out)
     if kind in _KEEPS_SPEC and isinstance(spec := obj.get("spec"), dict):
         devices = spec.get("devices")
         if shared is not None and kind == "ResourceSlice" and type(devices) is list:
@@ -182,6 +185,19 @@ def slim(kind: str, obj: Obj, shared: SharedValues | None = None) -> Obj:
 
 
 _CONSUMER_FIELDS = ("apiGroup", "resource", "name", "uid")
+
+
+def _pod_group(obj: Obj, out: Obj) -> Obj:
+    """A PodGroup's group claims and the claims made for them; its scheduling policy,
+    constraints and conditions are not read."""
+    spec, status = obj.get("spec"), obj.get("status")
+    claims = spec.get("resourceClaims") if isinstance(spec, dict) else None
+    if isinstance(claims, list) and claims:
+        out["spec"] = {"resourceClaims": claims}
+    made = status.get("resourceClaimStatuses") if isinstance(status, dict) else None
+    if isinstance(made, list) and made:
+        out["status"] = {"resourceClaimStatuses": made}
+    return out
 
 
 def _claim_status(status: Obj) -> Obj | None:

@@ -41,13 +41,18 @@ class Kind(StrEnum):
     NODE = "Node"
     """Names and labels only (a metadata-only watch): which nodes a slice's nodeSelector
     reaches. Optional: without permission to list Nodes the view holds none."""
+    POD_GROUP = "PodGroup"
+    """`scheduling.k8s.io` PodGroups, for their group claims (`app.k8s.groups`): which of a
+    pod's claims is its group's. Optional: a release that does not serve them has none."""
 
     @property
     def namespaced(self) -> bool:
         return self in _NAMESPACED
 
 
-_NAMESPACED = frozenset({Kind.RESOURCE_CLAIM, Kind.RESOURCE_CLAIM_TEMPLATE, Kind.RESOURCE_QUOTA})
+_NAMESPACED = frozenset(
+    {Kind.RESOURCE_CLAIM, Kind.RESOURCE_CLAIM_TEMPLATE, Kind.RESOURCE_QUOTA, Kind.POD_GROUP}
+)
 
 Listener = Callable[[Kind, Obj | None, Obj | None], None]
 """Called as listener(kind, old, new) after a change: (None, new) added, (old, None) removed."""

@@ -6,10 +6,11 @@ The live source (`app/cluster/live.py`, whose docstring says why it is not built
 to the view; 410 Gone relists, any other failure backs off and resumes; a kind out of sync for
 longer than `stale_after_seconds` is marked stale.
 
-A kind the webhook works without (`OPTIONAL_KINDS`: Nodes, read for their labels) answered 403 is
-not an outage: the view holds none of it, stays fresh and ready, one warning says what is missing
-(and `KindStats.forbidden` the metric), and the list is tried again every
-`backoff_max_seconds` in case the permission is granted later.
+A kind the webhook works without (`OPTIONAL_KINDS`: Nodes, read for their labels; PodGroups, read
+for their group claims, served only where their gates are on) answered 403 or 404 is not an
+outage: the view holds none of it, stays fresh and ready, one warning says what is missing (and
+`KindStats.forbidden` the metric), and the list is tried again every `backoff_max_seconds` in
+case the permission is granted (or the API turned on) later.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ from app.cluster.api import (
     GoneError,
     NotServedError,
     StatusError,
+    collection,
     describe,
     error_for,
     read_json,
@@ -50,6 +52,14 @@ SHORT_WATCH_SECONDS = 1.0
 so an API server that accepts and at once closes watches is not hammered."""
 MAX_LIST_RESTARTS = 3
 """A paged list whose continue token expires (410) starts over, at most this many times."""
+
+
+_WITHOUT = {
+    Kind.NODE: "without it node selectors on labels are taken to match (grant list and watch "
+    "on nodes: docs/rbac.md)",
+    Kind.POD_GROUP: "without them a pod's claim that is its PodGroup's is charged to the pod "
+    "(the release serves no PodGroups, or grant list and watch on podgroups: docs/rbac.md)",
+}
 
 
 class KindWatcher:
@@ -139,10 +149,10 @@ class KindWatcher:
             self._stats.errors += 1
             self._stats.last_error = str(exc)
             logger.warning(
-                "cluster %s: %s; without it node selectors on labels are taken to match "
-                "(grant list and watch on nodes: docs/rbac.md)",
+                "cluster %s: %s; %s",
                 self.kind.value,
                 exc,
+                _WITHOUT[self.kind],
                 extra={"kind": self.kind.value},
             )
         if self._view.objects(self.kind) or self.kind not in self._view.synced_kinds():
@@ -169,6 +179,8 @@ class KindWatcher:
             query = [("limit", str(self._settings.list_page_size))]
             if token is not None:
                 query.append(("continue", token))
+            if token is None:
+                self._path = collection(self.kind, self._view.release)
             response = await self._api.open(
                 "GET",
                 self._path,
