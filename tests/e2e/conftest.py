@@ -50,6 +50,7 @@ JOURNEYS = (
     "releases",
     "tenancy",
     "certificates",
+    "group-claims",
     "faults",
     "latency",
 )
