@@ -108,6 +108,7 @@ def test_the_report_needs_exactly_the_documented_report_role(
         seed(cluster)
         for group, kind, plural in operator_kinds:  # every operator installed: all are listed
             cluster.serve_kind(group, kind, plural, [])
+        cluster.serve_group_claims([])  # the Workload API on: workloads and podgroups listed
         kubeconfig = cluster.write_kubeconfig(tmp_path / "kubeconfig")
         assert main(["report", "--kubeconfig", str(kubeconfig), "--policy-reports"]) == 0
         requests = list(cluster.requests)
