@@ -33,6 +33,10 @@ from app.transport.review import decode_review
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURES = ROOT / "tests" / "fixtures" / "apiserver-v1.36.2"
 FIXTURE_NAMES = sorted(p.stem for p in FIXTURES.glob("*.json"))
+GROUP_FIXTURES = ROOT / "tests" / "fixtures" / "apiserver-v1.37.2"
+GROUP_FIXTURE_NAMES = sorted(p.stem for p in GROUP_FIXTURES.glob("*.json"))
+"""A Workload and a PodGroup with group claims, as a kube-apiserver v1.37.2 sent them (the API
+is off by default: tests/fixtures/README.md)."""
 
 
 Obj = dict[str, Any]
@@ -40,7 +44,8 @@ Obj = dict[str, Any]
 
 def load_fixture(name: str) -> Obj:
     """A fresh copy of a captured AdmissionReview (name without .json)."""
-    data: Obj = orjson.loads((FIXTURES / f"{name}.json").read_bytes())
+    folder = GROUP_FIXTURES if name in GROUP_FIXTURE_NAMES else FIXTURES
+    data: Obj = orjson.loads((folder / f"{name}.json").read_bytes())
     return data
 
 

@@ -16,7 +16,15 @@ from app.policies import rules
 from app.policies.base import ALLOW, Context, Request, Result
 from app.policies.quota.rules import quota_rules
 from app.transport.review import decode_review
-from tests.helpers import load_fixture, make_view, namespace, policy_from, review, wrap
+from tests.helpers import (
+    GROUP_FIXTURE_NAMES,
+    load_fixture,
+    make_view,
+    namespace,
+    policy_from,
+    review,
+    wrap,
+)
 
 FIXTURES = (
     "deployment-create-legacy-gpu",
@@ -74,7 +82,7 @@ def decide(pipeline: Pipeline, endpoint: Endpoint, body: dict[str, Any]) -> Any:
 def all_reviews() -> list[tuple[Endpoint, dict[str, Any]]]:
     return [
         (endpoint, review(name, namespace=ns))
-        for name in FIXTURES
+        for name in (*FIXTURES, *GROUP_FIXTURE_NAMES)
         for ns in ("gpu-e2e", "ml-research", "ml-audit")
         for endpoint in Endpoint
     ]

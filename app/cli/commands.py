@@ -273,6 +273,8 @@ def _print_reports(
             print(f"  left to the scheduler: {name}: {classes} (draOnly.mappedNames: allow)")
         for problem in r.tenancy:
             print(f"  tenancy: {problem}")
+        for line in r.group_claims:
+            print(f"  group claim: {line}")
         if r.gpu_pods:
             served = ", ".join(f"{n} {source}" for source, n in sorted(r.gpu_pods.items()))
             print(f"  gpu pods: {served}")

@@ -21,6 +21,7 @@ import orjson
 from kubernetes.aio import client as k8s
 from kubernetes.aio import config as k8s_config
 
+from app.cluster.release import ServedRelease
 from app.cluster.view import Kind, Obj
 from app.config.settings import ClusterSource as SourceKind
 from app.config.settings import Settings
@@ -41,8 +42,10 @@ COLLECTIONS: dict[Kind, str] = {
     Kind.NODE: "/api/v1/nodes",
     Kind.PRIORITY_CLASS: "/apis/scheduling.k8s.io/v1/priorityclasses",
     Kind.POD: "/api/v1/pods",
+    Kind.POD_GROUP: "/apis/scheduling.k8s.io/v1beta1/podgroups",
 }
-"""Where each kind is listed and watched, across all namespaces (see docs/rbac.md)."""
+"""Where each kind is listed and watched, across all namespaces (see docs/rbac.md); PodGroups
+in the version the release serves them (`collection`)."""
 JSON = "application/json"
 _METADATA = "application/json;as={};g=meta.k8s.io;v=v1"
 ACCEPT: dict[Kind, tuple[str, str]] = {
@@ -59,6 +62,8 @@ OPTIONAL_KINDS: dict[Kind, str] = {
     Kind.NODE: "node selectors on labels are taken to match",
     Kind.PRIORITY_CLASS: "only the policy's preemption.priorityClasses are known",
     Kind.POD: "the holders of allocated claims are named by their claims, not their priority",
+    Kind.POD_GROUP: "a pod's claim that is its PodGroup's is charged to the pod (the release "
+    "serves no PodGroups, or the grant is missing)",
 }
 """Kinds the webhook works without, and what it does without them: a 403 (not granted) or a
 404 (not served) on their list is not an outage (the view holds none of them and stays ready;
@@ -70,6 +75,15 @@ FIELD_SELECTORS: dict[Kind, str] = {
 (its claims are released), so it is not sent at all; one that finishes leaves the watch as a
 DELETED event."""
 MERGE_PATCH = "application/merge-patch+json"
+
+
+def collection(kind: Kind, release: ServedRelease) -> str:
+    """Where `kind` is listed and watched on `release`: PodGroups in the newest
+    `scheduling.k8s.io` version discovery found serving them (their list answers 404, not
+    served, where none does: an optional kind)."""
+    if kind is Kind.POD_GROUP and release.group_versions:
+        return api_path("apis", "scheduling.k8s.io", release.group_versions[0], "podgroups")
+    return COLLECTIONS[kind]
 
 
 def api_path(*segments: str) -> str:

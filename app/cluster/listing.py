@@ -94,6 +94,17 @@ CLAIMS = (
 """What the tenancy guards judge besides pod specs, listed after the pods."""
 
 
+def group_resources(versions: tuple[str, ...]) -> tuple[Resource, ...]:
+    """Workloads and PodGroups (their group claims) in the newest `scheduling.k8s.io` version
+    the cluster serves them in (`ServedRelease.group_versions`); none where it serves none."""
+    if not versions:
+        return ()
+    return (
+        Resource("Workload", "scheduling.k8s.io", versions[0], "workloads"),
+        Resource("PodGroup", "scheduling.k8s.io", versions[0], "podgroups"),
+    )
+
+
 class ReportError(ConfigError):
     """The report could not read or write what it needs; the text says what to do."""
 

@@ -3,7 +3,9 @@
 Three reads and two writes that store nothing:
 
 1. `GET /version`: the release (`gitVersion`).
-2. `GET /apis/resource.k8s.io`: the served versions.
+2. `GET /apis/resource.k8s.io`: the served versions; `GET /apis/scheduling.k8s.io` and each of
+   its versions that can carry group claims (`GROUP_CLAIM_VERSIONS`): which serve PodGroups
+   (the API is gated and off by default, so discovery is the only truth).
 3. A server-side dry-run create (`dryRun=All`) of a ResourceClaimTemplate in the webhook's own
    namespace whose first request asks for a consumable capacity and tolerates a taint, and whose
    second is a `firstAvailable` list: the object the API server answers with is what it would
@@ -26,7 +28,14 @@ from typing import Any
 import orjson
 
 from app.cluster.api import Api, api_path, status_text
-from app.cluster.release import PROBED, Feature, ServedRelease, parse_minor
+from app.cluster.release import (
+    GROUP_CLAIM_VERSIONS,
+    PROBED,
+    SCHEDULING,
+    Feature,
+    ServedRelease,
+    parse_minor,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -113,9 +122,12 @@ async def probe(api: Api, namespace: str, timeout: float, *, dry_run: bool = Tru
     status, body = await api.request("GET", "/version", timeout=timeout)
     version = _git_version(status, body)
     resource_versions = await _resource_versions(api, timeout)
+    groups = await group_versions(api, timeout)
     if not dry_run:
         defaults = ServedRelease.from_defaults(version)
-        return ServedRelease(version, defaults.features, resource_versions, "release defaults")
+        return ServedRelease(
+            version, defaults.features, resource_versions, "release defaults", groups
+        )
     collection = api_path(
         "apis", "resource.k8s.io", "v1", "namespaces", namespace, "resourceclaimtemplates"
     )
@@ -124,7 +136,9 @@ async def probe(api: Api, namespace: str, timeout: float, *, dry_run: bool = Tru
         "POST", collection, query=query, body=fields_probe(namespace), timeout=timeout
     )
     if status not in (200, 201):
-        return _fallback(version, resource_versions, f"dry run: {status_text(status, body)}")
+        return _fallback(
+            version, resource_versions, f"dry run: {status_text(status, body)}", groups
+        )
     kept = kept_fields(_object(body))
     status, body = await api.request(
         "POST", collection, query=query, body=admin_probe(namespace), timeout=timeout
@@ -134,13 +148,17 @@ async def probe(api: Api, namespace: str, timeout: float, *, dry_run: bool = Tru
     elif _mentions_admin_access(status, body):
         kept.add(Feature.ADMIN_ACCESS)
     else:
-        return _fallback(version, resource_versions, f"dry run: {status_text(status, body)}")
+        return _fallback(
+            version, resource_versions, f"dry run: {status_text(status, body)}", groups
+        )
     defaults = ServedRelease.from_defaults(version)
     read_off = defaults.features - set(PROBED)  # shown by objects the view holds, not probed
-    return ServedRelease(version, frozenset(kept) | read_off, resource_versions, "probed")
+    return ServedRelease(version, frozenset(kept) | read_off, resource_versions, "probed", groups)
 
 
-def _fallback(version: str, resource_versions: tuple[str, ...], why: str) -> ServedRelease:
+def _fallback(
+    version: str, resource_versions: tuple[str, ...], why: str, groups: tuple[str, ...] = ()
+) -> ServedRelease:
     logger.warning(
         "release probe: %s; taking %s's default features (docs/control-plane.md)",
         why,
@@ -148,7 +166,9 @@ def _fallback(version: str, resource_versions: tuple[str, ...], why: str) -> Ser
         extra={"version": version},
     )
     defaults = ServedRelease.from_defaults(version)
-    return ServedRelease(version, defaults.features, resource_versions, f"release defaults ({why})")
+    return ServedRelease(
+        version, defaults.features, resource_versions, f"release defaults ({why})", groups
+    )
 
 
 def _git_version(status: int, body: bytes) -> str:
@@ -171,6 +191,46 @@ async def _resource_versions(api: Api, timeout: float) -> tuple[str, ...]:
     return tuple(
         v["version"] for v in versions if isinstance(v, dict) and isinstance(v.get("version"), str)
     )
+
+
+async def group_versions(api: Api, timeout: float) -> tuple[str, ...]:
+    """The `scheduling.k8s.io` versions that serve PodGroups, newest first: of those some
+    release gives group claims (`GROUP_CLAIM_VERSIONS`), the ones discovery lists with a
+    `podgroups` resource (a version on in `--runtime-config` serves none while the
+    GenericWorkload gate is off)."""
+    status, body = await api.request("GET", api_path("apis", SCHEDULING), timeout=timeout)
+    if status != 200:
+        return ()
+    listed = _object(body).get("versions")
+    offered = {
+        v["version"]
+        for v in (listed if isinstance(listed, list) else ())
+        if isinstance(v, dict) and isinstance(v.get("version"), str)
+    }
+    known = dict.fromkeys(v for row in GROUP_CLAIM_VERSIONS.values() for v in row)
+    found = []
+    for version in sorted(known, key=_newest_first):
+        if version not in offered:
+            continue
+        status, body = await api.request(
+            "GET", api_path("apis", SCHEDULING, version), timeout=timeout
+        )
+        resources = _object(body).get("resources") if status == 200 else None
+        if any(
+            isinstance(r, dict) and r.get("name") == "podgroups"
+            for r in (resources if isinstance(resources, list) else ())
+        ):
+            found.append(version)
+    return tuple(found)
+
+
+def _newest_first(version: str) -> tuple[int, int, int]:
+    """v1 before v1beta1 before v1alpha3 before v1alpha2."""
+    major, _, rest = version.removeprefix("v").partition("alpha")
+    if rest:
+        return (-int(major), 2, -int(rest))
+    major, _, rest = version.removeprefix("v").partition("beta")
+    return (-int(major), 1 if rest else 0, -int(rest or 0))
 
 
 def _object(body: bytes) -> dict[str, Any]:

@@ -90,6 +90,18 @@ stays Pending, while the same pod asking `nvidia.com/gpu` through a device plugi
 lower-priority holder. The day a release does, it is one entry here and the webhook stops
 saying what translation takes away on that release (`ServedRelease.preempts_for_dra`)."""
 
+SCHEDULING = "scheduling.k8s.io"
+GROUP_CLAIM_VERSIONS: dict[int, tuple[str, ...]] = {36: ("v1alpha2",), 37: ("v1beta1", "v1alpha3")}
+"""The `scheduling.k8s.io` versions whose Workload and PodGroup carry `resourceClaims` (group
+claims, `app.k8s.groups`), newest first, per minor (k8s.io/api scheduling/ and
+pkg/registry/scheduling of each release). None is on by default: the API needs feature gate
+`GenericWorkload` and the version in `--runtime-config` (alpha in 1.35-1.36, beta and off in
+1.37), the field gate `DRAWorkloadResourceClaims` (alpha in 1.36, beta and off in 1.37); with
+the field gate off the API server drops `resourceClaims` before validating admission, so the
+webhook only ever judges group claims the release keeps. Which versions a cluster serves is
+learned from discovery (`ServedRelease.group_versions`)."""
+GROUP_CLAIM_GATES = ("GenericWorkload", "DRAWorkloadResourceClaims")
+
 _VERSION = re.compile(r"v?(\d+)\.(\d+)(?:\.(\d+))?")
 
 
@@ -114,6 +126,9 @@ class ServedRelease:
     source: str = "assumed"
     """How it was learned: `probed` (the API server showed it), `release defaults` (a version
     named offline, or a probe that could not run), `assumed` (nothing known)."""
+    group_versions: tuple[str, ...] = ()
+    """The `scheduling.k8s.io` versions serving PodGroups (discovery), newest first; none
+    offline and where the API is off (`GROUP_CLAIM_VERSIONS`)."""
 
     @classmethod
     def assumed(cls) -> ServedRelease:
@@ -189,5 +204,6 @@ class ServedRelease:
             "version": self.version or "unknown",
             "source": self.source,
             "resource_versions": list(self.resource_versions),
+            "group_versions": list(self.group_versions),
             "features": {f.value: f in self.features for f in Feature},
         }

@@ -14,6 +14,7 @@ per kind:
 | Node | nothing but its name, labels, uid and resourceVersion (watched as metadata only) |
 | PriorityClass | `value`, `globalDefault`, `preemptionPolicy` |
 | Pod | name, namespace, uid, resourceVersion, deletionTimestamp; in `spec`: see below |
+| PodGroup | `spec.resourceClaims`, `status.resourceClaimStatuses` (its group claims) |
 
 A Pod keeps `spec.priority`, `priorityClassName`, `preemptionPolicy` and the names of its
 `resourceClaims`, and is held only when it references resource claims
@@ -179,6 +180,8 @@ def slim(kind: str, obj: Obj, shared: SharedValues | None = None) -> Obj:
             out["metadata"]["creationTimestamp"] = meta["creationTimestamp"]
     elif meta is not None:
         out["metadata"] = meta
+    if kind == "PodGroup":
+        return _pod_group(obj, out)
     if kind in _KEEPS_SPEC and isinstance(spec := obj.get("spec"), dict):
         devices = spec.get("devices")
         if shared is not None and kind == "ResourceSlice" and type(devices) is list:
@@ -216,6 +219,19 @@ def _pod(obj: Obj, out: Obj) -> Obj:
                 {"name": c["name"]} for c in claims if isinstance(c, dict) and "name" in c
             ]
         out["spec"] = kept
+    return out
+
+
+def _pod_group(obj: Obj, out: Obj) -> Obj:
+    """A PodGroup's group claims and the claims made for them; its scheduling policy,
+    constraints and conditions are not read."""
+    spec, status = obj.get("spec"), obj.get("status")
+    claims = spec.get("resourceClaims") if isinstance(spec, dict) else None
+    if isinstance(claims, list) and claims:
+        out["spec"] = {"resourceClaims": claims}
+    made = status.get("resourceClaimStatuses") if isinstance(status, dict) else None
+    if isinstance(made, list) and made:
+        out["status"] = {"resourceClaimStatuses": made}
     return out
 
 

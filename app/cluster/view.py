@@ -51,6 +51,9 @@ class Kind(StrEnum):
     holds an allocated claim's devices and whether a preemptor outranks them. Bounded by the
     number of DRA pods, not all pods; never read on a hot path except by key. Optional: without
     permission the holders are named by their claims."""
+    POD_GROUP = "PodGroup"
+    """`scheduling.k8s.io` PodGroups, for their group claims (`app.k8s.groups`): which of a
+    pod's claims is its group's. Optional: a release that does not serve them has none."""
 
     @property
     def namespaced(self) -> bool:
@@ -58,7 +61,13 @@ class Kind(StrEnum):
 
 
 _NAMESPACED = frozenset(
-    {Kind.RESOURCE_CLAIM, Kind.RESOURCE_CLAIM_TEMPLATE, Kind.RESOURCE_QUOTA, Kind.POD}
+    {
+        Kind.RESOURCE_CLAIM,
+        Kind.RESOURCE_CLAIM_TEMPLATE,
+        Kind.RESOURCE_QUOTA,
+        Kind.POD,
+        Kind.POD_GROUP,
+    }
 )
 
 Listener = Callable[[Kind, Obj | None, Obj | None], None]

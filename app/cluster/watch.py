@@ -7,10 +7,11 @@ to the view; 410 Gone relists, any other failure backs off and resumes; a kind o
 longer than `stale_after_seconds` is marked stale.
 
 A kind the webhook works without (`OPTIONAL_KINDS`: Nodes, read for their labels; PriorityClasses;
-the Pods that hold claims) answered 403 is
-not an outage: the view holds none of it, stays fresh and ready, one warning says what is missing
-(and `KindStats.forbidden` the metric), and the list is tried again every
-`backoff_max_seconds` in case the permission is granted later.
+the Pods that hold claims; PodGroups, read for their group claims, served only where their gates
+are on) answered 403 or 404 is not an outage: the view holds none of it, stays fresh and ready,
+one warning says what is missing (and `KindStats.forbidden` the metric), and the list is tried
+again every `backoff_max_seconds` in case the permission is granted (or the API turned on)
+later.
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ from app.cluster.api import (
     GoneError,
     NotServedError,
     StatusError,
+    collection,
     describe,
     error_for,
     read_json,
@@ -174,6 +176,8 @@ class KindWatcher:
             query = [("limit", str(self._settings.list_page_size)), *self._selector]
             if token is not None:
                 query.append(("continue", token))
+            if token is None:
+                self._path = collection(self.kind, self._view.release)
             response = await self._api.open(
                 "GET",
                 self._path,

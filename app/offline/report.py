@@ -10,9 +10,12 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from app.cluster.view import ClusterView
+from app.cluster.view import ClusterView, Kind
 from app.config import Policy
 from app.errors import ObjectShapeError
+from app.k8s.claim_count import count_claim_spec
+from app.k8s.claims import template_claim_spec
+from app.k8s.groups import GROUP_KINDS, group_claims
 from app.offline.check import Served, as_request
 from app.offline.sources import Sources
 from app.policies.admin_access import admin_access_rules, standing_admin_requests
@@ -67,6 +70,9 @@ class NamespaceReport:
     counted: list[str] = field(default_factory=list)
     """Caps and quotas on legacy names (a NodePool's limits, a ClusterQueue's quota): no
     request, but they count nothing once the nodes serve GPUs through DRA."""
+    group_claims: list[str] = field(default_factory=list)
+    """Group claims of Workloads and PodGroups (one claim shared by every pod of the group,
+    docs/quotas.md): `Kind/name: path: group claim <name> (template t): 4 devices of <class>`."""
     tenancy: list[str] = field(default_factory=list)
     """Stored objects the tenancy guards would refuse today (docs/tenancy.md): a DeviceClass
     outside the namespace's `deviceClasses` allow-list, admin access outside
@@ -198,6 +204,9 @@ def _count(
     if rules.parts is not None:
         _tenancy(entry, name, obj, rules.parts, view)
     entry.counted += [f"{name}: {line}" for line in counted(group, kind, obj, rules.legacy)]
+    if (group, kind) in GROUP_KINDS:
+        _group_claims(entry, name, kind, obj, view)
+        return
     try:
         specs = rules.catalogue.specs(group, kind, obj)
         found = scan(group, kind, obj, rules.catalogue, rules.legacy, annotations=rules.annotations)
@@ -244,6 +253,33 @@ def _count(
                     for resource, found in sorted(classes.items())
                     if found is not None
                 )
+
+
+def _group_claims(
+    entry: NamespaceReport, name: str, kind: str, obj: Obj, view: ClusterView
+) -> None:
+    """A Workload's or PodGroup's group claims, with the devices of the templates the view
+    holds: one claim for the whole group, however many pods it has."""
+    try:
+        found = group_claims(obj, kind)
+    except ObjectShapeError as exc:
+        entry.invalid.append(f"{name}: {exc}")
+        return
+    for claim in found:
+        line = f"{name}: {claim.field}: group claim {claim.name} ({claim.label})"
+        if claim.template_name is not None:
+            stored = view.get(Kind.RESOURCE_CLAIM_TEMPLATE, claim.template_name, entry.namespace)
+            try:
+                count = count_claim_spec(*template_claim_spec(stored)) if stored else None
+            except ObjectShapeError:
+                count = None
+            if count is not None:
+                held = [f"{n} device{'s' * (n != 1)} of {c}" for c, n in count.devices.items()]
+                held += [f"all devices of {c}" for c in sorted(count.unbounded)]
+                if held:
+                    line += f": {', '.join(held)}"
+        suffix = " for each PodGroup made from it" if kind == "Workload" else ""
+        entry.group_claims.append(f"{line}, one claim shared by the group's pods{suffix}")
 
 
 GENERATED_CLAIM_ANNOTATIONS = (

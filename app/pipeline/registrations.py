@@ -22,6 +22,7 @@ from app.cluster.templates import ManagedTemplates
 from app.cluster.usage import ClaimUsage, SliceNodes, TemplateCounts
 from app.cluster.view import DerivedIndex, Kind
 from app.config import Policy
+from app.k8s.groups import GROUP_KINDS
 from app.policies import (
     defaults,
     dra_only,
@@ -56,6 +57,7 @@ __all__ = [
     "ANY_KIND",
     "CLAIM_KINDS",
     "DEVICE_CLASS",
+    "GROUPS",
     "JUDGED_BY_TRANSLATION",
     "POD_BEARING",
     "READ_THE_FINAL_POD",
@@ -89,6 +91,8 @@ CLAIM_KINDS: frozenset[GroupKind] = frozenset(
     {(_RESOURCE, "ResourceClaim"), (_RESOURCE, "ResourceClaimTemplate")}
 )
 DEVICE_CLASS: frozenset[GroupKind] = frozenset({(_RESOURCE, "DeviceClass")})
+GROUPS: frozenset[GroupKind] = GROUP_KINDS
+"""scheduling.k8s.io Workloads and PodGroups: their group claims (`app.policies.groups`)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -272,6 +276,23 @@ REGISTRATIONS: tuple[Registration, ...] = (
         workloads=True,
     ),
     Registration(
+        "group-satisfiability",
+        Endpoint.VALIDATE,
+        GROUPS,
+        frozenset({"CREATE"}),
+        satisfiability.check_group,
+        reads=frozenset(
+            {
+                Kind.DEVICE_CLASS,
+                Kind.RESOURCE_SLICE,
+                Kind.RESOURCE_CLAIM,
+                Kind.RESOURCE_CLAIM_TEMPLATE,
+            }
+        ),
+        builds=(cel_runtime,),
+        indexes=(Allocations,),
+    ),
+    Registration(
         "claim-defaults",
         Endpoint.MUTATE,
         CLAIM_KINDS,
@@ -283,7 +304,7 @@ REGISTRATIONS: tuple[Registration, ...] = (
     Registration(
         "claim-quota",
         Endpoint.VALIDATE,
-        CLAIM_KINDS | POD_BEARING,
+        CLAIM_KINDS | POD_BEARING | GROUPS,
         frozenset({"CREATE", "UPDATE"}),
         quota.check,
         builds=(quota_rules, cel_runtime, *_TRANSLATE_BUILDS),
@@ -313,7 +334,7 @@ REGISTRATIONS: tuple[Registration, ...] = (
     Registration(
         "device-classes",
         Endpoint.VALIDATE,
-        CLAIM_KINDS | POD_BEARING,
+        CLAIM_KINDS | POD_BEARING | GROUPS,
         frozenset({"CREATE", "UPDATE"}),
         check_classes,
         reads=_TRANSLATE_READS,

@@ -12,6 +12,9 @@ entry selects is not restricted. Every place a class can be named is read:
   cluster view), and extended resources the scheduler serves from a DeviceClass (KEP-5004:
   `deviceclass.resource.kubernetes.io/<class>`, or a name a class's `extendedResourceName`
   maps);
+- group claims (`app.policies.groups`): the ResourceClaims and ResourceClaimTemplates a
+  Workload's or PodGroup's `resourceClaims` name (one claim shared by the group's pods), read
+  from the cluster view, at `spec.resourceClaims[i].resourceClaimTemplateName`;
 - translation (`check_translated`, on the mutating side, next to `translate`): the claims it is
   about to write, before any ResourceClaimTemplate is created; the denial names the mapping
   that chose the class. In translate namespaces a workload's templates are judged at apply
@@ -37,6 +40,7 @@ from app.k8s.objects import PodSpecRef, containers, list_field, object_name, res
 from app.policies.base import ALLOW, Context, Mode, Request, Result, Violation
 from app.policies.builders import legacy_matcher, plan_for
 from app.policies.exceptions import cover, policy_exceptions
+from app.policies.groups import claims_of, is_group, named_kind, named_spec
 from app.policies.parts import Parts
 from app.policies.workloads import combine, old_specs, templates
 from app.regex import compile_re2, glob_to_re2
@@ -165,6 +169,10 @@ def check_classes(request: Request, ctx: Context) -> Result:
         uses = claim_uses(request.claim_spec(), classes)
         had = _claim_before(request, classes) if uses else set()
         return answer(request, ctx, classes, uses, had)
+    if is_group(request):
+        if request.operation != "CREATE":
+            return ALLOW  # group claims are immutable: judged when the object was created
+        return answer(request, ctx, classes, group_uses(request, ctx, classes), set())
     found = templates(request, ctx)
     if not found:
         return ALLOW
@@ -238,6 +246,22 @@ def claim_uses(spec: ClaimSpec, classes: NamespaceClasses) -> list[Use]:
                     continue
                 what = f"alternative {alt.name} asks for" if alt.name else "asks for"
                 uses.append(Use(f"{alt.path}.deviceClassName", alt.device_class, what))
+    return uses
+
+
+def group_uses(request: Request, ctx: Context, classes: NamespaceClasses) -> list[Use]:
+    """Classes the claims and templates of a Workload's or PodGroup's group claims use that the
+    namespace may not. Raises ObjectShapeError for a malformed `resourceClaims`."""
+    uses = []
+    for claim in claims_of(request):
+        found = named_spec(claim, request.namespace, ctx.view)
+        if found is None:
+            continue  # not in the view (yet): its own admission judged it
+        kind = named_kind(claim).value
+        name = claim.claim_name or claim.template_name
+        for use in claim_uses(found[1], classes):
+            what = f"group claim {claim.name}: {kind} {name} ({use.path}) {use.what}"
+            uses.append(Use(claim.field, use.device_class, what))
     return uses
 
 
@@ -412,6 +436,8 @@ def standing_uses(request: Request, ctx: Context) -> list[str]:
         return []
     if request.kind in ("ResourceClaim", "ResourceClaimTemplate"):
         uses = claim_uses(request.claim_spec(), classes)
+    elif is_group(request):
+        uses = group_uses(request, ctx, classes)
     else:
         uses = [
             u for t in templates(request, ctx) for u in spec_uses(request, ctx, t.spec, classes)

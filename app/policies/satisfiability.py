@@ -10,9 +10,17 @@ of its alternatives is. A request whose selectors (or whose DeviceClass's select
 of this webhook's CEL engine (:mod:`app.cel.gaps`) is not checked: it is taken as
 satisfiable, with a warning.
 
-Three callers: the selector check, for one claim or template once its selectors compile
+Four callers: the selector check, for one claim or template once its selectors compile
 (:func:`claim_verdict`); the ``pod-satisfiability`` check, for a pod's claims together
-(:func:`check_pod`); and translation, for the claims it is about to make (:func:`pod_verdict`).
+(:func:`check_pod`); the ``group-satisfiability`` check, for each group claim of a Workload or
+PodGroup (:func:`check_group`); and translation, for the claims it is about to make
+(:func:`pod_verdict`).
+
+A group claim (`app.policies.groups`) is one claim for every pod of the group: it is judged
+alone, when its Workload or PodGroup is created, and answered as a pod's claims are ("never"
+per policy, "not now" warned), so a group whose shared devices no node can give learns at
+apply time, not from a PodGroup that never schedules. A pod's entry that is its PodGroup's
+claim is left out of the pod's joint check: the group holds that claim, judged with the group.
 
 A pod's extended resources that a DeviceClass maps (``nvidia.com/gpu`` under
 ``spec.extendedResourceName``, ``deviceclass.resource.kubernetes.io/<class>``) are the one
@@ -44,11 +52,13 @@ from app.errors import ObjectShapeError
 from app.k8s import claims
 from app.k8s.claim_spec import ClaimSpec
 from app.k8s.claims import SELECTING
+from app.k8s.groups import pod_claim_key
 from app.k8s.objects import PodSpecRef
 from app.k8s.priority import Priority
 from app.policies import preemption
 from app.policies.base import ALLOW, Context, Request, Result, Violation, failure_answer, subject
 from app.policies.cel_runtime import cel_runtime
+from app.policies.groups import claims_of, named_spec, shared_keys
 from app.policies.mapped import MappedRequest, left_to_scheduler, reword, special_claim
 from app.policies.workloads import combine, old_specs, templates
 
@@ -227,10 +237,14 @@ def _same(a: Sequence[MappedRequest], b: Sequence[MappedRequest]) -> bool:
 
 
 def _claims_of(spec: PodSpecRef, namespace: str, ctx: Context) -> list[ClaimInput]:
-    """The claims of a pod spec's `resourceClaims` the view knows and can judge."""
+    """The claims of a pod spec's `resourceClaims` the view knows and can judge (not those of
+    its PodGroup: the group's, judged with the group)."""
     entries = spec.spec.get("resourceClaims")
+    group = shared_keys(spec.spec, namespace, ctx.view)
     claims_in = []
     for i, entry in enumerate(entries if isinstance(entries, list) else ()):
+        if group and pod_claim_key(entry) in group:
+            continue
         found = _pod_claim(entry, namespace, ctx)
         if found is not None:
             label, parsed = found
@@ -238,6 +252,33 @@ def _claims_of(spec: PodSpecRef, namespace: str, ctx: Context) -> list[ClaimInpu
             scheduled, _ = as_scheduled(parsed, ctx.view.release)  # said when it was created
             claims_in.append(ClaimInput(label, scheduled, where))
     return claims_in
+
+
+def check_group(request: Request, ctx: Context) -> Result:
+    """Each group claim of a Workload or PodGroup, alone, on CREATE (the field is immutable):
+    the claim or template it names, from the view; a named claim already allocated is left out.
+    Raises ObjectShapeError for a malformed `resourceClaims`."""
+    if request.object is None or request.operation != "CREATE" or _action(ctx) == "off":
+        return ALLOW
+    found = claims_of(request)
+    if not found or Kind.RESOURCE_SLICE not in ctx.view.synced_kinds():
+        return ALLOW
+    results = []
+    for claim in found:
+        named = named_spec(claim, request.namespace, ctx.view)
+        if named is None:
+            continue
+        stored, parsed = named
+        status = stored.get("status")
+        if claim.claim_name is not None and isinstance(status, dict) and status.get("allocation"):
+            continue  # its devices are taken, its node fixed
+        if parsed.first_error(SELECTING) is not None or not parsed.requests:
+            continue  # its own admission reports that
+        scheduled, _ = as_scheduled(parsed, ctx.view.release)  # said when it was created
+        where = f"{claim.field} ({claim.label}) "
+        what = f"group claim {claim.name} of {subject(request)}"
+        results.append(pod_verdict(ctx, [ClaimInput(claim.label, scheduled, where)], what))
+    return combine(results)
 
 
 def pod_verdict(

@@ -5,7 +5,8 @@ are listed first into a `ClusterView`, the same view the offline report and the 
 then, a page at a time into the `Tally`: Nodes (the legacy names their device plugins
 advertise, `app.offline.sources`), every pod-bearing kind, owners first (the operators' kinds of
 the workload catalogue the API server serves, found through discovery), then
-ResourceClaimTemplates and ResourceClaims (the tenancy guards judge them, docs/tenancy.md).
+ResourceClaimTemplates and ResourceClaims (the tenancy guards judge them, docs/tenancy.md), and
+Workloads and PodGroups where the release serves them (their group claims, docs/quotas.md).
 Nothing else is held: the peak memory is one page of objects plus the totals
 (docs/benchmarks.md, "Live report").
 
@@ -39,6 +40,7 @@ from app.cluster.listing import (
     ReportError,
     Resource,
     connect,
+    group_resources,
 )
 from app.cluster.release import ServedRelease
 from app.cluster.view import ClusterView, Kind
@@ -102,7 +104,9 @@ async def run(policy: Policy, options: Options, progress_to: TextIO) -> Outcome:
             skipped_nodes = str(exc)
         else:
             skipped_nodes = ""
-        for resource in (*operators, *WORKLOADS, *claims):
+        # Workloads and PodGroups where served: their group claims (one claim per group).
+        groups = group_resources(view.release.group_versions)
+        for resource in (*operators, *WORKLOADS, *claims, *groups):
             listed[resource.kind] = await _into(cluster, resource, tally, progress)
         for ns in view.objects(Kind.NAMESPACE).values():
             name = ns["metadata"]["name"]

@@ -408,6 +408,8 @@ def test_the_cluster_role_grants_only_what_the_server_uses() -> None:
     # who may preempt, and the priority of the pods holding claims (docs/rbac.md)
     expected |= {("scheduling.k8s.io", "priorityclasses", v) for v in read}
     expected |= {("", "pods", v) for v in ("list", "watch")}
+    # group claims, where the release serves PodGroups
+    expected |= {("scheduling.k8s.io", "podgroups", v) for v in ("list", "watch")}
     # translation's templates: created, touched and garbage-collected (docs/rbac.md)
     expected |= {
         ("resource.k8s.io", "resourceclaimtemplates", v) for v in ("create", "patch", "delete")
@@ -544,7 +546,7 @@ def test_an_external_url_gets_the_given_ca_bundle_and_no_in_cluster_workload(mod
         "ValidatingAdmissionPolicyBinding",
     }
     entries = list(_webhooks(docs))
-    assert len(entries) == 8  # with the operators' workloads entry
+    assert len(entries) == 9  # with the operators' workloads and group claims entries
     for kind, webhook in entries:
         path = "/mutate" if kind.startswith("Mutating") else "/validate"
         assert webhook["clientConfig"] == {
@@ -629,6 +631,8 @@ def test_the_webhooks_receive_the_kinds_and_operations_the_design_names() -> Non
         ("resource.k8s.io", r, "CREATE") for r in ("resourceclaims", "resourceclaimtemplates")
     }
     expected |= {("resource.k8s.io", "deviceclasses", op) for op in both}
+    # group claims: CREATE only, a Workload's and a PodGroup's resourceClaims are immutable
+    expected |= {("scheduling.k8s.io", r, "CREATE") for r in ("workloads", "podgroups")}
     # the operators' workloads (webhook.operatorWorkloads), CREATE and UPDATE
     expected |= {
         (entry["apiGroup"], r, op)
@@ -637,6 +641,17 @@ def test_the_webhooks_receive_the_kinds_and_operations_the_design_names() -> Non
         for op in both
     }
     assert _rules(docs, "ValidatingWebhookConfiguration") == expected
+
+
+def test_group_claims_are_sent_in_the_versions_that_carry_them_only_when_they_carry_some() -> None:
+    docs = _render(CHART / "ci" / "default-values.yaml")
+    (entry,) = [w for _, w in _webhooks(docs) if w["name"].startswith("group-claims.")]
+    assert entry["rules"][0]["apiVersions"] == ["v1beta1", "v1alpha2"]
+    assert [c["name"] for c in entry["matchConditions"]] == ["carries-group-claims"]
+    off = render(
+        "-f", str(CHART / "ci" / "default-values.yaml"), "--set", "webhook.groupClaims=false"
+    )
+    assert not [w for _, w in _webhooks(off) if w["name"].startswith("group-claims.")]
 
 
 def _selector(webhook: Obj) -> dict[str, Obj]:

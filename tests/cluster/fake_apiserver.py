@@ -66,6 +66,7 @@ COLLECTIONS: dict[str, tuple[Kind, str]] = {
         Kind.RESOURCE_CLAIM_TEMPLATE,
         "resource.k8s.io/v1",
     ),
+    "/apis/scheduling.k8s.io/v1beta1/podgroups": (Kind.POD_GROUP, "scheduling.k8s.io/v1beta1"),
 }
 API_VERSION = {kind: version for kind, version in COLLECTIONS.values()}
 METADATA = "application/json;as={};g=meta.k8s.io;v=v1"
@@ -136,6 +137,9 @@ class FakeApiServer:
         """Every new watch is answered 200 and then a line that is not JSON (a broken proxy)."""
         self.list_gate = asyncio.Event()
         self.list_gate.set()
+        self.group_versions: tuple[str, ...] = ("v1beta1",)
+        """The scheduling.k8s.io versions serving PodGroups (discovery and the collection);
+        () is a release with the API off (PodGroups answered 404)."""
         self.refuse: dict[Kind, tuple[int, str]] = {}
         """Lists and watches of a kind answered with this (code, reason) instead."""
         self.create_error: tuple[int, str, str] | None = None
@@ -309,8 +313,22 @@ class FakeApiServer:
         if request.method == "GET" and path == "/apis/resource.k8s.io":
             versions = [{"groupVersion": "resource.k8s.io/v1", "version": "v1"}]
             return web.json_response({"kind": "APIGroup", "versions": versions})
+        if request.method == "GET" and path == "/apis/scheduling.k8s.io":
+            versions = [{"groupVersion": f"scheduling.k8s.io/{v}", "version": v} for v in ("v1",)]
+            versions += [
+                {"groupVersion": f"scheduling.k8s.io/{v}", "version": v}
+                for v in self.group_versions
+            ]
+            return web.json_response({"kind": "APIGroup", "versions": versions})
+        if request.method == "GET" and path.startswith("/apis/scheduling.k8s.io/"):
+            version = path.removeprefix("/apis/scheduling.k8s.io/")
+            if version in self.group_versions:
+                resources = [{"name": "podgroups", "kind": "PodGroup"}]
+                return web.json_response({"kind": "APIResourceList", "resources": resources})
         if request.method == "GET" and path in COLLECTIONS:
             kind, _ = COLLECTIONS[path]
+            if kind is Kind.POD_GROUP and "v1beta1" not in self.group_versions:
+                return _status_response(status(404, "NotFound", "the server could not find it"))
             if kind in self.refuse:
                 code, reason = self.refuse[kind]
                 return _status_response(status(code, reason, f"{kind.value}: {reason.lower()}"))

@@ -1,6 +1,6 @@
 """docs/rbac.md grants exactly what the code uses: every request the live source makes is allowed,
 and nothing beyond get/list/watch on the six kinds and priorityclasses, list/watch on nodes
-(their labels, read as metadata) and pods (the holders of claims), and create, patch and delete on resourceclaimtemplates (translation's templates: made, touched, garbage-collected); the report's
+(their labels, read as metadata), pods (the holders of claims) and podgroups (their group claims), and create, patch and delete on resourceclaimtemplates (translation's templates: made, touched, garbage-collected); the report's
 role is exactly what `dra-webhook report --policy-reports` asks for, and the webhook's gauge of
 the report's PolicyReports lists them and does nothing else."""
 
@@ -35,6 +35,7 @@ VIEW_KINDS = {
 NODE_READS = {("", "nodes", "list"), ("", "nodes", "watch")}
 PRIORITY_READS = {("scheduling.k8s.io", "priorityclasses", v) for v in ("get", "list", "watch")}
 POD_READS = {("", "pods", "list"), ("", "pods", "watch")}
+POD_GROUP_READS = {("scheduling.k8s.io", "podgroups", v) for v in ("list", "watch")}
 TEMPLATE_WRITES = ("create", "patch", "delete")
 
 
@@ -58,11 +59,11 @@ def needed(method: str, path: str, query: dict[str, str]) -> Grant | None:
     return group, resource, "watch" if query.get("watch") == "true" else "list"
 
 
-def test_the_documented_role_grants_read_on_six_kinds_nodes_priorities_and_writes_on_templates_only() -> (
+def test_the_documented_role_grants_read_on_six_kinds_nodes_priorities_groups_and_writes_templates() -> (
     None
 ):
     expected = {(g, r, v) for g, r in VIEW_KINDS for v in ("get", "list", "watch")} | NODE_READS
-    expected |= PRIORITY_READS | POD_READS
+    expected |= PRIORITY_READS | POD_READS | POD_GROUP_READS
     expected |= {("resource.k8s.io", "resourceclaimtemplates", v) for v in TEMPLATE_WRITES}
     assert documented_grants() == expected
 
@@ -75,7 +76,7 @@ async def test_every_request_the_live_source_makes_is_allowed_by_the_documented_
     await source.start()
     try:
         await eventually(lambda: source.view.synced, "sync")
-        await eventually(lambda: len({p for _, p, q in apiserver.requests if "watch" in q}) == 9)
+        await eventually(lambda: len({p for _, p, q in apiserver.requests if "watch" in q}) == 10)
         await source.create_claim_template(objects.claim_template("new", "ml-research"))
         await source.create_claim_template(objects.claim_template("one-gpu", "ml-research"))
         assert await source.touch_claim_template("ml-research", "one-gpu")
@@ -109,6 +110,7 @@ def test_the_report_needs_exactly_the_documented_report_role(
         seed(cluster)
         for group, kind, plural in operator_kinds:  # every operator installed: all are listed
             cluster.serve_kind(group, kind, plural, [])
+        cluster.serve_group_claims([])  # the Workload API on: workloads and podgroups listed
         kubeconfig = cluster.write_kubeconfig(tmp_path / "kubeconfig")
         assert main(["report", "--kubeconfig", str(kubeconfig), "--policy-reports"]) == 0
         requests = list(cluster.requests)

@@ -9,7 +9,7 @@ import pytest
 
 from app.cluster.live import LiveSource
 from app.cluster.release import Feature
-from app.cluster.view import ClusterView
+from app.cluster.view import ClusterView, Kind
 from tests.cluster.fake_apiserver import FakeApiServer
 from tests.cluster.helpers import eventually, live_settings
 
@@ -104,5 +104,33 @@ async def test_a_version_that_is_no_kubernetes_release_is_a_failed_probe_not_a_d
         assert not source.view.release.keeps(Feature.CONSUMABLE_CAPACITY)
         apiserver.git_version = "v1.36.5"
         await eventually(lambda: source.view.release.version == "v1.36.5", "a retried probe")
+    finally:
+        await source.stop()
+
+
+async def test_the_scheduling_versions_that_serve_pod_groups_are_learned_from_discovery(
+    apiserver: FakeApiServer, tmp_path: Path
+) -> None:
+    apiserver.git_version = "v1.37.2"
+    apiserver.group_versions = ("v1alpha3", "v1beta1")
+    source = await _started(apiserver, tmp_path)
+    try:
+        assert source.view.release.group_versions == ("v1beta1", "v1alpha3")
+        await eventually(lambda: not source.view.stale_kinds, "initial sync")
+        paths = [p for m, p, _ in apiserver.requests if m == "GET"]
+        assert "/apis/scheduling.k8s.io/v1beta1/podgroups" in paths
+    finally:
+        await source.stop()
+
+
+async def test_a_release_that_serves_no_pod_groups_has_none_and_stays_ready(
+    apiserver: FakeApiServer, tmp_path: Path
+) -> None:
+    apiserver.group_versions = ()
+    source = await _started(apiserver, tmp_path)
+    try:
+        assert source.view.release.group_versions == ()
+        await eventually(lambda: source.view.synced and not source.view.stale_kinds, "ready")
+        assert not source.view.objects(Kind.POD_GROUP)
     finally:
         await source.stop()

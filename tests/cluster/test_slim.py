@@ -163,3 +163,23 @@ def test_non_scalar_and_odd_device_values_pass_through() -> None:
     odd = {"list": {"string": ["a"]}, "two": {"int": 1, "string": "x"}, "none": None}
     assert shared.values(odd) == odd
     assert shared.device("not a device") == "not a device"
+
+
+def test_a_pod_group_keeps_its_group_claims_and_the_claims_made_for_them_only() -> None:
+    claims = [{"name": "gpus", "resourceClaimTemplateName": "two-gpus"}]
+    made = [{"name": "gpus", "resourceClaimName": "trainer-gpus-x7k2p"}]
+    group = {
+        "apiVersion": "scheduling.k8s.io/v1beta1",
+        "kind": "PodGroup",
+        "metadata": {"name": "trainer", "namespace": "ml", "managedFields": [{}]},
+        "spec": {"schedulingPolicy": {"gang": {"minCount": 4}}, "resourceClaims": claims},
+        "status": {
+            "conditions": [{"type": "PodGroupInitiallyScheduled"}],
+            "resourceClaimStatuses": made,
+        },
+    }
+    slimmed = slim("PodGroup", group)
+    assert slimmed["spec"] == {"resourceClaims": claims}
+    assert slimmed["status"] == {"resourceClaimStatuses": made}
+    assert "managedFields" not in slimmed["metadata"]
+    assert slim("PodGroup", slimmed) == slimmed

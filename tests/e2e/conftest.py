@@ -51,6 +51,7 @@ JOURNEYS = (
     "tenancy",
     "certificates",
     "preemption",
+    "group-claims",
     "faults",
     "latency",
 )

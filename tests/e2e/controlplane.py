@@ -72,7 +72,13 @@ CONTROLLERS = (
 )
 """What the journeys need; node-lifecycle-controller is not among them, so Nodes made by hand
 are never marked NotReady or tainted for want of a kubelet."""
-OPT_IN: dict[int, tuple[tuple[str, ...], tuple[str, ...]]] = {}
+_GROUP_CLAIM_GATES = ("GenericWorkload=true", "DRAWorkloadResourceClaims=true")
+OPT_IN: dict[int, tuple[tuple[str, ...], tuple[str, ...]]] = {
+    # group claims (test_group_claims.py): Workload and PodGroup with resourceClaims; no other
+    # journey creates either, and pods without a schedulingGroup are scheduled as before
+    36: (_GROUP_CLAIM_GATES, ("scheduling.k8s.io/v1alpha2=true",)),
+    37: (_GROUP_CLAIM_GATES, ("scheduling.k8s.io/v1beta1=true",)),
+}
 """Per release minor: the feature gates (`Name=true`) and API versions (`group/version=true`)
 the journeys turn on besides the defaults, for APIs a platform team opts into (a gate that is
 off by default). Each is chosen so that it changes nothing another journey pins on that release

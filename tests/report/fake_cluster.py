@@ -57,6 +57,8 @@ class FakeCluster:
             "apps": [], "batch": [], "resource.k8s.io": [], "wgpolicyk8s.io": []
         }  # fmt: skip
         """Discovery: API group -> its resources (APIResource), served at version v1."""
+        self.scheduling_version = ""
+        """The scheduling.k8s.io version serving Workloads and PodGroups; "" none."""
         self.pages_served = 0
         self._runner: web.AppRunner | None = None
         self.port = 0
@@ -74,6 +76,18 @@ class FakeCluster:
             {"name": plural, "kind": kind, "namespaced": True, "verbs": ["get", "list"]}
         )
         self.serve(f"/apis/{group}/v1/{plural}", len(items), items.__getitem__)
+
+    def serve_group_claims(self, items: list[Obj], version: str = "v1beta1") -> None:
+        """Workloads and PodGroups (`items` of both kinds) at `scheduling.k8s.io/<version>`, as a
+        release with the API on serves them, in discovery too."""
+        self.scheduling_version = version
+        self.groups["scheduling.k8s.io"] = [
+            {"name": plural, "kind": kind, "namespaced": True, "verbs": ["get", "list"]}
+            for kind, plural in (("Workload", "workloads"), ("PodGroup", "podgroups"))
+        ]
+        for kind, plural in (("Workload", "workloads"), ("PodGroup", "podgroups")):
+            mine = [i for i in items if i.get("kind") == kind]
+            self.serve(f"/apis/scheduling.k8s.io/{version}/{plural}", len(mine), mine.__getitem__)
 
     def forbid(self, verb: str, plural: str) -> None:
         self.forbidden.add((verb, plural))
@@ -139,6 +153,10 @@ class FakeCluster:
         return _status(405, "MethodNotAllowed", f"{request.method} {request.path}")
 
     def _discovery(self, path: str) -> Obj | None:
+        if path == "/apis/scheduling.k8s.io" and self.scheduling_version:
+            version = self.scheduling_version
+            versions = [{"groupVersion": f"scheduling.k8s.io/{version}", "version": version}]
+            return {"kind": "APIGroup", "name": "scheduling.k8s.io", "versions": versions}
         if path == "/apis":
             groups = [
                 {"name": g, "versions": [{"groupVersion": f"{g}/v1", "version": "v1"}],

@@ -6,7 +6,10 @@ after its pods exist: the user learns from Pending pods. This policy checks, at 
 a. ResourceClaim CREATE: devices per request and per claim, devices and claims per namespace;
 b. ResourceClaimTemplate CREATE: devices per request and per claim (a template that can never be
    admitted is refused now, not when its first pod is Pending);
-c. Pods and workloads whose pods will make claims (template references, in translate-mode
+c. Workloads and PodGroups (scheduling.k8s.io) with group claims: each group claim's template
+   charged once for the group, not per pod (`groups.py`); a pod's entry that is its group's
+   claim is not charged to the pod;
+d. Pods and workloads whose pods will make claims (template references, in translate-mode
    namespaces the legacy requests translation turns into claims, and names a DeviceClass maps,
    which the scheduler serves through one claim per pod): pods x devices per pod against
    the namespace limit minus current usage, and against native ResourceQuota `hard` values for
@@ -29,9 +32,11 @@ from __future__ import annotations
 from app.cluster.usage import ClaimUsage
 from app.k8s.claim_count import count_claim
 from app.policies.base import ALLOW, Context, Mode, Obj, Request, Result, subject
+from app.policies.groups import is_group
 from app.policies.quota import shares
 from app.policies.quota.demand import check_translated_requests, check_workload, native_limits
 from app.policies.quota.findings import Findings, devices
+from app.policies.quota.groups import check_group
 from app.policies.quota.pods import translation
 from app.policies.quota.rules import (
     PER_CLAIM,
@@ -62,6 +67,8 @@ def check(request: Request, ctx: Context) -> Result:
     native = native_limits(ctx, request.namespace)
     if not quota and not native:
         return ALLOW
+    if is_group(request):
+        return check_group(request, ctx, quota, native)
     return check_workload(request, obj, ctx, quota, native)
 
 

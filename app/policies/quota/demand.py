@@ -20,9 +20,11 @@ from dataclasses import dataclass, field
 from app.cluster.usage import ClaimUsage, TemplateCounts
 from app.cluster.view import Kind
 from app.errors import ObjectShapeError
+from app.k8s.groups import pod_claim_key
 from app.k8s.objects import PodSpecRef, list_field
 from app.k8s.quantity import whole_count
 from app.policies.base import ALLOW, Context, Obj, Request, Result, subject
+from app.policies.groups import shared_keys
 from app.policies.mapped import MappedRequest, left_to_scheduler
 from app.policies.quota import shares
 from app.policies.quota.findings import Findings, devices
@@ -43,7 +45,7 @@ RESOURCE_QUOTA_SUFFIX = ".deviceclass.resource.k8s.io/devices"
 
 
 @dataclass(frozen=True, slots=True)
-class _NativeLimit:
+class NativeLimit:
     quota: str
     hard: int
     used: int
@@ -79,7 +81,7 @@ def check_workload(
     obj: Obj,
     ctx: Context,
     quota: NamespaceQuota,
-    native: Mapping[str, list[_NativeLimit]],
+    native: Mapping[str, list[NativeLimit]],
 ) -> Result:
     if request.kind == "PodTemplate":
         return ALLOW
@@ -124,7 +126,7 @@ def _check_demand(  # noqa: PLR0917 - one call site, every argument named there
     request: Request,
     ctx: Context,
     quota: NamespaceQuota,
-    native: Mapping[str, list[_NativeLimit]],
+    native: Mapping[str, list[NativeLimit]],
     parts: list[_Part],
     found: Findings,
     what: str,
@@ -318,17 +320,21 @@ def _pod_demand(
     translated: TranslationPlan | None,
     mapped: Sequence[MappedRequest] = (),
 ) -> PodDemand:
-    """Devices and claims one pod will hold: its template claims, the claims translation will
-    give it for its legacy requests, and the one claim the scheduler makes for the names a
-    DeviceClass maps (`mapped`: what reaches the scheduler as written)."""
+    """Devices and claims one pod will hold: its template claims (not those its PodGroup
+    shares: the group's, charged once), the claims translation will give it for its legacy
+    requests, and the one claim the scheduler makes for the names a DeviceClass maps
+    (`mapped`: what reaches the scheduler as written)."""
     devices: dict[str, int] = {}
     unbounded: set[str] = set()
     claims = 0
     templates = ctx.view.index(TemplateCounts)
+    group = shared_keys(spec.spec, namespace, ctx.view)
     for index, entry in enumerate(list_field(spec.spec, "resourceClaims", spec.path)):
         path = f"{spec.path}.resourceClaims[{index}]"
         if not isinstance(entry, dict):
             raise ObjectShapeError(path, "must be an object")
+        if group and pod_claim_key(entry) in group:
+            continue  # its PodGroup's claim: charged once, for the group (`groups.py`)
         template_name = entry.get("resourceClaimTemplateName")
         if not template_name:
             continue  # a shared, existing claim: already counted in the namespace's usage
@@ -415,14 +421,14 @@ def check_translated_requests(
                 break
 
 
-def native_limits(ctx: Context, namespace: str) -> Mapping[str, list[_NativeLimit]]:
+def native_limits(ctx: Context, namespace: str) -> Mapping[str, list[NativeLimit]]:
     """DeviceClass -> device limits of the namespace's ResourceQuotas."""
     if ctx.parts[quota_rules].resource_quotas == "ignore":
         return {}
     quotas = ctx.view.in_namespace(Kind.RESOURCE_QUOTA, namespace)
     if not quotas:
         return {}
-    found: dict[str, list[_NativeLimit]] = {}
+    found: dict[str, list[NativeLimit]] = {}
     for name, quota in quotas.items():
         spec = quota.get("spec")
         hard = spec.get("hard") if isinstance(spec, dict) else None
@@ -438,5 +444,5 @@ def native_limits(ctx: Context, namespace: str) -> Mapping[str, list[_NativeLimi
                 continue
             in_use = whole_count(used.get(key)) if isinstance(used, dict) else None
             device_class = key.removesuffix(RESOURCE_QUOTA_SUFFIX)
-            found.setdefault(device_class, []).append(_NativeLimit(name, limit, in_use or 0))
+            found.setdefault(device_class, []).append(NativeLimit(name, limit, in_use or 0))
     return found
