@@ -303,7 +303,9 @@ def pod_verdict(
     if mapped:
         claims_in = [*claims_in, special_claim(mapped, spec_path)]
     back = ctx.view.release.frees_refused_counters
-    claims_in = [replace(c, counters_back=back) for c in claims_in]
+    claims_in = [
+        c if c.counters_back == back else replace(c, counters_back=back) for c in claims_in
+    ]
     budget = Budget(ctx.policy.cel.review_budget, ctx.policy.cel.compile_budget)
     alternatives = (a for c in claims_in for r in c.spec.requests for a in r.alternatives)
     budget.memoize_unless_over(e for a in alternatives for _, e in a.selectors)
