@@ -43,8 +43,8 @@ async def test_serve_with_a_kubeconfig_is_ready_once_synced_and_answers_from_the
     )
     try:
         await eventually(
-            lambda: len({path for _, path, query in apiserver.requests if "watch" in query}) == 7,
-            "a watch on each of the seven kinds",
+            lambda: len({path for _, path, query in apiserver.requests if "watch" in query}) == 10,
+            "a watch on each of the ten kinds (PriorityClasses, Pods and PodGroups among them)",
         )
         denied = await anyio.to_thread.run_sync(_validate, server, review("pod-create-legacy-gpu"))
         assert denied["allowed"] is False
