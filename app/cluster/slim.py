@@ -9,14 +9,14 @@ per kind:
 | Namespace | nothing (the mode label is in `metadata.labels`) |
 | DeviceClass | `spec`, `metadata.creationTimestamp` (the newer of two mapping one name wins) |
 | ResourceSlice, ResourceClaimTemplate | `spec` |
-| ResourceClaim | `spec`; `status.allocation.devices.results[]` (see below); `status.reservedFor[]` |
+| ResourceClaim | `spec`; `status.allocation.devices.results[]`, `status.reservedFor[]` (below) |
 | ResourceQuota | `spec`, `status.used` |
 | Node | nothing but its name, labels, uid and resourceVersion (watched as metadata only) |
 
 An allocation result keeps {request, driver, pool, device, adminAccess, shareID,
-consumedCapacity}, the ones set (not null). A consumer in `status.reservedFor` (a pod, or a
-Workload/PodGroup for a group claim; up to 256) keeps {resource, name, uid}: who would lose the
-claim's devices (a DeviceTaintRule's blast radius, the holders a preemptor cannot evict).
+consumedCapacity, tolerations}, the ones set (not null). A consumer in `status.reservedFor` (a
+pod, or a Workload/PodGroup for a group claim; up to 256) keeps {resource, name, uid}: who would
+lose the claim's devices (a DeviceTaintRule's blast radius, the holders a preemptor cannot evict).
 
 Common metadata: name, namespace, labels, uid, resourceVersion, generation, deletionTimestamp.
 ResourceSlice `spec` is kept whole: the allocation model reads its node selection, pools, shared
@@ -62,9 +62,11 @@ _ALLOCATION_RESULT_FIELDS = (
     "adminAccess",
     "shareID",
     "consumedCapacity",
+    "tolerations",
 )
 """What the allocation model reads of a result: which device is taken, and whether wholly (no
-`shareID`), as a share (`consumedCapacity`), or not at all (`adminAccess`)."""
+`shareID`), as a share (`consumedCapacity`), or not at all (`adminAccess`); and the tolerations
+the claim was allocated with, which decide whether a NoExecute device taint evicts its pods."""
 _SCALARS = (str, int, bool)
 _NODE_METADATA = ("name", "labels", "uid", "resourceVersion")
 """A Node is read for its labels (which slices' nodeSelectors reach it); uid and

@@ -18,12 +18,14 @@ from typing import Any
 
 from app import workloads
 from app.allocation import Allocations
+from app.allocation.holders import DeviceHolders
 from app.cluster.templates import ManagedTemplates
 from app.cluster.usage import ClaimUsage, SliceNodes, TemplateCounts
 from app.cluster.view import DerivedIndex, Kind
 from app.config import Policy
 from app.policies import (
     defaults,
+    device_taints,
     dra_only,
     extended_names,
     near_misses,
@@ -55,6 +57,7 @@ __all__ = [
     "ANY_KIND",
     "CLAIM_KINDS",
     "DEVICE_CLASS",
+    "DEVICE_TAINT_RULE",
     "JUDGED_BY_TRANSLATION",
     "POD_BEARING",
     "READ_THE_FINAL_POD",
@@ -88,6 +91,7 @@ CLAIM_KINDS: frozenset[GroupKind] = frozenset(
     {(_RESOURCE, "ResourceClaim"), (_RESOURCE, "ResourceClaimTemplate")}
 )
 DEVICE_CLASS: frozenset[GroupKind] = frozenset({(_RESOURCE, "DeviceClass")})
+DEVICE_TAINT_RULE: frozenset[GroupKind] = device_taints.KINDS
 
 
 @dataclass(frozen=True, slots=True)
@@ -304,6 +308,18 @@ REGISTRATIONS: tuple[Registration, ...] = (
         builds=(class_allow_lists, *_TRANSLATE_BUILDS),
         indexes=_TRANSLATE_INDEXES,
         workloads=True,
+    ),
+    # DeviceTaintRules (cluster-scoped, docs/operations.md): what a rule would evict or keep
+    # off, and who may write one that evicts (policy deviceTaints)
+    Registration(
+        "device-taints",
+        Endpoint.VALIDATE,
+        DEVICE_TAINT_RULE,
+        frozenset({"CREATE", "UPDATE"}),
+        device_taints.check,
+        reads=frozenset({Kind.RESOURCE_SLICE, Kind.RESOURCE_CLAIM, Kind.DEVICE_CLASS}),
+        builds=(device_taints.device_taint_rules, cel_runtime),
+        indexes=(DeviceHolders,),
     ),
 )
 READ_THE_FINAL_POD = frozenset({"cel-rules"})
