@@ -179,9 +179,10 @@ def _print_release(release: ServedRelease, output: str) -> None:
     JSON (which stays the reports alone)."""
     features = ", ".join(f"{f.value} {'on' if release.keeps(f) else 'off'}" for f in Feature)
     versions = ", ".join(release.resource_versions) or "unknown"
+    rules = ", ".join(release.taint_rules) or "not served"
     line = (
         f"Kubernetes {release.version or 'release unknown'} ({release.source}): "
-        f"resource.k8s.io {versions}; DRA features: {features}"
+        f"resource.k8s.io {versions}; DRA features: {features}; DeviceTaintRule: {rules}"
     )
     print(
         line if output == "text" else f"dra-webhook: note: {line}",

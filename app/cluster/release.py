@@ -81,6 +81,18 @@ the newest row, an older one the oldest: the chart supports 1.34 on."""
 
 SUPPORTED_MINORS = (34, 35, 36, 37)
 
+TAINT_RULES_SERVED_BY_DEFAULT: dict[int, tuple[str, ...]] = {37: ("v1",)}
+"""The `resource.k8s.io` versions that serve DeviceTaintRule without `--runtime-config`, per
+minor (k8s.io/kubernetes pkg/registry/resource/rest/storage_resource.go and pkg/controlplane's
+default API versions): v1alpha3 (1.33 on) and v1beta2 (1.36 on) are off by default, v1 (1.37)
+is on. Offline, a named release is taken to serve these; live, discovery says."""
+TAINT_RULES_ACT_BY_DEFAULT = frozenset({37})
+"""Minors where a stored DeviceTaintRule is acted on by default: the scheduler and the
+device-taint eviction controller read rules only with DRADeviceTaintRules (1.35 alpha, 1.36
+beta but off, 1.37 GA and on), and on 1.34 with DRADeviceTaints (alpha, off). The API server
+serves the kind with its API version alone (1.36 stores v1beta2 rules with the gate off), so a
+rule can be accepted and do nothing."""
+
 _VERSION = re.compile(r"v?(\d+)\.(\d+)(?:\.(\d+))?")
 
 
@@ -105,6 +117,9 @@ class ServedRelease:
     source: str = "assumed"
     """How it was learned: `probed` (the API server showed it), `release defaults` (a version
     named offline, or a probe that could not run), `assumed` (nothing known)."""
+    taint_rules: tuple[str, ...] = ()
+    """The `resource.k8s.io` versions that serve DeviceTaintRule (discovery; offline the
+    release's defaults, `TAINT_RULES_SERVED_BY_DEFAULT`)."""
 
     @classmethod
     def assumed(cls) -> ServedRelease:
@@ -126,7 +141,11 @@ class ServedRelease:
         row = DEFAULTS.get(minor)
         if row is None:
             row = DEFAULTS[max(DEFAULTS)] if minor > max(DEFAULTS) else DEFAULTS[min(DEFAULTS)]
-        return cls(version, row, source=source)
+        newest = max(TAINT_RULES_SERVED_BY_DEFAULT)
+        rules = TAINT_RULES_SERVED_BY_DEFAULT.get(
+            minor, TAINT_RULES_SERVED_BY_DEFAULT[newest] if minor > newest else ()
+        )
+        return cls(version, row, source=source, taint_rules=rules)
 
     @property
     def minor(self) -> int | None:
@@ -143,6 +162,18 @@ class ServedRelease:
             return True
         minor, patch = int(match.group(2)), int(match.group(3) or 0)
         return minor > 36 or (minor == 36 and patch >= 3)
+
+    def taint_rules_gated(self) -> str | None:
+        """Why a DeviceTaintRule this release stores may do nothing (its gate is off by
+        default here), or None where rules act by default (or the release is unknown)."""
+        minor = self.minor
+        if minor is None or minor in TAINT_RULES_ACT_BY_DEFAULT or minor > max(DEFAULTS):
+            return None
+        gate = "DRADeviceTaints" if minor <= 34 else "DRADeviceTaintRules"
+        return (
+            f"{self.name} acts on DeviceTaintRules only with the feature gate {gate} on "
+            "(off by default): without it the rule is stored and does nothing"
+        )
 
     def keeps(self, feature: Feature) -> bool:
         """Whether the API server stores `feature`'s field (drops it silently otherwise)."""
@@ -170,5 +201,6 @@ class ServedRelease:
             "version": self.version or "unknown",
             "source": self.source,
             "resource_versions": list(self.resource_versions),
+            "device_taint_rules": list(self.taint_rules),
             "features": {f.value: f in self.features for f in Feature},
         }

@@ -20,7 +20,8 @@ the allocated claims holding them, their pods per namespace) and
 
 A selector of a v1alpha3 rule (1.34) that does not compile is denied with its position; one that
 errs at run time on a device leaves that device unselected, as upstream's tracker does, and is
-said in a warning. Denials are counted by check name in `dra_webhook_denials_total{reason}`.
+said in a warning. Where the release acts on rules only with a gate that is off by default (1.34
+to 1.36: `ServedRelease.taint_rules_gated`), the warning says so. Denials are counted by check name in `dra_webhook_denials_total{reason}`.
 """
 
 from __future__ import annotations
@@ -162,7 +163,9 @@ def check(request: Request, ctx: Context) -> Result:
     notes = tuple(
         f"{path}: {message}" for path, message in found.problems if "CEL" not in message
     ) + tuple(f"spec.deviceSelector.selectors: {e} (device not selected)" for e in found.erring)
-    warnings = (f"{name} {sentence(found)}", *notes) if rules.warnings else notes
+    gated = ctx.view.release.taint_rules_gated()
+    said = (f"{name} {sentence(found)}", *((f"{name}: {gated}",) if gated else ()))
+    warnings = (*said, *notes) if rules.warnings else notes
     if compile_errors:
         return Result(
             violations=compile_errors,
