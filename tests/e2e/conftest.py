@@ -50,6 +50,7 @@ JOURNEYS = (
     "releases",
     "tenancy",
     "certificates",
+    "device-taints",
     "faults",
     "latency",
 )
