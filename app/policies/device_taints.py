@@ -21,7 +21,8 @@ the allocated claims holding them, their pods per namespace) and
 A selector of a v1alpha3 rule (1.34) that does not compile is denied with its position; one that
 errs at run time on a device leaves that device unselected, as upstream's tracker does, and is
 said in a warning. Where the release acts on rules only with a gate that is off by default (1.34
-to 1.36: `ServedRelease.taint_rules_gated`), the warning says so. Denials are counted by check name in `dra_webhook_denials_total{reason}`.
+to 1.36: `ServedRelease.taint_rules_gated`), the warning says so. Denials are counted by check
+name in `dra_webhook_denials_total{reason}`.
 """
 
 from __future__ import annotations

@@ -310,8 +310,10 @@ class FakeApiServer:
             names = ["v1", *(v for v in self.taint_rule_versions if v != "v1")]
             versions = [{"groupVersion": f"resource.k8s.io/{v}", "version": v} for v in names]
             return web.json_response({"kind": "APIGroup", "versions": versions})
-        if request.method == "GET" and path.startswith("/apis/resource.k8s.io/v") and (
-            path.count("/") == 3
+        if (
+            request.method == "GET"
+            and path.startswith("/apis/resource.k8s.io/v")
+            and (path.count("/") == 3)
         ):
             version = path.rsplit("/", 1)[1]
             names = ["deviceclasses", "resourceslices"] if version == "v1" else []
