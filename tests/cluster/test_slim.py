@@ -163,3 +163,11 @@ def test_non_scalar_and_odd_device_values_pass_through() -> None:
     odd = {"list": {"string": ["a"]}, "two": {"int": 1, "string": "x"}, "none": None}
     assert shared.values(odd) == odd
     assert shared.device("not a device") == "not a device"
+
+
+def test_an_allocation_result_keeps_the_tolerations_it_was_allocated_with() -> None:
+    claim = served(objects.claim("c", "ns", count=1, allocated=True))
+    toleration = {"key": "maintenance", "operator": "Exists", "effect": "NoExecute"}
+    claim["status"]["allocation"]["devices"]["results"][0]["tolerations"] = [toleration]
+    (result,) = slim("ResourceClaim", claim)["status"]["allocation"]["devices"]["results"]
+    assert result["tolerations"] == [toleration]  # whether a NoExecute taint evicts its pods
