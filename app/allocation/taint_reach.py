@@ -83,7 +83,9 @@ class Reach:
     delayed: int = 0
     """NoExecute: claims evicted only after their tolerationSeconds."""
     problems: tuple[tuple[str, str], ...] = ()
-    """(field path, message): selectors that do not compile, a DeviceClass that does not exist."""
+    """(field path, message): selectors that do not compile (a denial, as a claim's)."""
+    notes: tuple[tuple[str, str], ...] = ()
+    """(field path, message): a DeviceClass that does not exist, selectors not evaluated."""
     erring: tuple[str, ...] = ()
     """Selectors that erred at run time on some device (which is then not selected)."""
 
@@ -121,17 +123,20 @@ def reach(
     budget: Budget | None = None,
 ) -> Reach:
     """The rule's reach in `view` on the view's release. `index` evaluates a v1alpha3 rule's
-    CEL selectors (without one, such a rule is judged by its names alone, said in `problems`);
+    CEL selectors (without one, such a rule selects nothing here, said in `notes`);
     `budget` is charged for those evaluations (raises BudgetExceededError past it)."""
     minor = view.release.minor
     selects_all = rule.selects_all(minor)
     if rule.selects_none(minor):
         return Reach(rule, False)
     problems: list[tuple[str, str]] = []
+    notes: list[tuple[str, str]] = []
     erring: list[str] = []
     chosen: set[DeviceKey] | None = None
     if rule.uses_cel and not selects_all:
-        chosen = _cel_selected(rule, view, index, budget, problems=problems, erring=erring)
+        chosen = _cel_selected(
+            rule, view, index, budget, problems=problems, notes=notes, erring=erring
+        )
     published, pools, free = _published(rule, view, holders, chosen)
     by_claim: dict[ClaimKey, bool] = {}
     """Claim -> evicted (NoExecute: some selected device it holds is not tolerated for ever)."""
@@ -163,6 +168,7 @@ def reach(
         tolerating=tolerating,
         delayed=len(delayed & set(reached)),
         problems=tuple(problems),
+        notes=tuple(notes),
         erring=tuple(erring),
     )
 
@@ -185,6 +191,7 @@ def _cel_selected(
     budget: Budget | None,
     *,
     problems: list[tuple[str, str]],
+    notes: list[tuple[str, str]],
     erring: list[str],
 ) -> set[DeviceKey]:
     """The devices a v1alpha3 rule's class and selectors select (upstream's tracker: a class
@@ -193,7 +200,7 @@ def _cel_selected(
     if rule.device_class is not None:
         found = view.device_class(rule.device_class)
         if found is None:
-            problems.append(
+            notes.append(
                 (
                     "spec.deviceSelector.deviceClassName",
                     f"DeviceClass {rule.device_class} does not exist: the rule selects no device",
@@ -202,7 +209,7 @@ def _cel_selected(
             return set()
         class_expressions = list(class_selectors(found))
     if index is None:
-        problems.append(("spec.deviceSelector.selectors", "CEL selectors not evaluated here"))
+        notes.append(("spec.deviceSelector.selectors", "CEL selectors not evaluated here"))
         return set()
     expressions = [e for _, e in rule.selectors]
     try:

@@ -104,7 +104,7 @@ def _in_force(
     if rule is None:
         return RuleInForce(name, api_version, invalid=why)
     found = reach(rule, view, *indexes)
-    problems = "; ".join(f"{path}: {message}" for path, message in found.problems)
+    problems = "; ".join(f"{path}: {message}" for path, message in found.problems + found.notes)
     consumers = (
         {ns: (*c.pods, *c.groups) for ns, c in found.by_namespace.items() if (c.pods or c.groups)}
         if rule.effect != "None"

@@ -158,12 +158,10 @@ def check(request: Request, ctx: Context) -> Result:
             reason="Forbidden",
         )
     name = f"DeviceTaintRule {rule.name or request.name}".strip()
-    compile_errors = tuple(
-        Violation(path, message) for path, message in found.problems if "CEL" in message
+    compile_errors = tuple(Violation(path, message) for path, message in found.problems)
+    notes = tuple(f"{path}: {message}" for path, message in found.notes) + tuple(
+        f"spec.deviceSelector.selectors: {e} (device not selected)" for e in found.erring
     )
-    notes = tuple(
-        f"{path}: {message}" for path, message in found.problems if "CEL" not in message
-    ) + tuple(f"spec.deviceSelector.selectors: {e} (device not selected)" for e in found.erring)
     gated = ctx.view.release.taint_rules_gated()
     said = (f"{name} {sentence(found)}", *((f"{name}: {gated}",) if gated else ()))
     warnings = (*said, *notes) if rules.warnings else notes
