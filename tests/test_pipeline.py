@@ -30,6 +30,8 @@ FIXTURES = (
     "deployment-create-legacy-gpu",
     "deviceclass-create-extended-resource",
     "deviceclass-update-label",
+    "devicetaintrule-create-v1beta2",
+    "devicetaintrule-update-label",
     "namespace-create-admin-access",
     "namespace-update-admin-access",
     "pod-create-legacy-gpu",

@@ -16,6 +16,7 @@ from app.cluster.static import StaticSource, load_dump, named_release
 from app.cluster.view import ClusterView, Kind
 from app.config import Settings, load_policy
 from app.errors import ConfigError
+from app.offline import taints
 from app.pipeline import Pipeline
 from app.policies.builders import legacy_matcher
 
@@ -94,11 +95,20 @@ def run_report(args: argparse.Namespace) -> int:
         pipeline.policy, pipeline.view, dump, served=_target(args).verdict, sources=sources
     )
     found = offline.conflicts(offline.ReportRules.build(pipeline.policy), pipeline.view)
+    stored = [o for _, o in dump]
+    if args.cluster_file is not None:
+        stored += [o for _, o in offline.read_objects([args.cluster_file])]
+    rules = taints.rules_in_force(taints.taint_rules(stored), pipeline.view, pipeline.policy)
+    label = pipeline.policy.namespace_modes.label
+    taints.add_to_reports(
+        rules, reports, lambda ns: (pipeline.view.namespace_labels(ns) or {}).get(label, "-")
+    )
     if args.nodes:
         code = _print_nodes(sources, args.output, found)
     else:
         code = _print_reports(reports, args.output, args.fail_on)
         _note_unknown_modes(reports, pipeline.view)
+        _print_rules(rules, args.output)
         if args.output == "text":
             _print_sources(sources, found)
     if pipeline.view.release.version:
@@ -151,6 +161,7 @@ def _run_live_report(args: argparse.Namespace) -> int:
         code = _print_reports(
             [entry.report for entry in outcome.tally.reports()], args.output, args.fail_on
         )
+        _print_rules(list(outcome.rules), args.output)
         if args.output == "text":
             _print_sources(outcome.tally.sources, found)
     _print_release(outcome.release, args.output)
@@ -174,14 +185,29 @@ def _run_live_report(args: argparse.Namespace) -> int:
     return code
 
 
+def _print_rules(rules: list[taints.RuleInForce], output: str) -> None:
+    """The DeviceTaintRules in force, what each evicts or keeps off: after the namespaces in
+    text, on stderr beside JSON (whose rows carry each namespace's part, `device_taints`)."""
+    if not rules:
+        return
+    if output == "text":
+        print()
+        for rule in rules:
+            print(rule.line())
+        return
+    for rule in rules:
+        print(f"dra-webhook: note: {rule.line()}", file=sys.stderr)
+
+
 def _print_release(release: ServedRelease, output: str) -> None:
     """The release and the DRA features it serves: last on stdout in text, on stderr beside
     JSON (which stays the reports alone)."""
     features = ", ".join(f"{f.value} {'on' if release.keeps(f) else 'off'}" for f in Feature)
     versions = ", ".join(release.resource_versions) or "unknown"
+    rules = ", ".join(release.taint_rules) or "not served"
     line = (
         f"Kubernetes {release.version or 'release unknown'} ({release.source}): "
-        f"resource.k8s.io {versions}; DRA features: {features}"
+        f"resource.k8s.io {versions}; DRA features: {features}; DeviceTaintRule: {rules}"
     )
     print(
         line if output == "text" else f"dra-webhook: note: {line}",
@@ -275,6 +301,8 @@ def _print_reports(
             print(f"  tenancy: {problem}")
         for line in r.group_claims:
             print(f"  group claim: {line}")
+        for line in r.device_taints:
+            print(f"  device taint: {line}")
         if r.gpu_pods:
             served = ", ".join(f"{n} {source}" for source, n in sorted(r.gpu_pods.items()))
             print(f"  gpu pods: {served}")

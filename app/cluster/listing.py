@@ -87,6 +87,14 @@ WORKLOADS = (
     Resource("Pod", "", "v1", "pods"),
 )
 """Every pod-bearing kind, in the order the report lists them."""
+RESOURCE_SLICES = Resource("ResourceSlice", "resource.k8s.io", "v1", "resourceslices")
+
+
+def device_taint_rules(version: str) -> Resource:
+    """DeviceTaintRules in one of the versions that serve them (v1alpha3, v1beta2, v1)."""
+    return Resource("DeviceTaintRule", "resource.k8s.io", version, "devicetaintrules")
+
+
 CLAIMS = (
     Resource("ResourceClaimTemplate", "resource.k8s.io", "v1", "resourceclaimtemplates"),
     Resource("ResourceClaim", "resource.k8s.io", "v1", "resourceclaims"),

@@ -1,11 +1,12 @@
 """Learn the release the API server runs and which DRA fields it keeps (app.cluster.release).
 
-Three reads and two writes that store nothing:
+Reads and two writes that store nothing:
 
 1. `GET /version`: the release (`gitVersion`).
-2. `GET /apis/resource.k8s.io`: the served versions; `GET /apis/scheduling.k8s.io` and each of
-   its versions that can carry group claims (`GROUP_CLAIM_VERSIONS`): which serve PodGroups
-   (the API is gated and off by default, so discovery is the only truth).
+2. `GET /apis/resource.k8s.io`: the served versions, and each version's resource list: which
+   of them serve DeviceTaintRule (`ServedRelease.taint_rules`); `GET /apis/scheduling.k8s.io`
+   and each of its versions that can carry group claims (`GROUP_CLAIM_VERSIONS`): which serve
+   PodGroups (the API is gated and off by default, so discovery is the only truth).
 3. A server-side dry-run create (`dryRun=All`) of a ResourceClaimTemplate in the webhook's own
    namespace whose first request asks for a consumable capacity and tolerates a taint, and whose
    second is a `firstAvailable` list: the object the API server answers with is what it would
@@ -123,10 +124,12 @@ async def probe(api: Api, namespace: str, timeout: float, *, dry_run: bool = Tru
     version = _git_version(status, body)
     resource_versions = await _resource_versions(api, timeout)
     groups = await group_versions(api, timeout)
+    taint_rules = await _taint_rule_versions(api, resource_versions, timeout)
+    served = {"group_versions": groups, "taint_rules": taint_rules}
     if not dry_run:
         defaults = ServedRelease.from_defaults(version)
         return ServedRelease(
-            version, defaults.features, resource_versions, "release defaults", groups
+            version, defaults.features, resource_versions, "release defaults", **served
         )
     collection = api_path(
         "apis", "resource.k8s.io", "v1", "namespaces", namespace, "resourceclaimtemplates"
@@ -136,9 +139,8 @@ async def probe(api: Api, namespace: str, timeout: float, *, dry_run: bool = Tru
         "POST", collection, query=query, body=fields_probe(namespace), timeout=timeout
     )
     if status not in (200, 201):
-        return _fallback(
-            version, resource_versions, f"dry run: {status_text(status, body)}", groups
-        )
+        why = f"dry run: {status_text(status, body)}"
+        return _fallback(version, resource_versions, why, served)
     kept = kept_fields(_object(body))
     status, body = await api.request(
         "POST", collection, query=query, body=admin_probe(namespace), timeout=timeout
@@ -148,16 +150,19 @@ async def probe(api: Api, namespace: str, timeout: float, *, dry_run: bool = Tru
     elif _mentions_admin_access(status, body):
         kept.add(Feature.ADMIN_ACCESS)
     else:
-        return _fallback(
-            version, resource_versions, f"dry run: {status_text(status, body)}", groups
-        )
+        why = f"dry run: {status_text(status, body)}"
+        return _fallback(version, resource_versions, why, served)
     defaults = ServedRelease.from_defaults(version)
     read_off = defaults.features - set(PROBED)  # shown by objects the view holds, not probed
-    return ServedRelease(version, frozenset(kept) | read_off, resource_versions, "probed", groups)
+    features = frozenset(kept) | read_off
+    return ServedRelease(version, features, resource_versions, "probed", **served)
 
 
 def _fallback(
-    version: str, resource_versions: tuple[str, ...], why: str, groups: tuple[str, ...] = ()
+    version: str,
+    resource_versions: tuple[str, ...],
+    why: str,
+    served: dict[str, tuple[str, ...]],
 ) -> ServedRelease:
     logger.warning(
         "release probe: %s; taking %s's default features (docs/control-plane.md)",
@@ -167,7 +172,7 @@ def _fallback(
     )
     defaults = ServedRelease.from_defaults(version)
     return ServedRelease(
-        version, defaults.features, resource_versions, f"release defaults ({why})", groups
+        version, defaults.features, resource_versions, f"release defaults ({why})", **served
     )
 
 
@@ -219,6 +224,22 @@ async def group_versions(api: Api, timeout: float) -> tuple[str, ...]:
         if any(
             isinstance(r, dict) and r.get("name") == "podgroups"
             for r in (resources if isinstance(resources, list) else ())
+        ):
+            found.append(version)
+    return tuple(found)
+
+
+async def _taint_rule_versions(
+    api: Api, versions: tuple[str, ...], timeout: float
+) -> tuple[str, ...]:
+    """The served versions whose resource list has `devicetaintrules` (discovery, which every
+    authenticated user may read): a gate or `--runtime-config` decides, not the release."""
+    found: list[str] = []
+    for version in versions:
+        status, body = await api.request("GET", f"/apis/resource.k8s.io/{version}", timeout=timeout)
+        resources = _object(body).get("resources") if status == 200 else None
+        if isinstance(resources, list) and any(
+            isinstance(r, dict) and r.get("name") == "devicetaintrules" for r in resources
         ):
             found.append(version)
     return tuple(found)

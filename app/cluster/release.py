@@ -101,6 +101,17 @@ the field gate off the API server drops `resourceClaims` before validating admis
 webhook only ever judges group claims the release keeps. Which versions a cluster serves is
 learned from discovery (`ServedRelease.group_versions`)."""
 GROUP_CLAIM_GATES = ("GenericWorkload", "DRAWorkloadResourceClaims")
+TAINT_RULES_SERVED_BY_DEFAULT: dict[int, tuple[str, ...]] = {37: ("v1",)}
+"""The `resource.k8s.io` versions that serve DeviceTaintRule without `--runtime-config`, per
+minor (k8s.io/kubernetes pkg/registry/resource/rest/storage_resource.go and pkg/controlplane's
+default API versions): v1alpha3 (1.33 on) and v1beta2 (1.36 on) are off by default, v1 (1.37)
+is on. Offline, a named release is taken to serve these; live, discovery says."""
+TAINT_RULES_ACT_BY_DEFAULT = frozenset({37})
+"""Minors where a stored DeviceTaintRule is acted on by default: the scheduler and the
+device-taint eviction controller read rules only with DRADeviceTaintRules (1.35 alpha, 1.36
+beta but off, 1.37 GA and on), and on 1.34 with DRADeviceTaints (alpha, off). The API server
+serves the kind with its API version alone (1.36 stores v1beta2 rules with the gate off), so a
+rule can be accepted and do nothing."""
 
 _VERSION = re.compile(r"v?(\d+)\.(\d+)(?:\.(\d+))?")
 
@@ -129,6 +140,9 @@ class ServedRelease:
     group_versions: tuple[str, ...] = ()
     """The `scheduling.k8s.io` versions serving PodGroups (discovery), newest first; none
     offline and where the API is off (`GROUP_CLAIM_VERSIONS`)."""
+    taint_rules: tuple[str, ...] = ()
+    """The `resource.k8s.io` versions that serve DeviceTaintRule (discovery; offline the
+    release's defaults, `TAINT_RULES_SERVED_BY_DEFAULT`)."""
 
     @classmethod
     def assumed(cls) -> ServedRelease:
@@ -150,7 +164,11 @@ class ServedRelease:
         row = DEFAULTS.get(minor)
         if row is None:
             row = DEFAULTS[max(DEFAULTS)] if minor > max(DEFAULTS) else DEFAULTS[min(DEFAULTS)]
-        return cls(version, row, source=source)
+        newest = max(TAINT_RULES_SERVED_BY_DEFAULT)
+        rules = TAINT_RULES_SERVED_BY_DEFAULT.get(
+            minor, TAINT_RULES_SERVED_BY_DEFAULT[newest] if minor > newest else ()
+        )
+        return cls(version, row, source=source, taint_rules=rules)
 
     @property
     def minor(self) -> int | None:
@@ -177,6 +195,18 @@ class ServedRelease:
         if minor is None or minor > max(SUPPORTED_MINORS):
             minor = max(SUPPORTED_MINORS)
         return minor in PREEMPTS_FOR_DRA
+
+    def taint_rules_gated(self) -> str | None:
+        """Why a DeviceTaintRule this release stores may do nothing (its gate is off by
+        default here), or None where rules act by default (or the release is unknown)."""
+        minor = self.minor
+        if minor is None or minor in TAINT_RULES_ACT_BY_DEFAULT or minor > max(DEFAULTS):
+            return None
+        gate = "DRADeviceTaints" if minor <= 34 else "DRADeviceTaintRules"
+        return (
+            f"{self.name} acts on DeviceTaintRules only with the feature gate {gate} on "
+            "(off by default): without it the rule is stored and does nothing"
+        )
 
     def keeps(self, feature: Feature) -> bool:
         """Whether the API server stores `feature`'s field (drops it silently otherwise)."""
@@ -205,5 +235,6 @@ class ServedRelease:
             "source": self.source,
             "resource_versions": list(self.resource_versions),
             "group_versions": list(self.group_versions),
+            "device_taint_rules": list(self.taint_rules),
             "features": {f.value: f in self.features for f in Feature},
         }

@@ -24,9 +24,9 @@ but their watch events. What is kept of one is
 a few hundred bytes: labels, annotations, containers and status are all dropped.
 
 An allocation result keeps {request, driver, pool, device, adminAccess, shareID,
-consumedCapacity}, the ones set (not null). A consumer in `status.reservedFor` (a pod, or a
-Workload/PodGroup for a group claim; up to 256) keeps {resource, name, uid}: who would lose the
-claim's devices (a DeviceTaintRule's blast radius, the holders a preemptor cannot evict).
+consumedCapacity, tolerations}, the ones set (not null). A consumer in `status.reservedFor` (a
+pod, or a Workload/PodGroup for a group claim; up to 256) keeps {resource, name, uid}: who would
+lose the claim's devices (a DeviceTaintRule's blast radius, the holders a preemptor cannot evict).
 
 Common metadata: name, namespace, labels, uid, resourceVersion, generation, deletionTimestamp.
 ResourceSlice `spec` is kept whole: the allocation model reads its node selection, pools, shared
@@ -72,9 +72,11 @@ _ALLOCATION_RESULT_FIELDS = (
     "adminAccess",
     "shareID",
     "consumedCapacity",
+    "tolerations",
 )
 """What the allocation model reads of a result: which device is taken, and whether wholly (no
-`shareID`), as a share (`consumedCapacity`), or not at all (`adminAccess`)."""
+`shareID`), as a share (`consumedCapacity`), or not at all (`adminAccess`); and the tolerations
+the claim was allocated with, which decide whether a NoExecute device taint evicts its pods."""
 _SCALARS = (str, int, bool)
 _NODE_METADATA = ("name", "labels", "uid", "resourceVersion")
 """A Node is read for its labels (which slices' nodeSelectors reach it); uid and

@@ -28,7 +28,12 @@ from app.config.exceptions import PolicyException, unique_exception_names
 from app.config.files import Place, read_text, yaml_problem
 from app.config.preemption import Preemption
 from app.config.sharing import DEFAULT_SHARING, SharingRule, unique_names
-from app.config.tenancy import AdminAccess, DeviceClassAllowList, unique_allow_list_names
+from app.config.tenancy import (
+    AdminAccess,
+    DeviceClassAllowList,
+    DeviceTaints,
+    unique_allow_list_names,
+)
 from app.config.translation import Translation
 from app.errors import PolicyError
 from app.regex import RegexError, compile_re2
@@ -376,6 +381,8 @@ class Policy(_Model):
     """Which DeviceClasses the namespaces each entry selects may use (docs/tenancy.md)."""
     preemption: Preemption = Field(default_factory=Preemption)
     """Saying what moving to DRA takes away: the scheduler's preemption (app.config.preemption)."""
+    device_taints: DeviceTaints = Field(default_factory=DeviceTaints, alias="deviceTaints")
+    """Who may write a DeviceTaintRule that evicts pods (app.config.tenancy, docs/operations.md)."""
 
     _exception_names = field_validator("exceptions")(unique_exception_names)
     _allow_list_names = field_validator("device_classes")(unique_allow_list_names)

@@ -115,3 +115,49 @@ def unique_allow_list_names(
             raise ValueError(f"deviceClasses entry name {entry.name!r} is used twice")
         seen.add(entry.name)
     return entries
+
+
+DEFAULT_TAINT_ACCESS = (
+    "ask your cluster administrators to add your user or one of your groups to "
+    "deviceTaints.users or deviceTaints.groups in the dra-webhook policy"
+)
+
+
+def _names(values: tuple[str, ...]) -> tuple[str, ...]:
+    for value in values:
+        if not value or value.strip() != value:
+            raise ValueError(f"{value!r}: must be non-empty, without surrounding spaces")
+    return values
+
+
+class DeviceTaints(StrictModel):
+    """Who may write a DeviceTaintRule that evicts pods, and what nobody may write.
+
+    A DeviceTaintRule (cluster-scoped, `resource.k8s.io`) with effect NoExecute evicts every pod
+    whose claims hold a device it selects; one with an empty selector selects every device of
+    the cluster. On every CREATE and UPDATE of a rule the webhook says what it would evict or
+    keep off (`warnings`). With `enabled`, a rule that would evict more than `maxEvictedPods`
+    pods is denied unless its author is in `users` or `groups`, and a rule selecting every device
+    (NoExecute or NoSchedule) is denied to everyone unless `allowEmptySelector`, and then allowed
+    only to them.
+    """
+
+    enabled: bool = False
+    """Deny what the rules below forbid (off: warnings only)."""
+    warnings: bool = True
+    """Say on every rule write what it would evict or keep off (kubectl prints it)."""
+    users: tuple[str, ...] = ()
+    """User names (`userInfo.username`) who may write rules that evict any number of pods."""
+    groups: tuple[str, ...] = ()
+    """Groups (`userInfo.groups`), any one of which is enough."""
+    max_evicted_pods: int = Field(default=0, ge=0, alias="maxEvictedPods")
+    """The most pods one NoExecute rule written by anyone else may evict (0: none)."""
+    allow_empty_selector: bool = Field(default=False, alias="allowEmptySelector")
+    """Whether a NoExecute or NoSchedule rule that selects every device may be written at all
+    (then by `users` and `groups` only); false: never, a drain names a driver, pool or device."""
+    request_access: str = Field(
+        default=DEFAULT_TAINT_ACCESS, alias="requestAccess", min_length=1, max_length=300
+    )
+    """How to get access: the end of every denial."""
+
+    _users = field_validator("users", "groups")(_names)

@@ -25,6 +25,7 @@ and so are alphas:
 | v1beta2 | DeviceClass, ResourceClaim, ResourceClaimTemplate, ResourceSlice | 1.33- |
 | v1beta2 | DeviceTaintRule | 1.36- |
 | v1 | DeviceClass, ResourceClaim, ResourceClaimTemplate, ResourceSlice (on by default) | 1.34- |
+| v1 | DeviceTaintRule (on by default; DRADeviceTaintRules GA) | 1.37- |
 """
 
 from __future__ import annotations
@@ -54,6 +55,7 @@ _HISTORY: tuple[tuple[str, tuple[str, ...], int, int | None], ...] = (
     ("v1beta2", _CORE, 33, None),
     ("v1beta2", ("DeviceTaintRule",), 36, None),
     ("v1", _CORE, 34, None),
+    ("v1", ("DeviceTaintRule",), 37, None),
 )
 """(version, kinds, first minor release, last minor release or None for still there)."""
 ON_BY_DEFAULT = "v1"
@@ -98,15 +100,19 @@ class Target:
             text += (
                 f" (Kubernetes {self.release} has no {kind} in {api_version}, whatever its flags)"
             )
-        return f"{text}; {_fix(obj, version, kind)}"
+        return f"{text}; {_fix(obj, version, kind, self.release)}"
 
 
-def _fix(obj: dict[str, Any], version: str, kind: str) -> str:
+def _fix(obj: dict[str, Any], version: str, kind: str, release: str = "") -> str:
     if version in versions.BETAS and kind in versions.CONVERTED:
         return f"`dra-webhook migrate --write` on its file rewrites it as {versions.TARGET}"
     if advice.unconvertible(obj, version, kind) is not None:
         return f"it has no {versions.TARGET} conversion: `dra-webhook migrate` says what to write"
-    if (version, kind) in _kinds(LATEST):  # a kind with no v1 form yet (DeviceTaintRule)
+    found = _VERSION.match(release.strip()) if release else None
+    minor = int(found.group(1)) if found else LATEST
+    if (version, kind) in _kinds(max(minor, LATEST)) and (ON_BY_DEFAULT, kind) not in _kinds(
+        minor
+    ):  # a kind with no v1 form yet on the target (DeviceTaintRule before 1.37)
         return f"it has no {versions.TARGET} form yet: serve {GROUP}/{version}, or leave it out"
     return f"write it for {versions.TARGET}"
 

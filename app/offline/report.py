@@ -77,6 +77,9 @@ class NamespaceReport:
     """Stored objects the tenancy guards would refuse today (docs/tenancy.md): a DeviceClass
     outside the namespace's `deviceClasses` allow-list, admin access outside
     `adminAccess.namespaceSelector`: `Kind/name: path: why`."""
+    device_taints: list[str] = field(default_factory=list)
+    """The DeviceTaintRules in force that evict pods of the namespace, or keep their devices
+    off new claims (app.offline.taints): `DeviceTaintRule name (taint) evicts pod-a, pod-b`."""
 
     @property
     def ready_for_dra_only(self) -> bool:

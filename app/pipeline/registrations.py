@@ -18,6 +18,7 @@ from typing import Any
 
 from app import workloads
 from app.allocation import Allocations, Holders
+from app.allocation.holders import DeviceHolders
 from app.cluster.templates import ManagedTemplates
 from app.cluster.usage import ClaimUsage, SliceNodes, TemplateCounts
 from app.cluster.view import DerivedIndex, Kind
@@ -25,6 +26,7 @@ from app.config import Policy
 from app.k8s.groups import GROUP_KINDS
 from app.policies import (
     defaults,
+    device_taints,
     dra_only,
     extended_names,
     near_misses,
@@ -57,6 +59,7 @@ __all__ = [
     "ANY_KIND",
     "CLAIM_KINDS",
     "DEVICE_CLASS",
+    "DEVICE_TAINT_RULE",
     "GROUPS",
     "JUDGED_BY_TRANSLATION",
     "POD_BEARING",
@@ -93,6 +96,7 @@ CLAIM_KINDS: frozenset[GroupKind] = frozenset(
 DEVICE_CLASS: frozenset[GroupKind] = frozenset({(_RESOURCE, "DeviceClass")})
 GROUPS: frozenset[GroupKind] = GROUP_KINDS
 """scheduling.k8s.io Workloads and PodGroups: their group claims (`app.policies.groups`)."""
+DEVICE_TAINT_RULE: frozenset[GroupKind] = device_taints.KINDS
 
 
 @dataclass(frozen=True, slots=True)
@@ -352,6 +356,18 @@ REGISTRATIONS: tuple[Registration, ...] = (
         builds=(class_allow_lists, *_TRANSLATE_BUILDS),
         indexes=_TRANSLATE_INDEXES,
         workloads=True,
+    ),
+    # DeviceTaintRules (cluster-scoped, docs/operations.md): what a rule would evict or keep
+    # off, and who may write one that evicts (policy deviceTaints)
+    Registration(
+        "device-taints",
+        Endpoint.VALIDATE,
+        DEVICE_TAINT_RULE,
+        frozenset({"CREATE", "UPDATE"}),
+        device_taints.check,
+        reads=frozenset({Kind.RESOURCE_SLICE, Kind.RESOURCE_CLAIM, Kind.DEVICE_CLASS}),
+        builds=(device_taints.device_taint_rules, cel_runtime),
+        indexes=(DeviceHolders,),
     ),
 )
 READ_THE_FINAL_POD = frozenset({"cel-rules"})

@@ -16,6 +16,10 @@ workload's next pod:
 | translate | warn | low | translated at admission; the stored spec still has to move |
 | none | warn | info | the namespace has not opted in yet |
 
+A DeviceTaintRule in force that evicts pods of the namespace (NoExecute: `warn`, severity high)
+or keeps their devices off new claims (NoSchedule: medium) is a result of rule
+`device-taint-rules` naming the rule and the pods, whatever the mode.
+
 The labels carry the mode, so the webhook's gauge of legacy workloads per namespace and mode
 (`app.cluster.progress`) reads the reports without classifying anything itself.
 """
@@ -48,6 +52,7 @@ POLICY = "dra-webhook"
 LEGACY_RULE = "no-legacy-extended-resources"
 INVALID_RULE = "pod-spec-parses"
 TENANCY_RULE = "tenancy-guards"
+TAINT_RULE = "device-taint-rules"
 CATEGORY = "DRA migration"
 Fix = Callable[[str], str]
 """How to move one legacy resource name to DRA (one sentence)."""
@@ -127,6 +132,8 @@ def _result(
         "name": finding.name,
         "namespace": namespace,
     }
+    if finding.device_taint:
+        del ref["namespace"]  # a DeviceTaintRule is cluster-scoped
     if finding.uid:
         ref["uid"] = finding.uid
     item: Obj = {
@@ -138,6 +145,14 @@ def _result(
         "resources": [ref],
         "properties": {"mode": NO_MODE_VALUE if mode == NO_MODE else mode},
     }
+    if finding.device_taint:
+        return {
+            **item,
+            "rule": TAINT_RULE,
+            "result": "warn",
+            "severity": "high" if finding.taint_evicts else "medium",
+            "message": finding.device_taint,
+        }
     if finding.tenancy:
         return {
             **item,

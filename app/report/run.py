@@ -2,7 +2,9 @@
 
 Namespaces (for their mode label) and DeviceClasses (for `spec.extendedResourceName` mappings)
 are listed first into a `ClusterView`, the same view the offline report and the webhook read;
-then, a page at a time into the `Tally`: Nodes (the legacy names their device plugins
+then the DeviceTaintRules, where the cluster serves them, with the ResourceSlices when there are
+any (what each rule evicts or keeps off, `app.offline.taints`); then, a page at a time into the
+`Tally`: Nodes (the legacy names their device plugins
 advertise, `app.offline.sources`), every pod-bearing kind, owners first (the operators' kinds of
 the workload catalogue the API server serves, found through discovery), then
 ResourceClaimTemplates and ResourceClaims (the tenancy guards judge them, docs/tenancy.md), and
@@ -35,16 +37,19 @@ from app.cluster.listing import (
     NAMESPACES,
     NODES,
     POLICY_REPORTS,
+    RESOURCE_SLICES,
     WORKLOADS,
     Cluster,
     ReportError,
     Resource,
     connect,
+    device_taint_rules,
     group_resources,
 )
 from app.cluster.release import ServedRelease
 from app.cluster.view import ClusterView, Kind
 from app.config import Policy
+from app.offline import taints
 from app.report.policyreport import Fix, policy_report
 from app.report.progress import Progress
 from app.report.tally import NO_MODE, Tally
@@ -78,6 +83,8 @@ class Outcome:
     the rest of the report stands."""
     release: ServedRelease = field(default_factory=ServedRelease.assumed)
     """The release the cluster runs and the DRA features its API server keeps."""
+    rules: tuple[taints.RuleInForce, ...] = ()
+    """The DeviceTaintRules in force and what each evicts or keeps off."""
 
 
 async def run(policy: Policy, options: Options, progress_to: TextIO) -> Outcome:
@@ -91,6 +98,7 @@ async def run(policy: Policy, options: Options, progress_to: TextIO) -> Outcome:
         classes_served = await _device_classes(cluster, view, progress)
         tally = Tally(policy, view)
         listed: dict[str, int] = {}
+        rules = await _taint_rules(cluster, view, tally, listed, progress)
         # The operators' kinds the cluster serves, listed first: they own the pods (and Jobs)
         # their controllers make, which are then counted under them.
         operators = await cluster.discover(tally.operator_kinds())
@@ -112,6 +120,8 @@ async def run(policy: Policy, options: Options, progress_to: TextIO) -> Outcome:
             name = ns["metadata"]["name"]
             if tally.mode(name) != NO_MODE:
                 tally.namespace(name)  # a labelled namespace is reported even when empty
+        in_force = taints.rules_in_force(rules, view, policy)
+        tally.add_taint_rules(in_force)
         written = 0
         skipped: list[str] = []
         if options.policy_reports:
@@ -130,10 +140,31 @@ async def run(policy: Policy, options: Options, progress_to: TextIO) -> Outcome:
                     written += 1
                 progress.update("policyreports", number, len(entries) - number)
         progress.done()
-        return Outcome(tally, listed, written, tuple(skipped), skipped_nodes, view.release)
+        return Outcome(
+            tally, listed, written, tuple(skipped), skipped_nodes, view.release, tuple(in_force)
+        )
     finally:
         progress.done()
         await cluster.close()
+
+
+async def _taint_rules(
+    cluster: Cluster, view: ClusterView, tally: Tally, listed: dict[str, int], progress: Progress
+) -> list[dict[str, object]]:
+    """The DeviceTaintRules, in the newest version the cluster serves them in (discovery, read
+    by the release probe); none where no version does. When there are some, what they select
+    and who holds it: the slices into the view, and the allocated claims as they stream by
+    into the tally (`Tally.keep_claims`)."""
+    served = view.release.taint_rules
+    if not served:
+        return []
+    rules = await _all(cluster, device_taint_rules(served[0]), progress)
+    if rules:
+        view.replace(Kind.RESOURCE_SLICE, await _all(cluster, RESOURCE_SLICES, progress))
+        listed[RESOURCE_SLICES.kind] = len(view.resource_slices())
+        listed["DeviceTaintRule"] = len(rules)
+        tally.keep_claims = True
+    return rules
 
 
 async def _device_classes(cluster: Cluster, view: ClusterView, progress: Progress) -> bool:

@@ -21,9 +21,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from app import offline
-from app.cluster.view import ClusterView
+from app.cluster.view import ClusterView, Kind
 from app.config import Policy
-from app.offline import NamespaceReport
+from app.offline import NamespaceReport, taints
 from app.policies.device_classes import WARN_ONLY
 
 Obj = dict[str, Any]
@@ -57,6 +57,10 @@ class Finding:
     """What the tenancy guards would refuse of it today (path: why; ...)."""
     tenancy_warns: bool = False
     """Only warn-only allow-list entries object to it."""
+    device_taint: str = ""
+    """A DeviceTaintRule (this finding's object) that evicts pods of the namespace, or keeps
+    their devices off new claims: what it does there."""
+    taint_evicts: bool = False
 
 
 @dataclass
@@ -82,6 +86,9 @@ class Tally:
         self._operator_kinds = frozenset(kind for _, kind in self.operator_kinds())
         self.sources = offline.sources_for(policy, view)
         """Where each pod's GPUs come from: every Pod and Node goes through it."""
+        self.keep_claims = False
+        """Keep the allocated ResourceClaims in the view (slimmed: their devices and holders),
+        for the DeviceTaintRules in force (`add_taint_rules`); only when there are some."""
 
     @property
     def rules(self) -> offline.ReportRules:
@@ -116,6 +123,8 @@ class Tally:
         if not isinstance(meta, dict) or not isinstance(meta.get("namespace"), str):
             return
         ns, kind, name = meta["namespace"], str(obj.get("kind")), str(meta.get("name", ""))
+        if kind == "ResourceClaim" and self.keep_claims and _allocated(obj):
+            self._view.apply(Kind.RESOURCE_CLAIM, obj)
         if kind == "Pod":
             served = self.sources.add_pod(obj).sources
             if served:
@@ -160,6 +169,27 @@ class Tally:
         elif part.objects and not part.tenancy:
             entry.passed += 1
 
+    def add_taint_rules(self, rules: list[taints.RuleInForce]) -> None:
+        """Each rule's part in the namespaces it reaches: a line of their report, and a
+        finding (a PolicyReport result) naming the rule."""
+        for rule in rules:
+            for namespace in rule.consumers:
+                self.namespace(namespace)  # (reached, though nothing of it was counted)
+        reports = [entry.report for entry in self.namespaces.values()]
+        taints.add_to_reports(rules, reports, self.mode)
+        for rule in rules:
+            for namespace in rule.consumers:
+                self.namespace(namespace).findings.append(
+                    Finding(
+                        kind="DeviceTaintRule",
+                        api_version=rule.api_version,
+                        name=rule.name,
+                        uid=rule.uid,
+                        device_taint=rule.in_namespace(namespace),
+                        taint_evicts=rule.evicts,
+                    )
+                )
+
     def _owned(self, namespace: str, owners: Any) -> bool:
         if not isinstance(owners, list):
             return False
@@ -172,3 +202,8 @@ class Tally:
         """The namespaces in name order."""
         for name in sorted(self.namespaces):
             yield self.namespaces[name]
+
+
+def _allocated(claim: Obj) -> bool:
+    status = claim.get("status")
+    return isinstance(status, dict) and isinstance(status.get("allocation"), dict)

@@ -546,7 +546,7 @@ def test_an_external_url_gets_the_given_ca_bundle_and_no_in_cluster_workload(mod
         "ValidatingAdmissionPolicyBinding",
     }
     entries = list(_webhooks(docs))
-    assert len(entries) == 9  # with the operators' workloads and group claims entries
+    assert len(entries) == 10  # with the operators' workloads, group claims and DeviceTaintRules
     for kind, webhook in entries:
         path = "/mutate" if kind.startswith("Mutating") else "/validate"
         assert webhook["clientConfig"] == {
@@ -577,6 +577,8 @@ def test_every_webhook_speaks_v1_with_equivalent_matching_and_values_for_failure
         assert webhook["matchPolicy"] == "Equivalent"
         if webhook["name"].startswith("deviceclasses."):
             assert webhook["failurePolicy"] == settings["deviceClassFailurePolicy"]
+        elif webhook["name"].startswith("devicetaintrules."):
+            assert webhook["failurePolicy"] == settings["deviceTaintRuleFailurePolicy"]
         else:
             assert webhook["failurePolicy"] == side["failurePolicy"]
         assert webhook["timeoutSeconds"] == side["timeoutSeconds"]
@@ -596,6 +598,10 @@ def test_every_webhook_speaks_v1_with_equivalent_matching_and_values_for_failure
             assert webhook["sideEffects"] == ("NoneOnDryRun" if creates_templates else "None")
         else:
             assert webhook["sideEffects"] == "None"
+
+
+CLUSTER_SCOPED = ("deviceclasses.", "devicetaintrules.")
+"""Entries of cluster-scoped kinds: no namespaceSelector can filter them."""
 
 
 def _rules(docs: tuple[Obj, ...], kind: str) -> set[tuple[str, str, str]]:
@@ -633,6 +639,7 @@ def test_the_webhooks_receive_the_kinds_and_operations_the_design_names() -> Non
     expected |= {("resource.k8s.io", "deviceclasses", op) for op in both}
     # group claims: CREATE only, a Workload's and a PodGroup's resourceClaims are immutable
     expected |= {("scheduling.k8s.io", r, "CREATE") for r in ("workloads", "podgroups")}
+    expected |= {("resource.k8s.io", "devicetaintrules", op) for op in both}
     # the operators' workloads (webhook.operatorWorkloads), CREATE and UPDATE
     expected |= {
         (entry["apiGroup"], r, op)
@@ -678,7 +685,7 @@ def test_the_release_and_system_namespaces_are_never_sent(values: Path) -> None:
     must_exempt |= set(settings["policy"].get("exemptNamespaces", []))
     must_exempt |= set(settings["webhook"].get("extraExemptNamespaces", []))
     for _, webhook in _webhooks(_render(values)):
-        if webhook["name"].startswith("deviceclasses."):
+        if webhook["name"].startswith(CLUSTER_SCOPED):
             continue
         exempt = _selector(webhook)["kubernetes.io/metadata.name"]
         assert exempt["operator"] == "NotIn"
@@ -720,7 +727,7 @@ def test_only_namespaces_with_the_mode_label_are_sent_unless_the_policy_needs_al
     quotas = [q["namespaceSelector"] for q in settings["policy"].get("quotas") or []]
     for kind, webhook in _webhooks(_render(values)):
         entry = webhook["name"].split(".", 1)[0]
-        if entry == "deviceclasses":
+        if webhook["name"].startswith(CLUSTER_SCOPED):
             continue
         selector = _selector(webhook)
         if (
@@ -871,10 +878,28 @@ def test_cluster_scoped_device_classes_have_their_own_entry_without_a_namespace_
     # An outage never blocks DeviceClass writes (a driver installing into kube-system), while
     # the other validating entries keep failing closed.
     assert entry["failurePolicy"] == "Ignore"
-    others = [w for _, w in _webhooks(docs) if not w["name"].startswith("deviceclasses.")]
+    others = [w for _, w in _webhooks(docs) if not w["name"].startswith(CLUSTER_SCOPED)]
     assert {w["failurePolicy"] for w in others} == {"Fail"}
     docs = _render(CHART / "ci" / "self-signed-values.yaml")  # webhook.deviceClasses: false
     assert not [w for _, w in _webhooks(docs) if w["name"].startswith("deviceclasses.")]
+
+
+def test_device_taint_rules_of_every_served_version_have_their_own_entry() -> None:
+    docs = _render(CHART / "ci" / "default-values.yaml")
+    (entry,) = [w for _, w in _webhooks(docs) if w["name"].startswith("devicetaintrules.")]
+    assert "namespaceSelector" not in entry
+    (rule,) = entry["rules"]
+    assert rule["scope"] == "Cluster"
+    assert rule["resources"] == ["devicetaintrules"]  # never the status the controller writes
+    assert set(rule["apiVersions"]) == {"v1alpha3", "v1beta2", "v1"}
+    # a drain is never blocked by an outage, unless the values say so
+    assert entry["failurePolicy"] == "Ignore"
+    default = str(CHART / "ci" / "default-values.yaml")
+    docs = render("-f", default, "--set", "webhook.deviceTaintRuleFailurePolicy=Fail")
+    (entry,) = [w for _, w in _webhooks(docs) if w["name"].startswith("devicetaintrules.")]
+    assert entry["failurePolicy"] == "Fail"
+    docs = render("-f", default, "--set", "webhook.deviceTaintRules=false")
+    assert not [w for _, w in _webhooks(docs) if w["name"].startswith("devicetaintrules.")]
 
 
 def test_the_device_class_failure_policy_is_set_apart_from_the_validating_one() -> None:

@@ -147,6 +147,8 @@ class FakeApiServer:
         self.before_delete: Callable[[Obj], Awaitable[None]] | None = None
         """Runs after a DELETE is received, before its preconditions are checked (a race)."""
         self.git_version = "v1.36.2"
+        self.taint_rule_versions: tuple[str, ...] = ()
+        """Versions of resource.k8s.io that serve DeviceTaintRule (listed in discovery)."""
         self.refuse_version = False
         """`GET /version` answered 503 (an API server not serving yet)."""
         self.drops: frozenset[Feature] = frozenset()
@@ -311,7 +313,8 @@ class FakeApiServer:
             version = {"major": "1", "minor": [*self.git_version.split("."), "", ""][1]}
             return web.json_response({**version, "gitVersion": self.git_version})
         if request.method == "GET" and path == "/apis/resource.k8s.io":
-            versions = [{"groupVersion": "resource.k8s.io/v1", "version": "v1"}]
+            names = ["v1", *(v for v in self.taint_rule_versions if v != "v1")]
+            versions = [{"groupVersion": f"resource.k8s.io/{v}", "version": v} for v in names]
             return web.json_response({"kind": "APIGroup", "versions": versions})
         if request.method == "GET" and path == "/apis/scheduling.k8s.io":
             versions = [{"groupVersion": f"scheduling.k8s.io/{v}", "version": v} for v in ("v1",)]
@@ -325,6 +328,17 @@ class FakeApiServer:
             if version in self.group_versions:
                 resources = [{"name": "podgroups", "kind": "PodGroup"}]
                 return web.json_response({"kind": "APIResourceList", "resources": resources})
+        if (
+            request.method == "GET"
+            and path.startswith("/apis/resource.k8s.io/v")
+            and (path.count("/") == 3)
+        ):
+            version = path.rsplit("/", 1)[1]
+            names = ["deviceclasses", "resourceslices"] if version == "v1" else []
+            if version in self.taint_rule_versions:
+                names.append("devicetaintrules")
+            resources = [{"name": n, "kind": n} for n in names]
+            return web.json_response({"kind": "APIResourceList", "resources": resources})
         if request.method == "GET" and path in COLLECTIONS:
             kind, _ = COLLECTIONS[path]
             if kind is Kind.POD_GROUP and "v1beta1" not in self.group_versions:

@@ -22,6 +22,7 @@ from tests.cluster import objects
 from tests.cluster.fake_apiserver import FakeApiServer
 from tests.cluster.helpers import RBAC_DOC, REPORT_ROLE, Grant, documented_grants, eventually
 from tests.operators import namespaced_plurals
+from tests.policies import taint_objects
 from tests.report.helpers import Running, seed
 
 VIEW_KINDS = {
@@ -111,6 +112,11 @@ def test_the_report_needs_exactly_the_documented_report_role(
         for group, kind, plural in operator_kinds:  # every operator installed: all are listed
             cluster.serve_kind(group, kind, plural, [])
         cluster.serve_group_claims([])  # the Workload API on: workloads and podgroups listed
+        # a DeviceTaintRule in force: the rules, and the slices they select, are listed
+        rule = taint_objects.rule("drain", {"pool": "node-a"})
+        cluster.serve_kind("resource.k8s.io", "DeviceTaintRule", "devicetaintrules", [rule],
+                           namespaced=False)  # fmt: skip
+        cluster.serve("/apis/resource.k8s.io/v1/resourceslices", 0, lambda i: {})
         kubeconfig = cluster.write_kubeconfig(tmp_path / "kubeconfig")
         assert main(["report", "--kubeconfig", str(kubeconfig), "--policy-reports"]) == 0
         requests = list(cluster.requests)

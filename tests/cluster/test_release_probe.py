@@ -34,6 +34,7 @@ async def test_a_release_that_keeps_every_field_is_probed_as_such(
         assert release.version == "v1.36.2"
         assert release.source == "probed"
         assert release.resource_versions == ("v1",)
+        assert release.taint_rules == ()  # 1.36 serves DeviceTaintRule only in opted-in versions
         assert all(release.keeps(f) for f in GATED | {Feature.ADMIN_ACCESS})
         templates = "/apis/resource.k8s.io/v1/namespaces/dra-webhook/resourceclaimtemplates"
         assert apiserver.dry_runs == [templates] * 2
@@ -132,5 +133,17 @@ async def test_a_release_that_serves_no_pod_groups_has_none_and_stays_ready(
         assert source.view.release.group_versions == ()
         await eventually(lambda: source.view.synced and not source.view.stale_kinds, "ready")
         assert not source.view.objects(Kind.POD_GROUP)
+    finally:
+        await source.stop()
+
+
+async def test_the_versions_that_serve_device_taint_rules_are_read_from_discovery(
+    apiserver: FakeApiServer, tmp_path: Path
+) -> None:
+    apiserver.taint_rule_versions = ("v1beta2",)  # 1.36 with --runtime-config v1beta2
+    source = await _started(apiserver, tmp_path)
+    try:
+        assert source.view.release.taint_rules == ("v1beta2",)
+        assert source.view.release.describe()["device_taint_rules"] == ["v1beta2"]
     finally:
         await source.stop()

@@ -183,3 +183,11 @@ def test_a_pod_group_keeps_its_group_claims_and_the_claims_made_for_them_only() 
     assert slimmed["status"] == {"resourceClaimStatuses": made}
     assert "managedFields" not in slimmed["metadata"]
     assert slim("PodGroup", slimmed) == slimmed
+
+
+def test_an_allocation_result_keeps_the_tolerations_it_was_allocated_with() -> None:
+    claim = served(objects.claim("c", "ns", count=1, allocated=True))
+    toleration = {"key": "maintenance", "operator": "Exists", "effect": "NoExecute"}
+    claim["status"]["allocation"]["devices"]["results"][0]["tolerations"] = [toleration]
+    (result,) = slim("ResourceClaim", claim)["status"]["allocation"]["devices"]["results"]
+    assert result["tolerations"] == [toleration]  # whether a NoExecute taint evicts its pods

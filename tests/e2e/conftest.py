@@ -52,6 +52,7 @@ JOURNEYS = (
     "certificates",
     "preemption",
     "group-claims",
+    "device-taints",
     "faults",
     "latency",
 )

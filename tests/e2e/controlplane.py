@@ -69,14 +69,25 @@ CONTROLLERS = (
     "garbage-collector-controller",
     "namespace-controller",
     "root-ca-certificate-publisher-controller",
+    "device-taint-eviction-controller",
 )
 """What the journeys need; node-lifecycle-controller is not among them, so Nodes made by hand
-are never marked NotReady or tainted for want of a kubelet."""
+are never marked NotReady or tainted for want of a kubelet. The device taint eviction controller
+(journey device-taints: it evicts the pods a NoExecute DeviceTaintRule reaches and writes what a
+None rule would evict into its status) runs where DRADeviceTaints is on (1.36 on); it evicts
+only pods whose devices carry a NoExecute taint they do not tolerate, which no other journey's
+pods get."""
 _GROUP_CLAIM_GATES = ("GenericWorkload=true", "DRAWorkloadResourceClaims=true")
 OPT_IN: dict[int, tuple[tuple[str, ...], tuple[str, ...]]] = {
     # group claims (test_group_claims.py): Workload and PodGroup with resourceClaims; no other
-    # journey creates either, and pods without a schedulingGroup are scheduled as before
-    36: (_GROUP_CLAIM_GATES, ("scheduling.k8s.io/v1alpha2=true",)),
+    # journey creates either, and pods without a schedulingGroup are scheduled as before.
+    # device-taints: the scheduler and the eviction controller act on DeviceTaintRules (the
+    # v1beta2 API is served already, resource.k8s.io/v1beta2 being on); no field of a claim or
+    # slice depends on it, and 1.37 has it on by default
+    36: (
+        ("DRADeviceTaintRules=true", *_GROUP_CLAIM_GATES),
+        ("scheduling.k8s.io/v1alpha2=true",),
+    ),
     37: (_GROUP_CLAIM_GATES, ("scheduling.k8s.io/v1beta1=true",)),
 }
 """Per release minor: the feature gates (`Name=true`) and API versions (`group/version=true`)

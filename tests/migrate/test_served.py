@@ -37,6 +37,10 @@ def _obj(api_version: str, kind: str) -> dict[str, Any]:
         ("v1.36.2", "resource.k8s.io/v1beta1", "ResourceClaimTemplate", "--runtime-config"),
         ("1.36", "resource.k8s.io/v1beta2", "DeviceClass", "migrate --write"),
         ("1.36", "resource.k8s.io/v1beta2", "DeviceTaintRule", "no resource.k8s.io/v1 form yet"),
+        ("1.37", "resource.k8s.io/v1", "DeviceTaintRule", None),  # GA, served by default
+        ("1.36", "resource.k8s.io/v1", "DeviceTaintRule", "has no DeviceTaintRule"),
+        ("1.37", "resource.k8s.io/v1beta2", "DeviceTaintRule", "--runtime-config"),
+        ("1.37", "resource.k8s.io/v1beta2", "DeviceTaintRule", "write it for resource.k8s.io/v1"),
         ("1.36", "resource.k8s.io/v1alpha3", "ResourceClaim", "has no ResourceClaim"),
         ("1.33", "resource.k8s.io/v1beta1", "ResourceClaim", "--runtime-config"),
         ("1.33", "resource.k8s.io/v1", "ResourceClaim", "has no ResourceClaim"),

@@ -70,10 +70,12 @@ class FakeCluster:
     def serve(self, path: str, count: int, make: Callable[[int], Obj]) -> None:
         self.collections[path] = (count, make)
 
-    def serve_kind(self, group: str, kind: str, plural: str, items: list[Obj]) -> None:
-        """A custom resource kind (namespaced), in discovery and listed at v1."""
+    def serve_kind(
+        self, group: str, kind: str, plural: str, items: list[Obj], *, namespaced: bool = True
+    ) -> None:
+        """A kind in discovery (its group at v1, the group's versions) and listed at v1."""
         self.groups.setdefault(group, []).append(
-            {"name": plural, "kind": kind, "namespaced": True, "verbs": ["get", "list"]}
+            {"name": plural, "kind": kind, "namespaced": namespaced, "verbs": ["get", "list"]}
         )
         self.serve(f"/apis/{group}/v1/{plural}", len(items), items.__getitem__)
 
@@ -165,6 +167,9 @@ class FakeCluster:
             ]  # fmt: skip
             return {"kind": "APIGroupList", "apiVersion": "v1", "groups": groups}
         parts = path.strip("/").split("/")
+        if len(parts) == 2 and parts[0] == "apis" and parts[1] in self.groups:
+            versions = [{"groupVersion": f"{parts[1]}/v1", "version": "v1"}]
+            return {"kind": "APIGroup", "name": parts[1], "versions": versions}
         if len(parts) == 3 and parts[0] == "apis" and parts[1] in self.groups:
             return {"kind": "APIResourceList", "groupVersion": f"{parts[1]}/{parts[2]}",
                     "resources": self.groups[parts[1]]}  # fmt: skip

@@ -166,3 +166,26 @@ def test_a_release_that_preempts_for_dra_is_one_table_entry(
     assert ServedRelease.from_defaults("v1.37.2").preempts_for_dra is True
     assert ServedRelease.from_defaults("v1.41.0").preempts_for_dra is True  # newer: as the newest
     assert ServedRelease.from_defaults("v1.36.5").preempts_for_dra is False
+
+
+@pytest.mark.parametrize(
+    ("version", "served", "gated"),
+    [
+        ("1.34", (), "DRADeviceTaints"),
+        ("1.35", (), "DRADeviceTaintRules"),
+        ("v1.36.5", (), "DRADeviceTaintRules"),
+        ("v1.37.2", ("v1",), None),
+        ("1.40", ("v1",), None),
+    ],
+)
+def test_where_a_release_serves_device_taint_rules_and_whether_they_act_by_default(
+    version: str, served: tuple[str, ...], gated: str | None
+) -> None:
+    release = ServedRelease.from_defaults(version)
+    assert release.taint_rules == served
+    said = release.taint_rules_gated()
+    assert (said is None) if gated is None else (said is not None and gated in said)
+
+
+def test_an_unknown_release_says_nothing_of_taint_rule_gates() -> None:
+    assert ServedRelease.assumed().taint_rules_gated() is None
