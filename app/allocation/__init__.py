@@ -22,7 +22,7 @@ nothing of admission: ``policies/satisfiability.py`` turns its verdict into warn
 from app.allocation.explain import Problem
 from app.allocation.model import NEVER, NOT_NOW, OK, UNCHECKED, ClaimInput, Model, Verdict
 from app.allocation.plans import ALLOCATION_RESULTS_MAX_SIZE
-from app.allocation.state import Allocations, Holders
+from app.allocation.state import Allocations
 
 __all__ = [
     "ALLOCATION_RESULTS_MAX_SIZE",
@@ -32,7 +32,6 @@ __all__ = [
     "UNCHECKED",
     "Allocations",
     "ClaimInput",
-    "Holders",
     "Model",
     "Problem",
     "Verdict",

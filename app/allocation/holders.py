@@ -7,12 +7,14 @@ claim whose allocated device a NoExecute rule names, matched by driver, pool and
 alone (`ruleMatchesDevice`), whether or not a ResourceSlice still publishes the device.
 
 A derived index of the cluster view, kept current by claim events, with devices kept by
-driver, then pool, so that a rule naming a driver or a pool reads only those.
+driver, then pool, so that a rule naming a driver or a pool reads only those. The one answer to
+"who holds this device": a DeviceTaintRule's reach (app.allocation.taint_reach) and the holders
+a pod waits on, which DRA will not preempt (`of`; app.policies.preemption).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -79,6 +81,11 @@ class DeviceHolders:
                             del self._by_driver[holding.driver]
         if changed:
             self.generation += 1
+
+    def of(self, devices: Iterable[tuple[str, str, str]]) -> set[ClaimKey]:
+        """The claims holding any of `devices` ((driver, pool, device) each), admin access
+        aside: it takes nothing from the device."""
+        return {h.claim for d in devices for h in self.held(*d) if not h.admin_access}
 
     def held(
         self, driver: str | None = None, pool: str | None = None, device: str | None = None

@@ -86,7 +86,7 @@ class Verdict:
     notes: tuple[Problem, ...] = ()
     """Parts not checked (a selector this engine cannot evaluate), as warnings."""
     held: frozenset[DeviceKey] = frozenset()
-    """Not now: the devices the claims could use that other claims hold (`Holders` says
+    """Not now: the devices the claims could use that other claims hold (`DeviceHolders.of` says
     which claims)."""
 
 

@@ -9,14 +9,13 @@ What a request consumes of a shareable device, and whether it fits, is app.alloc
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from typing import Any
 
 from app.allocation.inventory import DeviceKey
 from app.cluster.view import Kind
 from app.k8s.quantity import Quantity, QuantityError, parse_quantity
 
-__all__ = ["Allocations", "Holders"]
+__all__ = ["Allocations"]
 
 Obj = dict[str, Any]
 ZERO = Quantity.from_int(0)
@@ -57,41 +56,6 @@ class Allocations:
                     del self.shared[key]
         if changed:
             self.generation += 1
-
-
-class Holders:
-    """Which allocated claims hold each device (a derived index: ``view.derived(Holders)``).
-
-    Allocations counts; this names, for the one question that needs names: who would have to
-    give a device up for a pod that waits on it ("not now", app.policies.preemption). One entry
-    per allocated device, kept current by claim events, so the answer costs a lookup per
-    device rather than a scan of the claims."""
-
-    def __init__(self) -> None:
-        self._by_device: dict[DeviceKey, set[tuple[str, str]]] = {}
-
-    def of(self, devices: Iterable[DeviceKey]) -> set[tuple[str, str]]:
-        """The claims (namespace, name) holding any of `devices`."""
-        found: set[tuple[str, str]] = set()
-        for device in devices:
-            found |= self._by_device.get(device, set())
-        return found
-
-    def on_change(self, kind: Kind, old: Obj | None, new: Obj | None) -> None:
-        if kind is not Kind.RESOURCE_CLAIM:
-            return
-        for obj, adding in ((old, False), (new, True)):
-            if obj is None:
-                continue
-            meta = obj.get("metadata") or {}
-            claim = (str(meta.get("namespace") or ""), str(meta.get("name") or ""))
-            for key, _ in _results(obj):
-                if adding:
-                    self._by_device.setdefault(key, set()).add(claim)
-                elif (held := self._by_device.get(key)) is not None:
-                    held.discard(claim)
-                    if not held:
-                        del self._by_device[key]
 
 
 def _results(claim: Obj | None) -> list[tuple[DeviceKey, dict[str, Quantity] | None]]:

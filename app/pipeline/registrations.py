@@ -17,7 +17,7 @@ from enum import StrEnum
 from typing import Any
 
 from app import workloads
-from app.allocation import Allocations, Holders
+from app.allocation import Allocations
 from app.allocation.holders import DeviceHolders
 from app.cluster.templates import ManagedTemplates
 from app.cluster.usage import ClaimUsage, SliceNodes, TemplateCounts
@@ -133,7 +133,7 @@ _TRANSLATE_BUILDS = (
     workload_catalogue,
     preemption.known_classes,
 )
-_TRANSLATE_INDEXES = (ManagedTemplates, Allocations, Holders, PublishedCapacities)
+_TRANSLATE_INDEXES = (ManagedTemplates, Allocations, DeviceHolders, PublishedCapacities)
 """Templates already made for the namespace count against translation's cap; the claims it
 makes are checked by the allocation model (what allocated claims hold, and which claims hold
 the devices a pod waits for: `preemption.held_by`); a share's compute limit asks for the
@@ -254,7 +254,7 @@ REGISTRATIONS: tuple[Registration, ...] = (
             workload_catalogue,
             preemption.known_classes,
         ),
-        indexes=(Allocations, Holders),
+        indexes=(Allocations, DeviceHolders),
         workloads=True,
     ),
     # what a GPU pod that may preempt loses on DRA (the PriorityClasses and Pods it reads are

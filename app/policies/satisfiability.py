@@ -44,7 +44,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
-from app.allocation import NEVER, NOT_NOW, Allocations, ClaimInput, Holders
+from app.allocation import NEVER, NOT_NOW, Allocations, ClaimInput
+from app.allocation.holders import DeviceHolders
 from app.cel.cost import Budget, BudgetExceededError
 from app.cluster.release import ServedRelease
 from app.cluster.view import Kind
@@ -347,7 +348,7 @@ def pod_verdict(
             "the extended resources a DeviceClass serves, on one node; it would stay Pending.",
         )
     if verdict.outcome == NOT_NOW and priority is not None and verdict.held:
-        holders = ctx.view.index(Holders).of(verdict.held)
+        holders = ctx.view.index(DeviceHolders).of(verdict.held)
         said = preemption.held_by(ctx, holders, priority) if holders else None
         if said is not None:
             problems = (*problems, Violation(spec_path, f"not now: {said}"))

@@ -278,7 +278,7 @@ def test_a_pod_that_may_not_preempt_is_not_told_who_holds_the_devices() -> None:
 @given(
     st.dictionaries(
         st.sampled_from(["priority", "priorityClassName", "preemptionPolicy"]),
-        st.one_of(st.none(), st.integers(), st.text(max_size=8), st.booleans()),
+        st.one_of(st.none(), st.integers(-(2**63), 2**63 - 1), st.text(max_size=8), st.booleans()),
     )
 )
 def test_any_priority_fields_a_user_writes_get_an_answer(fields: Obj) -> None:
