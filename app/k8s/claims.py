@@ -87,6 +87,7 @@ __all__ = [
     "device_class_selectors",
     "parse_claim_spec",
     "read_tolerations",
+    "stored_claim_spec",
     "template_claim_spec",
 ]
 
@@ -144,6 +145,20 @@ def parse_claim_spec(spec: Any, path: str = "spec") -> ClaimSpec:
         errors,
         bool(errors or found),
     )
+
+
+def stored_claim_spec(obj: Mapping[str, Any], template: bool) -> ClaimSpec | None:
+    """The claim spec of a stored ResourceClaim (a ResourceClaimTemplate's, `template`), or
+    None when it cannot be read: its own admission answered for it."""
+    try:
+        if template:
+            inner, path = template_claim_spec(dict(obj))
+        else:
+            inner, path = obj.get("spec"), "spec"
+    except ObjectShapeError:
+        return None
+    parsed = parse_claim_spec(inner, path)
+    return None if parsed.malformed else parsed
 
 
 def template_claim_spec(template: Obj) -> tuple[Any, str]:

@@ -34,7 +34,12 @@ from typing import Any
 from app.cluster.view import Kind
 from app.config.policy import MappingRule
 from app.errors import ObjectShapeError
-from app.k8s.claims import COUNTING, SELECTING, ClaimSpec, parse_claim_spec, template_claim_spec
+from app.k8s.claims import (
+    COUNTING,
+    SELECTING,
+    ClaimSpec,
+    stored_claim_spec,
+)
 from app.k8s.labels import Selector
 from app.k8s.objects import PodSpecRef, containers, list_field, object_name, resource_map
 from app.policies.base import ALLOW, Context, Mode, Request, Result, Violation
@@ -323,15 +328,7 @@ def spec_uses(
 def _stored_spec(obj: Mapping[str, Any], kind: Kind) -> ClaimSpec | None:
     """The claim spec of a stored claim or template (None when it cannot be read: its own
     admission answered for it)."""
-    try:
-        if kind is Kind.RESOURCE_CLAIM_TEMPLATE:
-            inner, path = template_claim_spec(dict(obj))
-        else:
-            inner, path = obj.get("spec"), "spec"
-    except ObjectShapeError:
-        return None
-    parsed = parse_claim_spec(inner, path)
-    return None if parsed.malformed else parsed
+    return stored_claim_spec(obj, kind is Kind.RESOURCE_CLAIM_TEMPLATE)
 
 
 def _served_by(resource: str, ctx: Context) -> tuple[str, str] | None:

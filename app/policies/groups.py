@@ -17,8 +17,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from app.cluster.view import ClusterReader, Kind
-from app.errors import ObjectShapeError
-from app.k8s.claims import ClaimSpec, parse_claim_spec, template_claim_spec
+from app.k8s.claims import ClaimSpec, stored_claim_spec
 from app.k8s.groups import GROUP_KINDS, ClaimKey, GroupClaim, group_claims, pod_group_name
 from app.k8s.groups import stored_group_keys as _stored_keys
 from app.policies.base import Request
@@ -52,15 +51,8 @@ def named_spec(
     obj = view.get(kind, name or "", namespace)
     if obj is None:
         return None
-    try:
-        if kind is Kind.RESOURCE_CLAIM_TEMPLATE:
-            inner, path = template_claim_spec(dict(obj))
-        else:
-            inner, path = obj.get("spec"), "spec"
-    except ObjectShapeError:
-        return None
-    parsed = parse_claim_spec(inner, path)
-    return None if parsed.malformed else (obj, parsed)
+    parsed = stored_claim_spec(obj, kind is Kind.RESOURCE_CLAIM_TEMPLATE)
+    return None if parsed is None else (obj, parsed)
 
 
 def shared_keys(
