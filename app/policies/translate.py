@@ -238,8 +238,9 @@ def _claims_made(planned: TranslationPlan) -> list[ClaimInput]:
     for claim in planned.claims:
         if claim.template is None:
             continue
+        spec = claim.template.template["spec"]["spec"]
         label = f"claim {claim.name} (template {claim.template.name})"
-        made.append(ClaimInput(label, claim.template.claim, f"{label}: "))
+        made.append(ClaimInput(label, parse_claim_spec(spec), f"{label}: "))
     return made
 
 

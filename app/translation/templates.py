@@ -21,11 +21,10 @@ import hashlib
 import json
 import re
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from app.bounded import BoundedCache, CacheName
-from app.k8s.claims import ClaimSpec, parse_claim_spec, template_claim_spec
 from app.k8s.templates import MANAGED_BY, MANAGED_BY_LABEL, TEMPLATE_LABEL
 from app.translation.legacy import DeviceMapping
 from app.translation.sharing import SHAREABLE
@@ -58,12 +57,6 @@ class ClaimTemplate:
     count: int
     template: Obj
     """The whole object, ready to create. Shared between requests: never mutate it."""
-    claim: ClaimSpec = field(init=False, repr=False, compare=False)
-    """Its claim spec as the allocation model reads it, read once when the shape is first
-    built (translation's satisfiability check reads it for every pod of the shape)."""
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "claim", parse_claim_spec(*template_claim_spec(self.template)))
 
 
 class TemplateBuilder:
