@@ -69,14 +69,14 @@ CONTROLLERS = (
     "garbage-collector-controller",
     "namespace-controller",
     "root-ca-certificate-publisher-controller",
-    "device-taint-eviction-controller",
 )
 """What the journeys need; node-lifecycle-controller is not among them, so Nodes made by hand
-are never marked NotReady or tainted for want of a kubelet. The device taint eviction controller
-(journey device-taints: it evicts the pods a NoExecute DeviceTaintRule reaches and writes what a
-None rule would evict into its status) runs where DRADeviceTaints is on (1.36 on); it evicts
-only pods whose devices carry a NoExecute taint they do not tolerate, which no other journey's
-pods get."""
+are never marked NotReady or tainted for want of a kubelet."""
+EVICTION_CONTROLLER = "device-taint-eviction-controller"
+"""Started by the journey that needs it, for its length only (`start_controllers`): it evicts
+the pods whose allocated devices carry a NoExecute taint their claims do not tolerate with
+effect NoExecute, which the satisfiability differential's generated devices carry (a claim
+tolerating `operator: Exists` gets such a device from the scheduler and then loses its pod)."""
 _GROUP_CLAIM_GATES = ("GenericWorkload=true", "DRAWorkloadResourceClaims=true")
 OPT_IN: dict[int, tuple[tuple[str, ...], tuple[str, ...]]] = {
     # group claims (test_group_claims.py): Workload and PodGroup with resourceClaims; no other
@@ -287,6 +287,17 @@ class ControlPlane:
         for name in reversed(list(self.processes)):
             self._stop(name)
 
+    def start_controllers(self, name: str, controllers: tuple[str, ...]) -> None:
+        """A second kube-controller-manager running only `controllers`, as process `name`
+        (stopped with `stop_process`, or with the rest): for a journey that needs a controller
+        the others must not have running."""
+        args = [a for a in self._controller_manager_args() if not a.startswith("--controllers=")]
+        controllers_arg = f"--controllers={','.join(controllers)}"
+        self._start(name, [*args, controllers_arg], binary="kube-controller-manager")
+
+    def stop_process(self, name: str) -> None:
+        self._stop(name)
+
     def stop_apiserver(self) -> None:
         self._stop("kube-apiserver")
 
@@ -309,10 +320,10 @@ class ControlPlane:
 
     # -- internals
 
-    def _start(self, name: str, args: list[str]) -> None:
+    def _start(self, name: str, args: list[str], binary: str = "") -> None:
         with self.log(name).open("ab") as log:
             self.processes[name] = subprocess.Popen(
-                [str(self.assets / name), *args],
+                [str(self.assets / (binary or name)), *args],
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL,

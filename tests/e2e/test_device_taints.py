@@ -31,6 +31,7 @@ from typing import Any
 import pytest
 
 from tests.e2e import objects as o
+from tests.e2e.controlplane import EVICTION_CONTROLLER, ControlPlane
 from tests.e2e.fleet import _STATUS, node
 from tests.e2e.kube import Answer, ApiError, Kube, release_devices
 
@@ -89,7 +90,16 @@ def _create(kube: Kube, rule: Obj, *, as_user: str | None = None, dry_run: bool 
 
 
 @pytest.fixture(scope="module")
-def devices(kube: Kube) -> Iterator[None]:
+def eviction(control_plane: ControlPlane) -> Iterator[None]:
+    """The device-taint eviction controller, for this journey only (controlplane.py says why
+    the session's controller-manager does not run it)."""
+    control_plane.start_controllers("eviction-controller", (EVICTION_CONTROLLER,))
+    yield
+    control_plane.stop_process("eviction-controller")
+
+
+@pytest.fixture(scope="module")
+def devices(kube: Kube, eviction: None) -> Iterator[None]:
     """node-taints, Ready, with four devices of its own driver, and their DeviceClass; a
     ClusterRole that lets the tenant create DeviceTaintRules (and only that)."""
     kube.apply(node(NODE))
