@@ -123,14 +123,15 @@ def _applies(request: Request, ctx: Context) -> bool:
 
 
 def _judge(request: Request, ctx: Context, spec: PodSpecRef, old: PodSpecRef | None) -> Result:
-    found = legacy_requests(spec, ctx.parts[legacy_matcher], zeros=False)
-    if not found:
-        return ALLOW
+    # the priority first: most pods may not preempt, and it is a lookup (the requests a walk)
     classes = ctx.parts[known_classes].classes(ctx.view)
     priority = classes.of_spec(spec.spec)
     if not classes.may_preempt(priority):
         return ALLOW
     assert priority is not None
+    found = legacy_requests(spec, ctx.parts[legacy_matcher], zeros=False)
+    if not found:
+        return ALLOW
     if old is not None and _warranted(old, ctx, classes):
         return ALLOW  # said when it was written
     return Result(warnings=(_sentence(request, ctx, spec, priority, found),))
