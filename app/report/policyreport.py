@@ -16,6 +16,10 @@ workload's next pod:
 | translate | warn | low | translated at admission; the stored spec still has to move |
 | none | warn | info | the namespace has not opted in yet |
 
+A GPU workload whose pods may preempt today gets a second result, rule `relies-on-preemption`,
+`warn` in every mode (app.offline.preempting): nothing refuses it, but on DRA claims its pods
+no longer evict lower-priority ones. The annotation PREEMPTING_ANNOTATION counts them.
+
 The labels carry the mode, so the webhook's gauge of legacy workloads per namespace and mode
 (`app.cluster.progress`) reads the reports without classifying anything itself.
 """
@@ -33,6 +37,7 @@ from app.k8s.policyreports import (
     MANAGED_BY_LABEL,
     MODE_LABEL,
     NO_MODE_VALUE,
+    PREEMPTING_ANNOTATION,
     REPORT_NAME,
 )
 from app.report.tally import NO_MODE, Finding, Namespace
@@ -48,6 +53,7 @@ POLICY = "dra-webhook"
 LEGACY_RULE = "no-legacy-extended-resources"
 INVALID_RULE = "pod-spec-parses"
 TENANCY_RULE = "tenancy-guards"
+PREEMPTION_RULE = "relies-on-preemption"
 CATEGORY = "DRA migration"
 Fix = Callable[[str], str]
 """How to move one legacy resource name to DRA (one sentence)."""
@@ -97,6 +103,7 @@ def policy_report(entry: Namespace, modes: NamespaceModes, fix: Fix, now: dt.dat
             GPU_PODS_ANNOTATION: ",".join(
                 f"{source}={count}" for source, count in sorted(entry.report.gpu_pods.items())
             ),
+            PREEMPTING_ANNOTATION: str(sum(r["rule"] == PREEMPTION_RULE for r in results)),
         },
     }
     if len(results) > MAX_RESULTS:
@@ -138,6 +145,21 @@ def _result(
         "resources": [ref],
         "properties": {"mode": NO_MODE_VALUE if mode == NO_MODE else mode},
     }
+    if finding.preemption:
+        item["properties"]["resources"] = ",".join(finding.resources)
+        if finding.priority_class:
+            item["properties"]["priorityClass"] = finding.priority_class
+        return {
+            **item,
+            "rule": PREEMPTION_RULE,
+            "result": "warn",
+            "severity": "medium",
+            "message": (
+                f"{finding.preemption}: on DRA claims its pods wait until a device frees up "
+                "(keep it on the device plugin, give it devices of its own, or lower its "
+                'priority need: docs/operations.md, "Preemption")'
+            ),
+        }
     if finding.tenancy:
         return {
             **item,

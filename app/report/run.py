@@ -1,7 +1,9 @@
 """One live report: list, classify, and (with `--policy-reports`) write one report per namespace.
 
-Namespaces (for their mode label) and DeviceClasses (for `spec.extendedResourceName` mappings)
-are listed first into a `ClusterView`, the same view the offline report and the webhook read;
+Namespaces (for their mode label), DeviceClasses (for `spec.extendedResourceName` mappings)
+and PriorityClasses (which GPU workloads rely on preemption: app.offline.preempting; optional,
+as Nodes are) are listed first into a `ClusterView`, the same view the offline report and the
+webhook read;
 then, a page at a time into the `Tally`: Nodes (the legacy names their device plugins
 advertise, `app.offline.sources`), every pod-bearing kind, owners first (the operators' kinds of
 the workload catalogue the API server serves, found through discovery), then
@@ -35,6 +37,7 @@ from app.cluster.listing import (
     NAMESPACES,
     NODES,
     POLICY_REPORTS,
+    PRIORITY_CLASSES,
     WORKLOADS,
     Cluster,
     ReportError,
@@ -78,6 +81,9 @@ class Outcome:
     the rest of the report stands."""
     release: ServedRelease = field(default_factory=ServedRelease.assumed)
     """The release the cluster runs and the DRA features its API server keeps."""
+    classes_unread: str = ""
+    """Why the PriorityClasses could not be listed: only the policy's
+    `preemption.priorityClasses` were known to the preemption finding."""
 
 
 async def run(policy: Policy, options: Options, progress_to: TextIO) -> Outcome:
@@ -89,6 +95,12 @@ async def run(policy: Policy, options: Options, progress_to: TextIO) -> Outcome:
         view.set_release(await cluster.release())
         view.replace(Kind.NAMESPACE, await _all(cluster, NAMESPACES, progress))
         classes_served = await _device_classes(cluster, view, progress)
+        try:
+            view.replace(Kind.PRIORITY_CLASS, await _all(cluster, PRIORITY_CLASSES, progress))
+        except ReportError as exc:
+            classes_unread = str(exc)
+        else:
+            classes_unread = ""
         tally = Tally(policy, view)
         listed: dict[str, int] = {}
         # The operators' kinds the cluster serves, listed first: they own the pods (and Jobs)
@@ -130,7 +142,9 @@ async def run(policy: Policy, options: Options, progress_to: TextIO) -> Outcome:
                     written += 1
                 progress.update("policyreports", number, len(entries) - number)
         progress.done()
-        return Outcome(tally, listed, written, tuple(skipped), skipped_nodes, view.release)
+        return Outcome(
+            tally, listed, written, tuple(skipped), skipped_nodes, view.release, classes_unread
+        )
     finally:
         progress.done()
         await cluster.close()
