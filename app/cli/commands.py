@@ -170,6 +170,12 @@ def _run_live_report(args: argparse.Namespace) -> int:
             f"dra-webhook: note: Nodes not read, so no per-node view: {outcome.nodes_unread}",
             file=sys.stderr,
         )
+    if outcome.classes_unread:
+        print(
+            "dra-webhook: note: PriorityClasses not read, so only the policy's "
+            f"preemption.priorityClasses are known: {outcome.classes_unread}",
+            file=sys.stderr,
+        )
     for namespace in outcome.skipped:
         print(
             f"dra-webhook: note: namespace {namespace} is being deleted; "
@@ -303,6 +309,8 @@ def _print_reports(
             print(f"  group claim: {line}")
         for line in r.device_taints:
             print(f"  device taint: {line}")
+        for workload in r.preempting:
+            print(f"  preemption: {workload.describe()}")
         if r.gpu_pods:
             served = ", ".join(f"{n} {source}" for source, n in sorted(r.gpu_pods.items()))
             print(f"  gpu pods: {served}")

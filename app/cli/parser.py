@@ -11,8 +11,8 @@ from app import __version__
 __all__ = ["DUMP_COMMAND", "build"]
 
 DUMP_COMMAND = (
-    "kubectl get namespaces,nodes,deviceclasses,pods,deployments,statefulsets,daemonsets,"
-    "replicasets,jobs,cronjobs -A -o json > dump.json"
+    "kubectl get namespaces,nodes,deviceclasses,priorityclasses,pods,deployments,statefulsets,"
+    "daemonsets,replicasets,jobs,cronjobs -A -o json > dump.json"
 )
 """The dump `report` reads offline, as README and docs/runbook.md give it: the Namespaces'
 labels give the modes, the Nodes what their device plugins advertise, the DeviceClasses the
@@ -160,10 +160,10 @@ def build() -> argparse.ArgumentParser:
         "dump",
         nargs="*",
         type=Path,
-        help="output of kubectl get namespaces,nodes,deviceclasses,pods,deployments,"
-        "statefulsets,daemonsets,replicasets,jobs,cronjobs -A -o json (or yaml): its Namespaces, "
-        "Nodes and DeviceClasses are the cluster view, over --cluster-file's (never the demo "
-        "cluster); or --kubeconfig / --in-cluster",
+        help="output of kubectl get namespaces,nodes,deviceclasses,priorityclasses,pods,"
+        "deployments,statefulsets,daemonsets,replicasets,jobs,cronjobs -A -o json (or yaml): its "
+        "Namespaces, Nodes, DeviceClasses and PriorityClasses are the cluster view, over "
+        "--cluster-file's (never the demo cluster); or --kubeconfig / --in-cluster",
     )
     _offline_args(report, "none, only the dump's own")
     report.add_argument(

@@ -73,6 +73,7 @@ class Resource:
 NAMESPACES = Resource("Namespace", "", "v1", "namespaces")
 DEVICE_CLASSES = Resource("DeviceClass", "resource.k8s.io", "v1", "deviceclasses")
 NODES = Resource("Node", "", "v1", "nodes")
+PRIORITY_CLASSES = Resource("PriorityClass", "scheduling.k8s.io", "v1", "priorityclasses")
 POLICY_REPORTS = Resource("PolicyReport", "wgpolicyk8s.io", "v1alpha2", "policyreports")
 WORKLOADS = (
     # Owners first: an object owned by one listed before it is counted under its owner.

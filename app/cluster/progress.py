@@ -6,7 +6,7 @@ scraped. So the webhook, which Prometheus scrapes anyway, reads those reports ba
 `interval` it lists the PolicyReports labelled as ours (a page at a time, a few hundred bytes
 per namespace kept) and `dra_webhook_legacy_workloads{workload_namespace, mode}` shows, for
 each, the workloads that still ask for a legacy extended resource (the report's fail + warn
-results).
+results, less the preemption findings, which are about workloads counted already).
 Nothing is classified twice, and the webhook never lists pods.
 
 Off unless `DRA_WEBHOOK_MIGRATION_GAUGE_INTERVAL_SECONDS` > 0 and the view is live (the chart
@@ -32,6 +32,7 @@ from app.k8s.policyreports import (
     GPU_SOURCES,
     MODE_LABEL,
     NO_MODE_VALUE,
+    PREEMPTING_ANNOTATION,
     SELECTOR,
 )
 
@@ -80,8 +81,15 @@ class MigrationProgress:
                 mode = str(mode or NO_MODE_VALUE)
                 legacy = sum(v for k in ("fail", "warn") if isinstance(v := summary.get(k), int))
                 namespace = str(meta.get("namespace", ""))
-                counts[(namespace, mode)] = legacy
                 annotations = meta.get("annotations")
+                preempting = (
+                    annotations.get(PREEMPTING_ANNOTATION)
+                    if isinstance(annotations, dict)
+                    else None
+                )
+                if isinstance(preempting, str) and preempting.isdigit():
+                    legacy = max(0, legacy - int(preempting))
+                counts[(namespace, mode)] = legacy
                 served = (
                     annotations.get(GPU_PODS_ANNOTATION) if isinstance(annotations, dict) else None
                 )

@@ -19,5 +19,9 @@ GPU_PODS_ANNOTATION = "dra-webhook/gpu-pods"
 (app.offline.sources): the webhook's dra_webhook_gpu_pods gauge reads it back."""
 GPU_SOURCES = ("device-plugin", "dra-claim", "dra-extended-resource", "unscheduled")
 """How a pod's GPUs can be served, the annotation's keys and the gauge's `source` values."""
+PREEMPTING_ANNOTATION = "dra-webhook/preempting-workloads"
+"""How many of the report's warn results are the preemption finding (a GPU workload that relies
+on preemption): each is about a workload whose legacy request has a result of its own, so the
+gauge of legacy workloads leaves them out."""
 SELECTOR = f"{MANAGED_BY_LABEL}={MANAGED_BY}"
 """The label selector that finds them."""

@@ -130,7 +130,8 @@ class Rewritten:
     left: list[Problem] = field(default_factory=list)
     """Requests left as written for the scheduler (`--leave-mapped`), where and why."""
     notes: list[str] = field(default_factory=list)
-    """Caps and quotas on legacy names (no request): what they become under DRA."""
+    """Caps and quotas on legacy names (no request): what they become under DRA; workloads
+    migrated whose pods may preempt today, which on claims they will not."""
     templates_elsewhere: list[Obj] = field(default_factory=list)
     """Templates for `--templates-out` (or, for a single JSON object, a file next to it)."""
 
@@ -223,6 +224,10 @@ def _rewrite_document(
             result.problems.append(_not_expressible(file, index, prefix, wanted))
             return doc.text  # the edit reached further than the object: keep the text
         changed = True
+        result.notes += [
+            str(Problem(file, index, prefix + p, m, describe(wanted)))
+            for p, m in outcome.preemption
+        ]
         new = templates.new(outcome.templates)
         if apart:
             result.templates_elsewhere += new
@@ -405,6 +410,9 @@ def _rewrite_json(
         if outcome.rewritten is None:
             continue
         changed = True
+        result.notes += [
+            str(Problem(str(path), 0, prefix + p, m, describe(obj))) for p, m in outcome.preemption
+        ]
         new = templates.new(outcome.templates)
         if is_list:
             items = data["items"]

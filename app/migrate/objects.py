@@ -5,6 +5,9 @@ requests the policy leaves to the scheduler are left in the manifest too), with 
 that come from Git rather than from admission: templates get readable names
 (`TemplateBuilder.readable()`), and an object that names no namespace is translated in none —
 its templates name none either, so they land wherever the object is applied.
+
+A workload whose pods may preempt (app.policies.preemption) is migrated all the same, with the
+warning admission gives: on claims its pods will no longer evict lower-priority ones for GPUs.
 """
 
 from __future__ import annotations
@@ -18,13 +21,24 @@ from app.cluster.view import ClusterView
 from app.config import Policy
 from app.errors import ObjectShapeError
 from app.k8s.objects import PodSpecRef
+from app.k8s.priority import Classes
 from app.policies.builders import near_miss_names, translation_rules
 from app.policies.parts import Parts
+from app.policies.preemption import known_classes, loses, preempting
 from app.policies.workloads import workload_catalogue
 from app.translation import TranslationRules, plan
 from app.translation.manifest import write
 from app.translation.near_miss import NearMiss, NearMisses, near_misses
-from app.workloads import Catalogue, Finding, builtin, counted, group_kind, scan, scan_values
+from app.workloads import (
+    Catalogue,
+    Finding,
+    Template,
+    builtin,
+    counted,
+    group_kind,
+    scan,
+    scan_values,
+)
 
 Obj = dict[str, Any]
 
@@ -40,6 +54,10 @@ class Rules:
     """Scheduler share annotations reported like legacy requests."""
     near: NearMisses | None = None
     """Names that are probably typos of a legacy name (none: not looked for)."""
+    classes: Classes | None = None
+    """The PriorityClasses known (the cluster file's, then the policy's
+    `preemption.priorityClasses`), to say what a migrated workload that may preempt loses;
+    None where nothing is said (`preemption.warn: false`, a release that preempts for DRA)."""
 
     @classmethod
     def build(cls, policy: Policy, view: ClusterView) -> Rules:
@@ -47,12 +65,14 @@ class Rules:
         parts = Parts(policy)
         translation = parts.build(translation_rules)
         view.derived(ManagedTemplates)  # what plan() reads of templates the cluster file holds
+        warn = policy.preemption.warn and not view.release.preempts_for_dra
         return cls(
             replace(translation, templates=translation.templates.readable()),
             view,
             parts.build(workload_catalogue),
             policy.legacy_resources.annotations,
             parts.build(near_miss_names),
+            parts.build(known_classes).classes(view) if warn else None,
         )
 
     def findings(self, obj: Obj) -> tuple[Finding, ...]:
@@ -73,6 +93,26 @@ class Rules:
         mapped = self.view.device_class_for_extended_resource
         return [m for spec in specs for m in near_misses(spec, self.near, mapped)]
 
+    def preemption(self, obj: Obj, migrated: Iterable[Template]) -> list[tuple[str, str]]:
+        """(field path, warning) for each migrated template whose pods may preempt for the
+        legacy GPUs it asked for: the path of the `priorityClassName` (or `priority`) that
+        says so, the template's own where the cluster's global default class does."""
+        if self.classes is None:
+            return []
+        name = name_of(obj) or "(no name)"
+        kind = str(obj.get("kind"))
+        who = f"{kind} {name}" if kind == "Pod" else f"the pods of {kind} {name}"
+        found: list[tuple[str, str]] = []
+        for template in migrated:
+            spec = template.spec
+            judged = preempting(spec, self.translation.legacy, self.classes)
+            if judged is None:
+                continue
+            how = "migrated to DRA claims"
+            text = loses(who, judged.priority, judged.resources, self.view.release, how)
+            found.append((_priority_field(spec), text))
+        return found
+
     def counted(self, obj: Obj) -> tuple[str, ...]:
         """Caps and quotas on legacy names (a NodePool's limits): no request, said as such."""
         group, kind = group_kind(obj)
@@ -92,6 +132,9 @@ class Outcome:
     left: list[tuple[str, str]] = field(default_factory=list)
     """(field path, why) for each request left to the scheduler (`--leave-mapped`, or the
     policy's `translation.leaveMapped`: app/translation/leave.py)."""
+    preemption: list[tuple[str, str]] = field(default_factory=list)
+    """(field path, warning) for each migrated pod template whose pods may preempt today:
+    on claims they will not (app.policies.preemption)."""
 
 
 def objects_of(document: Any) -> Iterator[tuple[str, Any]]:
@@ -124,6 +167,15 @@ def name_of(obj: Obj) -> str:
     return name if isinstance(name, str) else ""
 
 
+def _priority_field(spec: PodSpecRef) -> str:
+    """Where a pod spec says its priority: `priorityClassName`, else `priority`, else the spec
+    (a pod of the global default class)."""
+    for key in ("priorityClassName", "priority"):
+        if spec.spec.get(key) not in (None, ""):
+            return f"{spec.path}.{key}"
+    return spec.path
+
+
 def translate(obj: Obj, rules: Rules) -> Outcome:
     """Translate every pod spec of an object (a plain value, left unchanged); what cannot be
     rewritten (an operator's own fields, Helm values, an unknown kind) is a problem."""
@@ -149,6 +201,9 @@ def translate(obj: Obj, rules: Rules) -> Outcome:
     wanted = [planned for planned in plans if planned.wants]
     if not wanted:
         return outcome
+    outcome.preemption = rules.preemption(
+        obj, (t for t, p in zip(found, plans, strict=True) if p.wants)
+    )
     rewritten = obj
     for planned in wanted:
         rewritten = write(rewritten, planned)

@@ -62,6 +62,8 @@ class Patched:
     patches: list[Patch] = field(default_factory=list)
     problems: list[Problem] = field(default_factory=list)
     left: list[Problem] = field(default_factory=list)
+    warnings: list[Problem] = field(default_factory=list)
+    """Patched workloads whose pods may preempt today, which on claims they will not."""
 
 
 def patch_folder(
@@ -104,6 +106,10 @@ def patch_folder(
             ]
             if outcome.rewritten is None and not upgrade.edits:
                 continue
+            result.warnings += [
+                Problem(where, index, prefix + p, m, describe(before))
+                for p, m in outcome.preemption
+            ]
             result.patches.append(
                 Patch(
                     folder,

@@ -10,8 +10,10 @@ something would change, else 0.
 Warnings go to stderr too, one line each, and leave the exit code alone (and so do the requests
 left as written for the scheduler to serve, `--leave-mapped`): what translation removes
 without a claim (a compute limit no device of the class has a capacity for), as admission warns
-about it; and a file that references a ResourceClaimTemplate this run wrote only into a file of
-another folder (a GitOps app that applies one folder would create the workload without it).
+about it; a migrated workload whose pods may preempt today (on claims they will not, as
+admission warns: app.policies.preemption); and a file that references a ResourceClaimTemplate
+this run wrote only into a file of another folder (a GitOps app that applies one folder would
+create the workload without it).
 """
 
 from __future__ import annotations
@@ -98,6 +100,7 @@ def migrate(options: Options, rules: Rules) -> Outcome:
         outcome.patches += patched.patches
         outcome.problems += patched.problems
         outcome.left += patched.left
+        outcome.warnings += [str(w) for w in patched.warnings]
         if out is not None:
             apart += [t for p in patched.patches for t in p.templates]
             for p in patched.patches:

@@ -1,7 +1,8 @@
-"""`dra-webhook report` over a cluster dump (`kubectl get namespaces,nodes,deviceclasses,pods,...
+"""`dra-webhook report` over a cluster dump (`kubectl get namespaces,nodes,deviceclasses,...
 -A -o json`, its cluster objects the view: app.cluster.static.load_dump): which
 namespaces are ready for dra-only, which objects a policy exception covers (and until when),
-what the tenancy guards would refuse; `classify` and `merge` serve the live report too.
+what the tenancy guards would refuse, which GPU workloads rely on preemption
+(app.offline.preempting); `classify` and `merge` serve the live report too.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from app.k8s.claim_count import count_claim_spec
 from app.k8s.claims import template_claim_spec
 from app.k8s.groups import GROUP_KINDS, group_claims
 from app.offline.check import Served, as_request
+from app.offline.preempting import PreemptingWorkload, preempting_workload
 from app.offline.sources import Sources
 from app.policies.admin_access import admin_access_rules, standing_admin_requests
 from app.policies.base import Context, decode
@@ -31,11 +33,12 @@ from app.policies.exceptions import Clock, Exceptions, cover, policy_exceptions,
 from app.policies.extended_names import cluster_conflicts
 from app.policies.mapped import scheduler_class
 from app.policies.parts import Parts
+from app.policies.preemption import KnownClasses, known_classes
 from app.policies.workloads import workload_catalogue
 from app.translation.legacy import LegacyMatcher, MappingResolver, legacy_requests
 from app.translation.near_miss import NearMisses, near_misses
 from app.translation.sharing import SharingRules
-from app.workloads import Catalogue, builtin, counted, group_kind, scan
+from app.workloads import Catalogue, Template, builtin, counted, group_kind, scan
 
 Obj = dict[str, Any]
 
@@ -80,6 +83,10 @@ class NamespaceReport:
     device_taints: list[str] = field(default_factory=list)
     """The DeviceTaintRules in force that evict pods of the namespace, or keep their devices
     off new claims (app.offline.taints): `DeviceTaintRule name (taint) evicts pod-a, pod-b`."""
+    preempting: list[PreemptingWorkload] = field(default_factory=list)
+    """GPU workloads whose pods may evict lower-priority pods today, which DRA does not do
+    (app.offline.preempting). A finding beside readiness, not part of it: what dra-only
+    admits is `ready_for_dra_only`'s; this is what the move takes away."""
 
     @property
     def ready_for_dra_only(self) -> bool:
@@ -106,6 +113,9 @@ class ReportRules:
     """`draOnly.mappedNames: allow`: names a DeviceClass maps pass dra-only."""
     near: NearMisses | None = None
     """Names that are probably typos of a legacy name."""
+    classes: KnownClasses | None = None
+    """The PriorityClasses (the view's, then the policy's `preemption.priorityClasses`), for
+    the preemption finding; None with `preemption.warn: false`."""
 
     @classmethod
     def build(cls, policy: Policy, clock: Clock = system_clock) -> ReportRules:
@@ -122,6 +132,7 @@ class ReportRules:
             parts if guarded else None,
             policy.dra_only.allows_mapped_names,
             parts.build(near_miss_names),
+            parts.build(known_classes) if policy.preemption.warn else None,
         )
 
 
@@ -211,7 +222,8 @@ def _count(
         _group_claims(entry, name, kind, obj, view)
         return
     try:
-        specs = rules.catalogue.specs(group, kind, obj)
+        templates = rules.catalogue.templates(group, kind, obj)
+        specs = tuple(t.spec for t in templates)
         found = scan(group, kind, obj, rules.catalogue, rules.legacy, annotations=rules.annotations)
         if rules.near is not None:
             mapped = view.device_class_for_extended_resource
@@ -248,6 +260,8 @@ def _count(
                     rest = [r for r in rest if r not in mine]
             if not rest:
                 entry.excepted[name] = ", ".join(used.values())
+        if legacy and name not in entry.excepted:
+            _preempting(entry, name, templates, rules, view)
         if rules.mapped_allowed and legacy and not found:
             classes = {r.resource: scheduler_class(r.resource, view) for r in legacy}
             if all(classes.values()):
@@ -256,6 +270,21 @@ def _count(
                     for resource, found in sorted(classes.items())
                     if found is not None
                 )
+
+
+def _preempting(
+    entry: NamespaceReport,
+    name: str,
+    templates: tuple[Template, ...],
+    rules: ReportRules,
+    view: ClusterView,
+) -> None:
+    """The preemption finding of a workload asking for legacy GPUs (app.offline.preempting)."""
+    if rules.classes is None or view.release.preempts_for_dra:
+        return
+    found = preempting_workload(name, templates, rules.legacy, rules.classes.classes(view))
+    if found is not None:
+        entry.preempting.append(found)
 
 
 def _group_claims(

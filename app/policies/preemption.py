@@ -24,11 +24,15 @@ before. Nothing on a release whose scheduler preempts for DRA.
 
 `held_by` words the other half, for satisfiability's "not now": the devices a pod waits for are
 held by pods of lower priority, which DRA will not preempt.
+
+`preempting` is the judgement itself, for one pod spec: `migrate` (a workload it moves to
+claims) and `report` (the GPU workloads that rely on preemption today) ask it too.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import dataclass
 
 from app.cluster.release import ServedRelease
 from app.cluster.view import ClusterReader, Kind
@@ -39,7 +43,7 @@ from app.policies.base import ALLOW, Context, Mode, Request, Result, subject
 from app.policies.builders import legacy_matcher
 from app.policies.parts import Parts
 from app.policies.workloads import per_template
-from app.translation.legacy import LegacyRequest, legacy_requests
+from app.translation.legacy import LegacyMatcher, LegacyRequest, legacy_requests
 
 HOLDERS_NAMED = 3
 """Holders a "not now" names before "and N more"."""
@@ -72,6 +76,35 @@ def known_classes(parts: Parts) -> KnownClasses:
 def declared_classes(entries: Iterable[DeclaredClass]) -> list[PriorityClass]:
     """The policy's `preemption.priorityClasses` as PriorityClasses."""
     return [PriorityClass(e.name, e.value, e.preemption_policy, e.global_default) for e in entries]
+
+
+@dataclass(frozen=True, slots=True)
+class Preempting:
+    """A pod spec whose pods may evict lower-priority pods for the legacy GPUs they ask for."""
+
+    priority: Priority
+    requests: tuple[LegacyRequest, ...]
+
+    @property
+    def resources(self) -> tuple[str, ...]:
+        """The legacy names asked for, once each, in container order."""
+        return tuple(dict.fromkeys(r.resource for r in self.requests))
+
+
+def preempting(spec: PodSpecRef, legacy: LegacyMatcher, classes: Classes) -> Preempting | None:
+    """Whether the pods of `spec` ask for legacy GPUs (a request of zero asks for none) at a
+    priority that may preempt (app.k8s.priority: the spec's own priority, else its class or
+    the global default resolved through `classes`); None otherwise, and for a class `classes`
+    does not know."""
+    # the priority first: most pods may not preempt, and it is a lookup (the requests a walk;
+    # this runs on every pod review)
+    priority = classes.of_spec(spec.spec)
+    if priority is None or not classes.may_preempt(priority):
+        return None
+    found = legacy_requests(spec, legacy, zeros=False)
+    if not found:
+        return None
+    return Preempting(priority, tuple(found))
 
 
 def loses(
@@ -123,40 +156,23 @@ def _applies(request: Request, ctx: Context) -> bool:
 
 
 def _judge(request: Request, ctx: Context, spec: PodSpecRef, old: PodSpecRef | None) -> Result:
-    # the priority first: most pods may not preempt, and it is a lookup (the requests a walk)
+    legacy = ctx.parts[legacy_matcher]
     classes = ctx.parts[known_classes].classes(ctx.view)
-    priority = classes.of_spec(spec.spec)
-    if not classes.may_preempt(priority):
+    found = preempting(spec, legacy, classes)
+    if found is None:
         return ALLOW
-    assert priority is not None
-    found = legacy_requests(spec, ctx.parts[legacy_matcher], zeros=False)
-    if not found:
-        return ALLOW
-    if old is not None and _warranted(old, ctx, classes):
+    if old is not None and preempting(old, legacy, classes) is not None:
         return ALLOW  # said when it was written
-    return Result(warnings=(_sentence(request, ctx, spec, priority, found),))
+    return Result(warnings=(_sentence(request, ctx, spec, found),))
 
 
-def _warranted(spec: PodSpecRef, ctx: Context, classes: Classes) -> bool:
-    """Whether a pod spec asks for legacy GPUs at a priority that may preempt."""
-    if not legacy_requests(spec, ctx.parts[legacy_matcher], zeros=False):
-        return False
-    return classes.may_preempt(classes.of_spec(spec.spec))
-
-
-def _sentence(
-    request: Request,
-    ctx: Context,
-    spec: PodSpecRef,
-    priority: Priority,
-    found: list[LegacyRequest],
-) -> str:
+def _sentence(request: Request, ctx: Context, spec: PodSpecRef, found: Preempting) -> str:
     who = subject(request) if request.kind == "Pod" else f"the pods of {subject(request)}"
     how = {
         Mode.TRANSLATE: "translated to DRA",
         Mode.DRA_ONLY: "through DRA claims (the fix)",
     }.get(ctx.mode or Mode.AUDIT, "under dra-only")
-    text = loses(who, priority, (r.resource for r in found), ctx.view.release, how)
+    text = loses(who, found.priority, found.resources, ctx.view.release, how)
     return f"{spec.path}: {text}"
 
 

@@ -20,6 +20,10 @@ A DeviceTaintRule in force that evicts pods of the namespace (NoExecute: `warn`,
 or keeps their devices off new claims (NoSchedule: medium) is a result of rule
 `device-taint-rules` naming the rule and the pods, whatever the mode.
 
+A GPU workload whose pods may preempt today gets a second result, rule `relies-on-preemption`,
+`warn` in every mode (app.offline.preempting): nothing refuses it, but on DRA claims its pods
+no longer evict lower-priority ones. The annotation PREEMPTING_ANNOTATION counts them.
+
 The labels carry the mode, so the webhook's gauge of legacy workloads per namespace and mode
 (`app.cluster.progress`) reads the reports without classifying anything itself.
 """
@@ -37,6 +41,7 @@ from app.k8s.policyreports import (
     MANAGED_BY_LABEL,
     MODE_LABEL,
     NO_MODE_VALUE,
+    PREEMPTING_ANNOTATION,
     REPORT_NAME,
 )
 from app.report.tally import NO_MODE, Finding, Namespace
@@ -53,6 +58,7 @@ LEGACY_RULE = "no-legacy-extended-resources"
 INVALID_RULE = "pod-spec-parses"
 TENANCY_RULE = "tenancy-guards"
 TAINT_RULE = "device-taint-rules"
+PREEMPTION_RULE = "relies-on-preemption"
 CATEGORY = "DRA migration"
 Fix = Callable[[str], str]
 """How to move one legacy resource name to DRA (one sentence)."""
@@ -102,6 +108,7 @@ def policy_report(entry: Namespace, modes: NamespaceModes, fix: Fix, now: dt.dat
             GPU_PODS_ANNOTATION: ",".join(
                 f"{source}={count}" for source, count in sorted(entry.report.gpu_pods.items())
             ),
+            PREEMPTING_ANNOTATION: str(sum(r["rule"] == PREEMPTION_RULE for r in results)),
         },
     }
     if len(results) > MAX_RESULTS:
@@ -152,6 +159,21 @@ def _result(
             "result": "warn",
             "severity": "high" if finding.taint_evicts else "medium",
             "message": finding.device_taint,
+        }
+    if finding.preemption:
+        item["properties"]["resources"] = ",".join(finding.resources)
+        if finding.priority_class:
+            item["properties"]["priorityClass"] = finding.priority_class
+        return {
+            **item,
+            "rule": PREEMPTION_RULE,
+            "result": "warn",
+            "severity": "medium",
+            "message": (
+                f"{finding.preemption}: on DRA claims its pods wait until a device frees up "
+                "(keep it on the device plugin, give it devices of its own, or lower its "
+                'priority need: docs/operations.md, "Preemption")'
+            ),
         }
     if finding.tenancy:
         return {

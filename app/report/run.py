@@ -1,10 +1,11 @@
 """One live report: list, classify, and (with `--policy-reports`) write one report per namespace.
 
-Namespaces (for their mode label) and DeviceClasses (for `spec.extendedResourceName` mappings)
-are listed first into a `ClusterView`, the same view the offline report and the webhook read;
-then the DeviceTaintRules, where the cluster serves them, with the ResourceSlices when there are
-any (what each rule evicts or keeps off, `app.offline.taints`); then, a page at a time into the
-`Tally`: Nodes (the legacy names their device plugins
+Namespaces (for their mode label), DeviceClasses (for `spec.extendedResourceName` mappings)
+and PriorityClasses (which GPU workloads rely on preemption: app.offline.preempting; optional,
+as Nodes are) are listed first into a `ClusterView`, the same view the offline report and the
+webhook read; then the DeviceTaintRules, where the cluster serves them, with the ResourceSlices
+when there are any (what each rule evicts or keeps off, `app.offline.taints`); then, a page at
+a time into the `Tally`: Nodes (the legacy names their device plugins
 advertise, `app.offline.sources`), every pod-bearing kind, owners first (the operators' kinds of
 the workload catalogue the API server serves, found through discovery), then
 ResourceClaimTemplates and ResourceClaims (the tenancy guards judge them, docs/tenancy.md), and
@@ -37,6 +38,7 @@ from app.cluster.listing import (
     NAMESPACES,
     NODES,
     POLICY_REPORTS,
+    PRIORITY_CLASSES,
     RESOURCE_SLICES,
     WORKLOADS,
     Cluster,
@@ -85,6 +87,9 @@ class Outcome:
     """The release the cluster runs and the DRA features its API server keeps."""
     rules: tuple[taints.RuleInForce, ...] = ()
     """The DeviceTaintRules in force and what each evicts or keeps off."""
+    classes_unread: str = ""
+    """Why the PriorityClasses could not be listed: only the policy's
+    `preemption.priorityClasses` were known to the preemption finding."""
 
 
 async def run(policy: Policy, options: Options, progress_to: TextIO) -> Outcome:
@@ -96,6 +101,12 @@ async def run(policy: Policy, options: Options, progress_to: TextIO) -> Outcome:
         view.set_release(await cluster.release())
         view.replace(Kind.NAMESPACE, await _all(cluster, NAMESPACES, progress))
         classes_served = await _device_classes(cluster, view, progress)
+        try:
+            view.replace(Kind.PRIORITY_CLASS, await _all(cluster, PRIORITY_CLASSES, progress))
+        except ReportError as exc:
+            classes_unread = str(exc)
+        else:
+            classes_unread = ""
         tally = Tally(policy, view)
         listed: dict[str, int] = {}
         rules = await _taint_rules(cluster, view, tally, listed, progress)
@@ -141,7 +152,14 @@ async def run(policy: Policy, options: Options, progress_to: TextIO) -> Outcome:
                 progress.update("policyreports", number, len(entries) - number)
         progress.done()
         return Outcome(
-            tally, listed, written, tuple(skipped), skipped_nodes, view.release, tuple(in_force)
+            tally,
+            listed,
+            written,
+            tuple(skipped),
+            skipped_nodes,
+            view.release,
+            tuple(in_force),
+            classes_unread,
         )
     finally:
         progress.done()

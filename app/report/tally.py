@@ -7,7 +7,8 @@ the objects listed:
 
 - per namespace, one `NamespaceReport` (counts, the legacy objects' names) and its pass count;
 - one small `Finding` per object with a legacy request or a spec that does not parse (the
-  PolicyReport needs one result each);
+  PolicyReport needs one result each), and one more for a GPU workload that relies on
+  preemption (app.offline.preempting);
 - the (namespace, kind, name) of every listed object that can own another pod-bearing one, so
   that pods are counted under their ReplicaSet, Job, StatefulSet..., ReplicaSets under their
   Deployment and Jobs under their CronJob, as `kubectl get` users think of them. Owners are
@@ -61,6 +62,9 @@ class Finding:
     """A DeviceTaintRule (this finding's object) that evicts pods of the namespace, or keeps
     their devices off new claims: what it does there."""
     taint_evicts: bool = False
+    preemption: str = ""
+    """Its pods may preempt for legacy GPUs today, which DRA does not do (the finding's text)."""
+    priority_class: str = ""
 
 
 @dataclass
@@ -168,6 +172,18 @@ class Tally:
             )
         elif part.objects and not part.tenancy:
             entry.passed += 1
+        for workload in part.preempting:
+            entry.findings.append(
+                Finding(
+                    kind=kind,
+                    api_version=str(obj.get("apiVersion", "")),
+                    name=name,
+                    uid=str(meta.get("uid", "")),
+                    resources=workload.resources,
+                    preemption=workload.describe(),
+                    priority_class=workload.priority_class,
+                )
+            )
 
     def add_taint_rules(self, rules: list[taints.RuleInForce]) -> None:
         """Each rule's part in the namespaces it reaches: a line of their report, and a

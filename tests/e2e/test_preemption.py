@@ -19,6 +19,14 @@ PriorityClasses: training at 100, inference at 100000, both PreemptLowerPriority
   holding the devices"), and then it stays Pending: Unschedulable, never nominated, no training
   pod touched.
 
+- The admission policy: a bare pod that may preempt, in a dra-only namespace, is denied with its
+  offences and the same sentence ("through DRA claims (the fix) it will not"); in an audit one
+  warned with it ("under dra-only"); a pod whose class says Never hears only its offences.
+- `report` with the chart's report role (which lists priorityclasses): the inference Deployment
+  is named with its class, priority and pods, "relies on preemption, which DRA does not do", in
+  the text, the JSON and (with the PolicyReport CRD of DRA_WEBHOOK_TEST_DATA) a PolicyReport
+  result of rule relies-on-preemption.
+
 No release in the matrix preempts for DRA (app.cluster.release.PREEMPTS_FOR_DRA): run on 1.34,
 1.36.5 and 1.37.
 """
@@ -32,40 +40,48 @@ import threading
 import time
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any, ClassVar
 
+import orjson
 import pytest
+import yaml
 
+from tests.assets import third_party
 from tests.e2e import objects as o
-from tests.e2e.kube import Kube
-from tests.e2e.webhook import Webhook
+from tests.e2e.controlplane import ControlPlane
+from tests.e2e.kube import ApiError, Kube
+from tests.e2e.webhook import Webhook, render, token_kubeconfig
+from tests.report.peak import run_report
 
 pytestmark = [pytest.mark.journey("preemption"), pytest.mark.usefixtures("webhook")]
 
 Obj = dict[str, Any]
-LOW, HIGH = "e2e-training-low", "e2e-inference-high"
+LOW, HIGH, POLITE = "e2e-training-low", "e2e-inference-high", "e2e-polite"
 NODE = "node-p"
 GPU = "nvidia.com/gpu"
 LOSES = "may evict lower-priority pods for nvidia.com/gpu today"
 NOT_NOW = "not now: DRA will not preempt the lower-priority pods holding the devices:"
+RELIES = "relies on preemption, which DRA does not do"
 
 
-def _priority_class(name: str, value: int) -> Obj:
+def _priority_class(name: str, value: int, policy: str = "PreemptLowerPriority") -> Obj:
     return {
         "apiVersion": "scheduling.k8s.io/v1",
         "kind": "PriorityClass",
         "metadata": {"name": name},
         "value": value,
-        "preemptionPolicy": "PreemptLowerPriority",
+        "preemptionPolicy": policy,
     }
 
 
 @pytest.fixture(scope="module")
 def classes(kube: Kube) -> Iterator[None]:
-    for name, value in ((LOW, 100), (HIGH, 100_000)):
-        kube.apply(_priority_class(name, value))
+    kube.apply(_priority_class(LOW, 100))
+    kube.apply(_priority_class(HIGH, 100_000))
+    kube.apply(_priority_class(POLITE, 100_000, "Never"))
     yield
-    for name in (LOW, HIGH):
+    for name in (LOW, HIGH, POLITE):
         kube.delete("PriorityClass", name)
 
 
@@ -279,3 +295,91 @@ def test_on_dra_claims_the_scheduler_does_not_preempt_and_the_webhook_said_so(
         train = kube.get("Pod", f"train-{i}", ns)
         assert not train["metadata"].get("deletionTimestamp")
         assert _condition(train, "DisruptionTarget") is None
+
+
+# -- the admission policy: bare pods in dra-only and audit namespaces --------------------------
+
+
+@pytest.mark.usefixtures("classes")
+def test_the_admission_policy_tells_a_bare_pod_that_may_preempt_what_dra_takes_away(
+    kube: Kube, namespace: Any
+) -> None:
+    sentence = (
+        "spec: Pod inference (priority 100000, class e2e-inference-high) may evict "
+        "lower-priority pods for these GPUs today; {how} it will not: this cluster's Kubernetes "
+        "does not preempt for DRA devices, it waits until one frees up"
+    )
+    dra_only, audit = namespace("dra-only"), namespace("audit")
+    with pytest.raises(ApiError) as denied:
+        kube.create(_gpu_pod("inference", dra_only, HIGH))
+    assert "ValidatingAdmissionPolicy" in denied.value.message  # the API server's own verdict
+    assert "container app asks for nvidia.com/gpu: 1" in denied.value.message
+    assert denied.value.message.endswith(sentence.format(how="through DRA claims (the fix)"))
+
+    answer = kube.create(_gpu_pod("inference", audit, HIGH), dry_run=True)
+    (warned,) = [w for w in answer.warnings if "may evict" in w]
+    assert warned.endswith(sentence.format(how="under dra-only"))
+
+    with pytest.raises(ApiError) as polite:
+        kube.create(_gpu_pod("polite", dra_only, POLITE))
+    assert "asks for nvidia.com/gpu" in polite.value.message
+    assert "may evict" not in polite.value.message
+
+
+# -- report: the workloads that rely on preemption ---------------------------------------------
+
+
+@pytest.mark.usefixtures("classes")
+def test_report_names_the_gpu_workloads_that_rely_on_preemption(
+    control_plane: ControlPlane, kube: Kube, namespace: Any, helm: str, tmp_path: Path
+) -> None:
+    ns = namespace("audit")
+    for name, priority_class in (("inference", HIGH), ("polite", POLITE)):
+        spec = _gpu_pod(name, ns, priority_class)["spec"]
+        spec["schedulerName"] = "no-such-scheduler"  # pending for good: no node is touched
+        kube.create(o.deployment(name, ns, spec, replicas=2))
+
+    # the chart's report role, which grants list on priorityclasses
+    docs = render(helm, "--show-only=templates/report.yaml", "--set=report.enabled=true")
+    role = next(d for d in docs if d["kind"] == "ClusterRole")
+    binding = next(d for d in docs if d["kind"] == "ClusterRoleBinding")
+    granted = token_kubeconfig(control_plane, kube, binding["subjects"][0]["name"], tmp_path)
+    for doc in (role, binding):
+        kube.apply(doc)
+    args = ("--kubeconfig", str(granted))
+
+    def listed() -> tuple[int, str, str, int] | None:
+        ran = run_report(*args, "--output", "json")
+        return ran if ran[0] == 0 else None  # (until the binding takes effect)
+
+    code, out, err, _ = kube.wait(listed, "the report to run under the chart's role")
+    assert "PriorityClasses not read" not in err
+    row = next(r for r in orjson.loads(out) if r["namespace"] == ns)
+    assert row["preempting"] == [
+        {
+            "workload": "Deployment/inference",
+            "priority_class": HIGH,
+            "priority": 100_000,
+            "pods": 2,
+            "per_node": False,
+            "resources": [GPU],
+        }
+    ]
+    code, out, err, _ = run_report(*args)
+    assert code == 0, err
+    assert (
+        "  preemption: Deployment/inference: 2 pods at priority 100000 (class "
+        f"e2e-inference-high) may evict lower-priority pods for nvidia.com/gpu today: {RELIES}"
+    ) in out.splitlines()
+
+    crd = third_party("crds") / "wgpolicyk8s.io_policyreports.yaml"
+    kube.install_crd(yaml.safe_load(crd.read_text()))
+    code, _, err, _ = run_report(*args, "--policy-reports")
+    assert code == 0, err
+    answer = kube.http.get(f"/apis/wgpolicyk8s.io/v1alpha2/namespaces/{ns}/policyreports")
+    (report,) = answer.json()["items"]
+    (result,) = [r for r in report["results"] if r["rule"] == "relies-on-preemption"]
+    assert result["resources"][0]["name"] == "inference" and result["result"] == "warn"
+    assert RELIES in result["message"]
+    assert result["properties"]["priorityClass"] == HIGH
+    assert report["metadata"]["annotations"]["dra-webhook/preempting-workloads"] == "1"

@@ -30,7 +30,7 @@ import yaml
 from tests.assets import third_party
 from tests.e2e.controlplane import ControlPlane
 from tests.e2e.kube import Kube
-from tests.e2e.webhook import NAMESPACE, render
+from tests.e2e.webhook import NAMESPACE, render, token_kubeconfig
 from tests.report.peak import run_report
 
 pytestmark = [pytest.mark.journey("report"), pytest.mark.slow]
@@ -139,23 +139,6 @@ def population(kube: Kube, crds: None) -> Iterator[list[str]]:
         kube.delete("Namespace", name)
 
 
-def _token_kubeconfig(plane: ControlPlane, kube: Kube, account: str, folder: Path) -> Path:
-    """A kubeconfig for ServiceAccount `account` in the release namespace, by TokenRequest."""
-    kube.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}})
-    meta = {"name": account, "namespace": NAMESPACE}
-    kube.apply({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": meta})
-    answer = kube.http.post(
-        f"/api/v1/namespaces/{NAMESPACE}/serviceaccounts/{account}/token",
-        json={"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": {}},
-    )
-    assert answer.status_code == 201, answer.text
-    config = yaml.safe_load(plane.kubeconfig().read_text())
-    config["users"][0]["user"] = {"token": answer.json()["status"]["token"]}
-    path = folder / f"{account}.kubeconfig"
-    path.write_text(yaml.safe_dump(config))
-    return path
-
-
 def _run(*args: str) -> tuple[int, str, str, int]:
     """`dra-webhook report`: exit code, stdout, stderr and its own peak RSS in KiB."""
     return run_report(*args)
@@ -256,14 +239,14 @@ def test_the_charts_report_role_is_enough_and_a_missing_verb_is_named_in_one_lin
     role = next(d for d in docs if d["kind"] == "ClusterRole")
     binding = next(d for d in docs if d["kind"] == "ClusterRoleBinding")
     account = binding["subjects"][0]["name"]
-    granted = _token_kubeconfig(control_plane, kube, account, tmp_path)
+    granted = token_kubeconfig(control_plane, kube, account, tmp_path)
     _apply_all(kube, [role, binding])
     code, _, err, _ = _run(
         "--kubeconfig", str(granted), "--config", str(policy), "--policy-reports"
     )
     assert code == 0, err
 
-    nobody = _token_kubeconfig(control_plane, kube, "report-nobody", tmp_path)
+    nobody = token_kubeconfig(control_plane, kube, "report-nobody", tmp_path)
     code, out, err, _ = _run("--kubeconfig", str(nobody), "--config", str(policy))
     assert code != 0
     assert out == ""

@@ -64,6 +64,23 @@ def render(helm: str, *args: str) -> list[Obj]:
     return [doc for doc in yaml.safe_load_all(result.stdout) if doc]
 
 
+def token_kubeconfig(plane: ControlPlane, kube: Kube, account: str, folder: Path) -> Path:
+    """A kubeconfig for ServiceAccount `account` in the release namespace, by TokenRequest."""
+    kube.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}})
+    meta = {"name": account, "namespace": NAMESPACE}
+    kube.apply({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": meta})
+    answer = kube.http.post(
+        f"/api/v1/namespaces/{NAMESPACE}/serviceaccounts/{account}/token",
+        json={"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": {}},
+    )
+    assert answer.status_code == 201, answer.text
+    config = yaml.safe_load(plane.kubeconfig().read_text())
+    config["users"][0]["user"] = {"token": answer.json()["status"]["token"]}
+    path = folder / f"{account}.kubeconfig"
+    path.write_text(yaml.safe_dump(config))
+    return path
+
+
 @dataclass
 class Webhook:
     server: TlsServer

@@ -47,6 +47,7 @@ def seed(cluster: FakeCluster) -> None:
     cluster.serve("/api/v1/namespaces", len(NAMESPACES), NAMESPACES.__getitem__)
     cluster.serve("/apis/resource.k8s.io/v1/deviceclasses", 0, lambda i: {})
     cluster.serve("/api/v1/nodes", len(NODES), NODES.__getitem__)
+    cluster.serve("/apis/scheduling.k8s.io/v1/priorityclasses", 0, lambda i: {})
     for path in (
         "/apis/batch/v1/cronjobs",
         "/apis/apps/v1/deployments",

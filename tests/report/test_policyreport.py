@@ -7,7 +7,7 @@ import datetime as dt
 import pytest
 
 from app.config.policy import NamespaceModes
-from app.k8s.policyreports import GPU_PODS_ANNOTATION
+from app.k8s.policyreports import GPU_PODS_ANNOTATION, PREEMPTING_ANNOTATION
 from app.offline import NamespaceReport
 from app.report.policyreport import MAX_RESULTS, TRUNCATED_ANNOTATION, policy_report, verdict
 from app.report.tally import Finding, Namespace
@@ -51,7 +51,11 @@ def test_results_count_in_the_summary_with_the_passing_workloads() -> None:
     assert report["results"][0]["message"].endswith("nvidia.com/gpu: fix it.")
     assert report["results"][0]["timestamp"] == {"seconds": int(NOW.timestamp()), "nanos": 0}
     assert "uid" not in report["results"][2]["resources"][0]
-    assert report["metadata"]["annotations"] == {TRUNCATED_ANNOTATION: "0", GPU_PODS_ANNOTATION: ""}
+    assert report["metadata"]["annotations"] == {
+        TRUNCATED_ANNOTATION: "0",
+        GPU_PODS_ANNOTATION: "",
+        PREEMPTING_ANNOTATION: "0",
+    }
 
 
 def test_a_namespace_with_more_results_than_etcd_holds_keeps_the_failures_and_counts_all() -> None:
@@ -60,7 +64,11 @@ def test_a_namespace_with_more_results_than_etcd_holds_keeps_the_failures_and_co
     assert report["summary"]["fail"] == MAX_RESULTS + 5
     assert report["summary"]["error"] == 3
     assert {r["result"] for r in report["results"]} == {"fail"}
-    assert report["metadata"]["annotations"] == {TRUNCATED_ANNOTATION: "8", GPU_PODS_ANNOTATION: ""}
+    assert report["metadata"]["annotations"] == {
+        TRUNCATED_ANNOTATION: "8",
+        GPU_PODS_ANNOTATION: "",
+        PREEMPTING_ANNOTATION: "0",
+    }
 
 
 def test_a_workload_a_policy_exception_allows_is_a_skip_naming_the_exception() -> None:

@@ -221,6 +221,25 @@ dra-only and audit namespaces need the webhook only for quotas and rules.
 {{- end }}
 
 {{/*
+The minor releases whose kube-scheduler preempts lower-priority pods for DRA devices, space
+separated: app/cluster/release.py PREEMPTS_FOR_DRA (tests/chart/test_chart_preemption.py keeps
+the two equal). None yet.
+*/}}
+{{- define "dra-webhook.preemptsForDRA" -}}
+{{- end }}
+
+{{/*
+Whether the admission policy says what a bare Pod that may preempt loses on DRA claims:
+policy.preemption.warn, and a release (the one the chart is rendered for) whose scheduler does
+not preempt for DRA devices.
+*/}}
+{{- define "dra-webhook.preemptionWarned" -}}
+{{- $policy := .Values.policy | default dict }}
+{{- $minor := toString (semver .Capabilities.KubeVersion.Version).Minor }}
+{{- if and (dig "preemption" "warn" true $policy) (not (has $minor (splitList " " (include "dra-webhook.preemptsForDRA" .)))) }}true{{ end }}
+{{- end }}
+
+{{/*
 Fails unless a policy string can be pasted between single quotes into CEL. Argument: (list key value).
 */}}
 {{- define "dra-webhook.celSafe" -}}
