@@ -133,23 +133,12 @@ async def run(policy: Policy, options: Options, progress_to: TextIO) -> Outcome:
                 tally.namespace(name)  # a labelled namespace is reported even when empty
         in_force = taints.rules_in_force(rules, view, policy)
         tally.add_taint_rules(in_force)
-        written = 0
         skipped: list[str] = []
-        if options.policy_reports:
-            fix = _fix(tally, view)
-            now = dt.datetime.now(dt.UTC)
-            entries = list(tally.reports())
-            for number, entry in enumerate(entries, 1):
-                report = policy_report(entry, policy.namespace_modes, fix, now)
-                try:
-                    await cluster.apply(POLICY_REPORTS, report)
-                except ReportError:
-                    if not await _leaving(cluster, entry.report.namespace):
-                        raise  # RBAC (the message says what to grant), no CRD, ...
-                    skipped.append(entry.report.namespace)
-                else:
-                    written += 1
-                progress.update("policyreports", number, len(entries) - number)
+        written = (
+            await _write_reports(cluster, policy, tally, view, skipped=skipped, progress=progress)
+            if options.policy_reports
+            else 0
+        )
         progress.done()
         return Outcome(
             tally,
@@ -164,6 +153,35 @@ async def run(policy: Policy, options: Options, progress_to: TextIO) -> Outcome:
     finally:
         progress.done()
         await cluster.close()
+
+
+async def _write_reports(
+    cluster: Cluster,
+    policy: Policy,
+    tally: Tally,
+    view: ClusterView,
+    *,
+    skipped: list[str],
+    progress: Progress,
+) -> int:
+    """Apply a PolicyReport per namespace; how many were written (`skipped`: the namespaces
+    being deleted meanwhile)."""
+    written = 0
+    fix = _fix(tally, view)
+    now = dt.datetime.now(dt.UTC)
+    entries = list(tally.reports())
+    for number, entry in enumerate(entries, 1):
+        report = policy_report(entry, policy.namespace_modes, fix, now)
+        try:
+            await cluster.apply(POLICY_REPORTS, report)
+        except ReportError:
+            if not await _leaving(cluster, entry.report.namespace):
+                raise  # RBAC (the message says what to grant), no CRD, ...
+            skipped.append(entry.report.namespace)
+        else:
+            written += 1
+        progress.update("policyreports", number, len(entries) - number)
+    return written
 
 
 async def _taint_rules(
