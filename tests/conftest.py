@@ -71,8 +71,11 @@ def app(make_app: Callable[..., AppHarness]) -> AppHarness:
 
 @pytest.fixture(scope="module")
 def tls_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TlsServer]:
-    """A real `dra-webhook serve` over TLS on the embedded demo cluster, for one test module."""
-    server = start_server(tmp_path_factory.mktemp("tls"))
+    """A real `dra-webhook serve` over TLS on the embedded demo cluster, for one test module;
+    every denial logged (the tests look for one review's line among many)."""
+    server = start_server(
+        tmp_path_factory.mktemp("tls"), env={"DRA_WEBHOOK_DENIAL_LOG_SECONDS": "0"}
+    )
     yield server
     stop_server(server)
 

@@ -11,6 +11,7 @@ import json
 import logging
 import re
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -42,7 +43,9 @@ def test_a_denied_review_is_logged_with_its_uid_whichever_worker_answered(
 ) -> None:
     review = json.loads(LEGACY_POD.read_text())
     uids = [f"00000000-0000-4000-8000-{n:012d}" for n in range(12)]
-    server = start_server(tmp_path, "--workers", str(workers))
+    server = start_server(
+        tmp_path, "--workers", str(workers), env={"DRA_WEBHOOK_DENIAL_LOG_SECONDS": "0"}
+    )
     try:
         for uid in uids:
             review["request"]["uid"] = uid
@@ -66,6 +69,32 @@ def test_a_denied_review_is_logged_with_its_uid_whichever_worker_answered(
     # Every worker loaded its own cluster view and said so.
     loaded = [line for line in lines if line.get("message") == "cluster view loaded"]
     assert len(loaded) == workers
+
+
+def test_a_storm_of_denials_is_one_line_then_one_saying_how_many_were_held_back(
+    tmp_path: Path,
+) -> None:
+    review = json.loads(LEGACY_POD.read_text())
+    server = start_server(tmp_path, env={"DRA_WEBHOOK_DENIAL_LOG_SECONDS": "0.5"})
+    try:
+        with httpx.Client(verify=server.ssl_context(), timeout=10) as client:
+            for n in range(13):
+                if n == 12:
+                    time.sleep(0.6)  # the window is over: the next denial is logged
+                review["request"]["uid"] = f"storm-{n}"
+                answer = client.post(f"{server.base_url}/validate", json=review).json()
+                assert answer["response"]["allowed"] is False  # every one answered in full
+            metrics = client.get(f"{server.base_url}/metrics").text
+    finally:
+        stop_server(server)
+    denied = [
+        line
+        for line in _json_lines(server.log.read_text())
+        if line.get("message") == "review denied"
+    ]
+    assert [line["uid"] for line in denied] == ["storm-0", "storm-12"]
+    assert "repeated" not in denied[0] and denied[1]["repeated"] == 11
+    assert 'dra_webhook_denials_total{reason="dra-only",webhook="validate"} 13.0' in metrics
 
 
 def test_logging_config_sends_uvicorn_through_the_json_handler_without_access_lines() -> None:

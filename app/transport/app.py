@@ -68,6 +68,7 @@ from app.transport.asgi import (
     body_headers,
     receive_body,
 )
+from app.transport.denials import DenialLog
 from app.transport.response import encode, review_response
 from app.transport.review import decode_review
 from app.verdict import provisioned
@@ -91,6 +92,8 @@ class _Webhook:
         self.metrics = metrics
         self.stats = TransportStats()
         self.budget = ByteBudget(settings.max_buffered_bytes)
+        self.denials = DenialLog(settings.denial_log_seconds)
+        """Which denials are logged now (app.transport.denials: a storm is not a flood)."""
         self.provisioner = Provisioner(
             source,
             gc_grace_seconds=settings.template_gc_grace_seconds,
@@ -159,24 +162,32 @@ class _Webhook:
         if decision.allowed:  # after the templates were made: the pod goes in translated
             for rule in decision.translated:
                 self.metrics.count_translation(rule)
-        if not decision.allowed or logger.isEnabledFor(logging.DEBUG):
-            log_fields(
-                logger,
-                logging.INFO if not decision.allowed else logging.DEBUG,
-                f"review {decision.label}",
-                {
-                    "uid": request.uid,
-                    "endpoint": endpoint.value,
-                    "kind": request.kind,
-                    "namespace": request.namespace,
-                    "object_name": request.name,
-                    "operation": request.operation,
-                    "user": request.username,
-                    "denied_by": list(decision.denied_by),
-                    "dry_run": request.dry_run,
-                },
-            )
+        if not decision.allowed:
+            key = (request.namespace, decision.denied_by)
+            repeated = self.denials.admit(key, time.monotonic())
+            if repeated is not None:
+                self._log(logging.INFO, endpoint, request, decision, repeated)
+        elif logger.isEnabledFor(logging.DEBUG):
+            self._log(logging.DEBUG, endpoint, request, decision, 0)
         return answer
+
+    def _log(
+        self, level: int, endpoint: Endpoint, request: Request, decision: Decision, held: int
+    ) -> None:
+        fields: dict[str, Any] = {
+            "uid": request.uid,
+            "endpoint": endpoint.value,
+            "kind": request.kind,
+            "namespace": request.namespace,
+            "object_name": request.name,
+            "operation": request.operation,
+            "user": request.username,
+            "denied_by": list(decision.denied_by),
+            "dry_run": request.dry_run,
+        }
+        if held:
+            fields["repeated"] = held  # denials like it held back since its previous line
+        log_fields(logger, level, f"review {decision.label}", fields)
 
     async def _decide(
         self, body: bytes, endpoint: Endpoint, *, heavy: bool
