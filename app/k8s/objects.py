@@ -11,7 +11,7 @@ import dataclasses
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
-from typing import Any
+from typing import Any, NamedTuple
 
 from app.errors import ObjectShapeError
 
@@ -21,36 +21,24 @@ CONTAINER_FIELDS = ("initContainers", "containers", "ephemeralContainers")
 """Every list of containers in a pod spec, in the order the kubelet starts them."""
 
 
-@dataclass(frozen=True, slots=True)
-class ContainerRef:
+class ContainerRef(NamedTuple):
     """One container of a pod spec, with where it is, and its resources read once when it is
-    made (every check that asks for GPUs reads them: `resource_map`)."""
+    made (every check that asks for GPUs reads them: `resource_map`). A named tuple: made for
+    every container of every pod review, it costs a tuple, not a frozen dataclass's per-field
+    `object.__setattr__`."""
 
     field: str
-    index: int
+    index: int  # type: ignore[assignment]  # (the position in its list; tuple.index unused)
     name: str
     container: Obj
     path: str
     """Dotted field path for messages: spec.containers[0]."""
     pointer: str
     """JSON pointer for patches: /spec/containers/0."""
-    limits: Mapping[str, Any] = dataclasses.field(init=False, repr=False, compare=False)
-    requests: Mapping[str, Any] = dataclasses.field(init=False, repr=False, compare=False)
-    error: ObjectShapeError | None = dataclasses.field(init=False, repr=False, compare=False)
+    limits: Mapping[str, Any]
+    requests: Mapping[str, Any]
+    error: ObjectShapeError | None
     """Why `resources` cannot be read (raised by `resource_map`)."""
-
-    def __post_init__(self) -> None:
-        limits: Mapping[str, Any] = _EMPTY
-        requests: Mapping[str, Any] = _EMPTY
-        error: ObjectShapeError | None = None
-        try:
-            limits = _read_resources(self, "limits")
-            requests = _read_resources(self, "requests")
-        except ObjectShapeError as exc:
-            error = exc
-        object.__setattr__(self, "limits", limits)
-        object.__setattr__(self, "requests", requests)
-        object.__setattr__(self, "error", error)
 
     @property
     def is_sidecar(self) -> bool:
@@ -119,8 +107,17 @@ def _read_containers(ref: PodSpecRef) -> Iterator[ContainerRef]:
             name = container.get("name", "")
             if not isinstance(name, str):
                 raise ObjectShapeError(f"{path}.name", "must be a string")
+            limits: Mapping[str, Any] = _EMPTY
+            requests: Mapping[str, Any] = _EMPTY
+            error: ObjectShapeError | None = None
+            try:
+                limits = _read_resources(container, path, "limits")
+                requests = _read_resources(container, path, "requests")
+            except ObjectShapeError as exc:
+                error = exc
+            pointer = f"{ref.pointer}/{field}/{index}"
             yield ContainerRef(
-                field, index, name, container, path, f"{ref.pointer}/{field}/{index}"
+                field, index, name, container, path, pointer, limits, requests, error
             )
 
 
@@ -132,21 +129,21 @@ def resource_map(ref: ContainerRef, which: str) -> Mapping[str, Any]:
     return ref.limits if which == "limits" else ref.requests
 
 
-def _read_resources(ref: ContainerRef, which: str) -> Mapping[str, Any]:
-    resources = ref.container.get("resources")
+def _read_resources(container: Obj, path: str, which: str) -> Mapping[str, Any]:
+    resources = container.get("resources")
     if resources is None:
         return _EMPTY
     if not isinstance(resources, dict):
-        raise ObjectShapeError(f"{ref.path}.resources", "must be an object")
+        raise ObjectShapeError(f"{path}.resources", "must be an object")
     values = resources.get(which)
     if values is None:
         return _EMPTY
     if not isinstance(values, dict):
-        raise ObjectShapeError(f"{ref.path}.resources.{which}", "must be an object")
+        raise ObjectShapeError(f"{path}.resources.{which}", "must be an object")
     for name, value in values.items():
         if not isinstance(value, str | int | float) or isinstance(value, bool):
             raise ObjectShapeError(
-                f"{ref.path}.resources.{which}[{name}]", "must be a quantity string or number"
+                f"{path}.resources.{which}[{name}]", "must be a quantity string or number"
             )
     return values
 
