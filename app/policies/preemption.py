@@ -129,6 +129,9 @@ def check(request: Request, ctx: Context) -> Result:
     if request.kind == "Pod":
         if request.operation != "CREATE":
             return ALLOW
+        found = request.templates()
+        if len(found) == 1:  # every pod review: its one spec, no per-template bookkeeping
+            return _judge(request, ctx, found[0].spec, None)
     elif ctx.mode is Mode.TRANSLATE and ctx.policy.translation.translate_workloads:
         return ALLOW  # (its mutating call saw the template before translation)
     return per_template(request, ctx, lambda spec, old: _judge(request, ctx, spec, old))
