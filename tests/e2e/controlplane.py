@@ -296,7 +296,10 @@ class ControlPlane:
         self._start(name, [*args, controllers_arg], binary="kube-controller-manager")
 
     def stop_process(self, name: str) -> None:
+        """Stop a process started on the side (`start_controllers`) and forget it: one that has
+        ended on purpose is no sign of trouble to the waits that watch the others."""
         self._stop(name)
+        self.processes.pop(name, None)
 
     def stop_apiserver(self) -> None:
         self._stop("kube-apiserver")
