@@ -174,9 +174,12 @@ def pod_outcome(kube: Kube, namespace: str, name: str) -> str | None:
     return "unschedulable" if unschedulable(pod) else None
 
 
-def settle_outcome(kube: Kube, namespace: str, name: str, seconds: float = 3) -> str:
+def settle_outcome(kube: Kube, namespace: str, name: str, seconds: float = 10) -> str:
     """`allocated` if the pod's claim is allocated within `seconds` (a late allocation), else
-    `unschedulable`."""
+    `unschedulable`. The scheduler retries an unschedulable pod after a backoff (1 s doubling
+    to 10 s) or when a claim it waits on changes; on a busy machine a retry that follows the
+    previous claim's deletion took more than the 3 s this once waited (CI, 1.34.12, seed
+    20261124, claim #50; allocated when run again)."""
     try:
         return kube.wait(
             lambda: pod_outcome(kube, namespace, name) == "allocated" and "allocated",
