@@ -198,6 +198,14 @@ class Kube:
             if error.status != 404:
                 raise
 
+    def delete_at(self, url: str) -> None:
+        """Delete the object at `url` (a kind `path` does not know); gone already is fine."""
+        try:
+            self._send("DELETE", url)
+        except ApiError as error:
+            if error.status != 404:
+                raise
+
     def namespace(self, name: str, **labels: str) -> str:
         """A namespace, once its `default` ServiceAccount exists (pods are refused before)."""
         meta = {"name": name, "labels": labels}
@@ -219,6 +227,9 @@ class Kube:
             time.sleep(POLL)
 
 
+_GROUPS = {"PodGroup": "podgroups", "Workload": "workloads"}  # scheduling.k8s.io, 1.36 on
+
+
 def release_devices(kube: Kube, namespace: str, timeout: float = 30) -> None:
     """Delete what holds devices in `namespace` and wait until no claim is left there."""
     for kind in ("CronJob", "Job", "Deployment", "ReplicaSet"):
@@ -227,6 +238,11 @@ def release_devices(kube: Kube, namespace: str, timeout: float = 30) -> None:
     for obj in kube.list("Pod", namespace):
         kube.delete("Pod", obj["metadata"]["name"], namespace, now=True)
     for obj in kube.list("ResourceClaim", namespace):
+        # a Workload's or PodGroup's claim is made again while its group exists: delete the group
+        for owner in obj["metadata"].get("ownerReferences", ()):
+            if owner["kind"] in _GROUPS:
+                where = f"/apis/{owner['apiVersion']}/namespaces/{namespace}"
+                kube.delete_at(f"{where}/{_GROUPS[owner['kind']]}/{owner['name']}")
         kube.delete("ResourceClaim", obj["metadata"]["name"], namespace)
     kube.wait(
         lambda: not kube.list("ResourceClaim", namespace) or None,
