@@ -7,9 +7,7 @@ so a malformed object is answered with a precise denial instead of a crash.
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any, NamedTuple
 
@@ -19,6 +17,9 @@ Obj = dict[str, Any]
 
 CONTAINER_FIELDS = ("initContainers", "containers", "ephemeralContainers")
 """Every list of containers in a pod spec, in the order the kubelet starts them."""
+
+
+_EMPTY: Mapping[str, Any] = MappingProxyType({})
 
 
 class ContainerRef(NamedTuple):
@@ -51,34 +52,31 @@ class ContainerRef(NamedTuple):
         return self.field == "containers" or self.is_sidecar
 
 
-@dataclass(frozen=True, slots=True)
-class PodSpecRef:
+class PodSpecRef(NamedTuple):
     """The pod spec inside an object, with its field path and JSON pointer; its containers are
-    read once, when it is made (the pipeline makes it once per review, at its edge), and every
-    check walks the same ones (`containers`)."""
+    read once, when it is made (`PodSpecRef.of`: the pipeline makes it once per review, at its
+    edge), and every check walks the same ones (`containers`). A named tuple, as ContainerRef."""
 
     spec: Obj
     path: str
     pointer: str
-    meta: Mapping[str, Any] = dataclasses.field(default_factory=dict, compare=False)
+    meta: Mapping[str, Any]
     """The metadata of the pods it makes (a template's, or a Pod's own): their labels select
     policy exceptions, their annotations can ask a scheduler for GPU shares."""
-    read: tuple[ContainerRef, ...] = dataclasses.field(init=False, repr=False, compare=False)
-    error: ObjectShapeError | None = dataclasses.field(init=False, repr=False, compare=False)
+    read: tuple[ContainerRef, ...]
+    error: ObjectShapeError | None
     """Why the containers after `read` cannot be read (raised by `containers`)."""
 
-    def __post_init__(self) -> None:
+    @classmethod
+    def of(cls, spec: Obj, path: str, pointer: str, meta: Mapping[str, Any] = _EMPTY) -> PodSpecRef:
+        """The pod spec `spec` at `path` / `pointer`, its containers read."""
         read: list[ContainerRef] = []
         error: ObjectShapeError | None = None
         try:
-            read.extend(_read_containers(self))
+            read.extend(_read_containers(spec, path, pointer))
         except ObjectShapeError as exc:
             error = exc
-        object.__setattr__(self, "read", tuple(read))
-        object.__setattr__(self, "error", error)
-
-
-_EMPTY: Mapping[str, Any] = MappingProxyType({})
+        return cls(spec, path, pointer, meta, tuple(read), error)
 
 
 def field_path(parts: tuple[str, ...]) -> str:
@@ -93,15 +91,15 @@ def containers(ref: PodSpecRef) -> Iterator[ContainerRef]:
         raise ref.error
 
 
-def _read_containers(ref: PodSpecRef) -> Iterator[ContainerRef]:
+def _read_containers(spec: Obj, spec_path: str, spec_pointer: str) -> Iterator[ContainerRef]:
     for field in CONTAINER_FIELDS:
-        items = ref.spec.get(field)
+        items = spec.get(field)
         if items is None:
             continue
         if not isinstance(items, list):
-            raise ObjectShapeError(f"{ref.path}.{field}", "must be a list")
+            raise ObjectShapeError(f"{spec_path}.{field}", "must be a list")
         for index, container in enumerate(items):
-            path = f"{ref.path}.{field}[{index}]"
+            path = f"{spec_path}.{field}[{index}]"
             if not isinstance(container, dict):
                 raise ObjectShapeError(path, "must be an object")
             name = container.get("name", "")
@@ -115,7 +113,7 @@ def _read_containers(ref: PodSpecRef) -> Iterator[ContainerRef]:
                 requests = _read_resources(container, path, "requests")
             except ObjectShapeError as exc:
                 error = exc
-            pointer = f"{ref.pointer}/{field}/{index}"
+            pointer = f"{spec_pointer}/{field}/{index}"
             yield ContainerRef(
                 field, index, name, container, path, pointer, limits, requests, error
             )

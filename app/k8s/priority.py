@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 Obj = dict[str, Any]
 
@@ -60,8 +60,7 @@ BUILT_IN = (
 """The classes every cluster has (the API server creates them)."""
 
 
-@dataclass(frozen=True, slots=True)
-class Priority:
+class Priority(NamedTuple):
     """A pod's priority as the scheduler reads it."""
 
     value: int

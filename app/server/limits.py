@@ -27,6 +27,11 @@ from functools import lru_cache
 
 RECEIVED_AT = "dra_webhook_received_at"
 """Key in the ASGI scope's `state`: `time.monotonic()` when the request's headers were read."""
+ANSWER = "dra_webhook.answer"
+"""Key in the ASGI scope's `extensions` (its value a dict, as ASGI has them): under "answer",
+`answer(status, headers, body) -> bool`, which writes a whole response (status line, headers,
+one body) at once, without the two ASGI send messages; False when it cannot (then send them as
+usual). Offered by this server's protocol only."""
 STATS = "dra_webhook_transport_stats"
 """Key in the lifespan state (uvicorn hands it to every connection): the `TransportStats`."""
 

@@ -51,10 +51,14 @@ import httptools
 from uvicorn._types import ASGI3Application, ASGISendEvent
 from uvicorn.config import Config
 from uvicorn.protocols.http.flow_control import HIGH_WATER_LIMIT
-from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol, RequestResponseCycle
+from uvicorn.protocols.http.httptools_impl import (
+    STATUS_LINE,
+    HttpToolsProtocol,
+    RequestResponseCycle,
+)
 from uvicorn.server import ServerState
 
-from app.server.limits import RECEIVED_AT, STATS, TransportStats
+from app.server.limits import ANSWER, RECEIVED_AT, STATS, TransportStats
 
 
 @dataclass(frozen=True)
@@ -236,6 +240,7 @@ class LimitedHttpToolsProtocol(HttpToolsProtocol):
             keep_alive=http_version != "1.0" and parser.should_keep_alive(),
             on_response=self.on_response_complete,
         )
+        scope["extensions"] = {ANSWER: {"answer": self.cycle.answer}}
         app: ASGI3Application = self.app
         if existing is None or existing.response_complete:
             self._start_asgi_task(self.cycle, app)
@@ -415,6 +420,39 @@ class _Cycle(RequestResponseCycle):
     those two `send` calls of the app; a body-less HEAD answer writes it when it completes.)"""
 
     _head: bytes | None = None
+
+    def answer(self, status: int, headers: list[tuple[bytes, bytes]], body: bytes) -> bool:
+        """The whole response in one write, as `send` writes a start and one final body with
+        `content-length` (the scope extension ANSWER): for an app whose header names are
+        lowercase tokens and values plain text, which it vouches for (uvicorn's `send` checks
+        them with a regular expression each). False, having written nothing, when the response
+        has begun, the peer is gone, writing is paused (`send` waits for the drain), the request
+        is a HEAD, or the access log is on: then the app sends as usual."""
+        if (
+            self.response_started
+            or self.disconnected
+            or self.flow.write_paused
+            or self.access_log
+            or self.scope["method"] == "HEAD"
+        ):
+            return False
+        self.response_started = True
+        self.waiting_for_100_continue = False
+        content = [STATUS_LINE[status]]
+        for name, value in self.default_headers:
+            content += (name, b": ", value, b"\r\n")
+        for name, value in headers:
+            content += (name, b": ", value, b"\r\n")
+        if not self.keep_alive:
+            content.append(b"connection: close\r\n")
+        content += (b"\r\n", body)
+        self.transport.write(b"".join(content))
+        self.response_complete = True
+        self.message_event.set()
+        if not self.keep_alive:
+            self.transport.close()
+        self.on_response()
+        return True
 
     async def send(self, message: ASGISendEvent) -> None:
         transport = self.transport

@@ -16,12 +16,13 @@ exception the handler does not answer itself reaches uvicorn, which logs it and 
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, MutableMapping
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from fastapi import FastAPI
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
+
+from app.server.limits import ANSWER
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -30,10 +31,10 @@ Send = Callable[[Message], Awaitable[None]]
 
 JSON = "application/json"
 _JSON = JSON.encode()
+_NONE: dict[str, Any] = {}
 
 
-@dataclass(frozen=True, slots=True)
-class Answer:
+class Answer(NamedTuple):
     """What the handler answers: status, body, and whether to ask for a retry (429)."""
 
     status: int
@@ -127,6 +128,12 @@ class AdmissionFront(FastAPI):
         if scope["type"] == "http" and scope["method"] == "POST":
             handler = self.admission.get(scope["path"])
             if handler is not None:
-                await send_answer(send, await handler(scope, receive))
+                answer = await handler(scope, receive)
+                # this server's protocol writes it at once (app.server.limits.ANSWER)
+                direct = scope.get("extensions", _NONE).get(ANSWER)
+                if direct is None or not direct["answer"](
+                    answer.status, answer.headers(), answer.body
+                ):
+                    await send_answer(send, answer)
                 return
         await super().__call__(scope, receive, send)

@@ -12,7 +12,6 @@ pydantic would refuse and builds the same values (tests/transport/test_review_de
 
 from __future__ import annotations
 
-from dataclasses import replace
 from typing import Any, Literal
 
 import orjson
@@ -83,7 +82,7 @@ def decode_review(body: bytes) -> Request:
         # The API server names a Namespace as its own request's namespace, even on CREATE,
         # when it does not exist yet: the object is cluster-scoped, and it is what the checks
         # judge (its labels are the object's), not a namespace it lives in.
-        request = replace(request, namespace="")
+        request = request._replace(namespace="")
     return request
 
 

@@ -102,7 +102,7 @@ class Catalogue:
                     for factor in site.pods:
                         pods *= factor.value(obj, match.bindings, head)
                 meta = _meta(match, site.path, obj)
-                ref = PodSpecRef(match.value, match.path, match.pointer, meta)
+                ref = PodSpecRef.of(match.value, match.path, match.pointer, meta)
                 yield Template(ref, pods, site.per_node, entry.kind, match.parts)
         if depth >= MAX_EMBEDDED_DEPTH:
             return
@@ -148,7 +148,7 @@ def _fixed(obj: Obj, site: SpecSite, kind: str) -> Template | None:
     meta = parent.get("metadata") if parent is not obj else obj.get("metadata")
     if steps[-1] != "spec":
         meta = obj.get("metadata")
-    ref = PodSpecRef(node, site.path.text, site.pointer, meta if isinstance(meta, dict) else {})
+    ref = PodSpecRef.of(node, site.path.text, site.pointer, meta if isinstance(meta, dict) else {})
     return Template(ref, pods, site.per_node, kind, steps)
 
 

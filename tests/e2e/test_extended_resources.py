@@ -305,7 +305,7 @@ def test_a_plain_legacy_pod_is_scheduled_by_the_scheduler_from_the_class_that_ma
     }
     # the request's name is the one app/policies/mapped.py gives it (cpu sorts first)
     view = make_view([kube.get("DeviceClass", CLASS, None)])
-    spec = PodSpecRef(pod["spec"], "spec", "/spec", pod["metadata"])
+    spec = PodSpecRef.of(pod["spec"], "spec", "/spec", pod["metadata"])
     (ours,) = mapped_requests(spec, view)
     assert request["name"] == ours.request_name == "container-0-request-1"
     (result,) = claim["status"]["allocation"]["devices"]["results"]

@@ -72,7 +72,7 @@ SPEC = st.fixed_dictionaries(
 @settings(max_examples=400, deadline=None)
 @given(SPEC)
 def test_the_fast_reader_agrees_with_legacy_requests_or_defers_to_it(spec: dict[str, Any]) -> None:
-    ref = PodSpecRef(spec, "spec", "/spec")
+    ref = PodSpecRef.of(spec, "spec", "/spec")
     fast = _raw_shape(ref, MATCHER)
     try:
         reference = _shape(legacy_requests(ref, MATCHER))
@@ -118,5 +118,5 @@ WELL_FORMED = st.fixed_dictionaries(
 @settings(max_examples=300, deadline=None)
 @given(WELL_FORMED)
 def test_on_well_formed_specs_the_fast_reader_answers_and_agrees(spec: dict[str, Any]) -> None:
-    ref = PodSpecRef(spec, "spec", "/spec")
+    ref = PodSpecRef.of(spec, "spec", "/spec")
     assert _raw_shape(ref, MATCHER) == _shape(legacy_requests(ref, MATCHER))

@@ -28,7 +28,7 @@ Obj = dict[str, Any]
 
 
 def _spec(obj: Obj) -> PodSpecRef:
-    return PodSpecRef(obj["spec"], "spec", "/spec", obj["metadata"])
+    return PodSpecRef.of(obj["spec"], "spec", "/spec", obj["metadata"])
 
 
 def _found(obj: Obj, *extra: Obj, mapped: bool = True) -> list[tuple[str, str, int, str, str]]:

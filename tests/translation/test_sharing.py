@@ -171,7 +171,7 @@ def test_is_zero_reads_quantities(amount: object, zero: bool) -> None:
 
 
 def test_legacy_requests_leave_zeros_out_unless_asked() -> None:
-    spec = PodSpecRef(pod({"nvidia.com/gpu": "0"})["spec"], "spec", "/spec")
+    spec = PodSpecRef.of(pod({"nvidia.com/gpu": "0"})["spec"], "spec", "/spec")
     matcher = LegacyMatcher(load_policy().legacy_resources)
     assert legacy_requests(spec, matcher) == []
     assert [r.resource for r in legacy_requests(spec, matcher, zeros=True)] == ["nvidia.com/gpu"]
