@@ -80,7 +80,7 @@ class Merger:
 
     def __init__(self) -> None:
         self._decisions: BoundedCache[
-            tuple[tuple[str, int], ...], tuple[tuple[Result, ...], Decision]
+            tuple[tuple[str, ...], tuple[int, ...]], tuple[tuple[Result, ...], Decision]
         ] = BoundedCache(CacheName.MERGED_DECISIONS, 1024)
         self._texts: BoundedCache[int, tuple[Result, str]] = BoundedCache(
             CacheName.DENIAL_TEXTS, 1024
@@ -90,13 +90,16 @@ class Merger:
         failed_checks = tuple(failed)
         if failed_checks:
             return _merge(results, failed_checks, self._denial_text)
-        key = tuple((name, id(result)) for name, result in results)
+        names = tuple(name for name, _ in results)
+        given = tuple(result for _, result in results)
+        key = (names, tuple(map(id, given)))
         known = self._decisions.get(key)
-        if known is not None and all(a is b for a, (_, b) in zip(known[0], results, strict=True)):
+        # the same Results (a tuple compares identity first; equal values merge alike anyway)
+        if known is not None and known[0] == given:
             return known[1]
         decision = _merge(results, failed_checks, self._denial_text)
         if not decision.patch and not decision.templates:  # those come fresh with every review
-            self._decisions.put(key, (tuple(result for _, result in results), decision))
+            self._decisions.put(key, (given, decision))
         return decision
 
     def _denial_text(self, result: Result) -> str:

@@ -80,6 +80,7 @@ binaries; 1.37 as 1.36 plus the extended resource path's GA). A minor newer than
 the newest row, an older one the oldest: the chart supports 1.34 on."""
 
 SUPPORTED_MINORS = (34, 35, 36, 37)
+_NEWEST = max(SUPPORTED_MINORS)
 
 PREEMPTS_FOR_DRA: frozenset[int] = frozenset()
 """The minor releases whose kube-scheduler preempts lower-priority pods to free DRA devices.
@@ -192,8 +193,8 @@ class ServedRelease:
         (`PREEMPTS_FOR_DRA`). Unknown (offline with no release named, a live cluster not probed
         yet): as the newest supported release; a minor past the table: as the newest."""
         minor = self.minor
-        if minor is None or minor > max(SUPPORTED_MINORS):
-            minor = max(SUPPORTED_MINORS)
+        if minor is None or minor > _NEWEST:
+            minor = _NEWEST
         return minor in PREEMPTS_FOR_DRA
 
     def taint_rules_gated(self) -> str | None:

@@ -73,7 +73,7 @@ class PodSpecRef(NamedTuple):
         read: list[ContainerRef] = []
         error: ObjectShapeError | None = None
         try:
-            read.extend(_read_containers(spec, path, pointer))
+            _read_containers(spec, path, pointer, read)
         except ObjectShapeError as exc:
             error = exc
         return cls(spec, path, pointer, meta, tuple(read), error)
@@ -91,7 +91,10 @@ def containers(ref: PodSpecRef) -> Iterator[ContainerRef]:
         raise ref.error
 
 
-def _read_containers(spec: Obj, spec_path: str, spec_pointer: str) -> Iterator[ContainerRef]:
+def _read_containers(
+    spec: Obj, spec_path: str, spec_pointer: str, read: list[ContainerRef]
+) -> None:
+    """Append the containers of `spec` to `read`, up to a malformed one (raised)."""
     for field in CONTAINER_FIELDS:
         items = spec.get(field)
         if items is None:
@@ -114,8 +117,8 @@ def _read_containers(spec: Obj, spec_path: str, spec_pointer: str) -> Iterator[C
             except ObjectShapeError as exc:
                 error = exc
             pointer = f"{spec_pointer}/{field}/{index}"
-            yield ContainerRef(
-                field, index, name, container, path, pointer, limits, requests, error
+            read.append(
+                ContainerRef(field, index, name, container, path, pointer, limits, requests, error)
             )
 
 
@@ -139,11 +142,14 @@ def _read_resources(container: Obj, path: str, which: str) -> Mapping[str, Any]:
     if not isinstance(values, dict):
         raise ObjectShapeError(f"{path}.resources.{which}", "must be an object")
     for name, value in values.items():
-        if not isinstance(value, str | int | float) or isinstance(value, bool):
+        if not isinstance(value, _QUANTITY) or type(value) is bool:
             raise ObjectShapeError(
                 f"{path}.resources.{which}[{name}]", "must be a quantity string or number"
             )
     return values
+
+
+_QUANTITY = (str, int, float)
 
 
 def list_field(obj: Obj, key: str, path: str) -> list[Any]:

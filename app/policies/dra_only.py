@@ -66,48 +66,29 @@ def _shape(found: list[LegacyRequest]) -> tuple[Hashable, ...]:
 
 
 def _raw_shape(spec: PodSpecRef, is_legacy: LegacyMatcher) -> tuple[Hashable, ...] | None:
-    """`_shape(legacy_requests(spec, is_legacy))` read straight from the dicts, without the
-    ContainerRef and LegacyRequest objects; None when anything has a shape those would refuse
-    (the caller then takes that path, which raises with the field path)."""
+    """`_shape(legacy_requests(spec, is_legacy))` read straight from the containers as decoded
+    (`PodSpecRef.read`), without the LegacyRequest objects; None when a container could not be
+    read (the caller then takes that path, which raises with the field path)."""
+    if spec.error is not None:
+        return None
     shape: list[Hashable] = []
-    for field in CONTAINER_FIELDS:
-        items = spec.spec.get(field)
-        if items is None:
-            continue
-        if type(items) is not list:
+    for ref in spec.read:
+        if ref.error is not None:
             return None
-        for index, container in enumerate(items):
-            if type(container) is not dict or type(container.get("name", "")) is not str:
-                return None
-            resources = container.get("resources")
-            if resources is None:
-                continue
-            if type(resources) is not dict:
-                return None
-            limits = resources.get("limits")
-            requests = resources.get("requests")
-            limits = {} if limits is None else limits
-            requests = {} if requests is None else requests
-            if type(limits) is not dict or type(requests) is not dict:
-                return None
-            if not limits and not requests:
-                continue
-            for amount in (*limits.values(), *requests.values()):
-                if type(amount) not in (str, int, float):
-                    return None
-            names = [n for n in limits if is_legacy(n)]
-            names += [n for n in requests if n not in limits and is_legacy(n)]
-            # a count of zero asks for nothing (`legacy_requests` leaves it out too)
-            names = [n for n in names if not (is_zero(limits.get(n)) and is_zero(requests.get(n)))]
-            if not names:
-                continue
-            name = container.get("name", "")
-            sidecar = field == "initContainers" and container.get("restartPolicy") == "Always"
-            path = f"{spec.path}.{field}[{index}]"
-            for resource in names:
-                in_limits = resource in limits
-                amount = limits[resource] if in_limits else requests[resource]
-                shape.append((path, name, sidecar, resource, in_limits, str(amount)))
+        limits = ref.limits
+        requests = ref.requests
+        if not limits and not requests:
+            continue
+        names = [n for n in limits if is_legacy(n)]
+        names += [n for n in requests if n not in limits and is_legacy(n)]
+        if not names:
+            continue
+        # a count of zero asks for nothing (`legacy_requests` leaves it out too)
+        names = [n for n in names if not (is_zero(limits.get(n)) and is_zero(requests.get(n)))]
+        for resource in names:
+            in_limits = resource in limits
+            amount = limits[resource] if in_limits else requests[resource]
+            shape.append((ref.path, ref.name, ref.is_sidecar, resource, in_limits, str(amount)))
     return tuple(shape)
 
 

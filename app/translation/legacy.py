@@ -59,16 +59,21 @@ class LegacyMatcher:
         self._pattern = compile_re2("|".join(globs)) if globs else None
         # names come from users (any key of a container's limits): the memo is bounded
         self._seen: BoundedCache[str, bool] = BoundedCache(CacheName.LEGACY_NAMES, 4096)
+        self._known = self._seen.reader()
+        """A hit without the LRU's bookkeeping (every resource name of every container of every
+        review is asked about); a miss goes through `get`, which counts it."""
 
     def keeping_zeros(self) -> LegacyMatcher:
         """The same names, for a reader that removes requests of zero rather than ignoring
         them (`migrate`: a manifest asking only for `nvidia.com/gpu: 0` is rewritten too)."""
         other = copy.copy(self)
-        other.keeps_zeros = True
+        other.keeps_zeros = True  # (the same memo: `_known` reads it)
         return other
 
     def __call__(self, name: str) -> bool:
-        known = self._seen.get(name)
+        known = self._known(name)
+        if known is None:
+            known = self._seen.get(name)
         if known is None:
             known = name in self._exact or bool(self._pattern and self._pattern.fullmatch(name))
             self._seen.put(name, known)
