@@ -11,7 +11,7 @@ STAMP := $(VENV)/.installed-$(shell cat pyproject.toml requirements-dev.txt | ck
 # One resolution for every platform, for the oldest Python the project supports.
 COMPILE := $(BIN)/uv pip compile pyproject.toml --universal --python-version 3.11 --generate-hashes --quiet
 
-.PHONY: run test lint bench bench-scale bench-scale-inprocess loadtest overload hostile-cel soak-memory e2e e2e-matrix e2e-bench lock image clean dashboard-picture
+.PHONY: run test lint bench bench-instructions bench-scale bench-scale-inprocess loadtest overload hostile-cel soak-memory e2e e2e-matrix e2e-bench lock image clean dashboard-picture
 
 $(STAMP): pyproject.toml requirements-dev.txt
 	$(PYTHON) -m venv $(VENV)
@@ -66,6 +66,12 @@ e2e-bench: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/pytest tests/benchmarks --benchmark-only --benchmark-columns=min,median,mean,ops,rounds
+
+# Instructions per review, the webhook against a bare FastAPI echo (valgrind's callgrind: the
+# same count run after run, where CPU time moves by 20% on a shared machine). MUTATE=ml-research
+# sends a translated pod to /mutate. docs/benchmarks.md, "Instructions per review".
+bench-instructions: $(STAMP)
+	$(BIN)/python -m tests.instructions $(if $(MUTATE),--mutate $(MUTATE))
 
 # The webhook at 250 to 8,000 ResourceSlices (8 GPUs each) through a real control plane: ready
 # time, RSS, first claim, new/repeated shapes, after a slice change (docs/benchmarks.md, "Scale").

@@ -229,6 +229,8 @@ class Metrics:
         # sets are closed, so these stay small.
         self._review_children: dict[tuple[str, str, str], Histogram] = {}
         self._denial_children: dict[tuple[str, str], Counter] = {}
+        self._translation_children: dict[str, Counter] = {}
+        """By rule; emptied when the rules change (`know_sharing_rules`)."""
 
     def observe_review(self, endpoint: str, kind: str, decision: str, seconds: float) -> None:
         """One answered review in the latency histogram (every label from a closed set)."""
@@ -262,9 +264,15 @@ class Metrics:
     def know_sharing_rules(self, names: frozenset[str]) -> None:
         """The policy's sharing rules: with the fixed rules, the closed set of `rule`."""
         self._translation_rules = frozenset(TRANSLATION_RULES) | {f"sharing:{n}" for n in names}
+        self._translation_children = {}
 
     def count_translation(self, rule: str) -> None:
-        self.translations.labels(closed(rule, self._translation_rules)).inc()
+        child = self._translation_children.get(rule)
+        if child is None:
+            child = self.translations.labels(closed(rule, self._translation_rules))
+            if len(self._translation_children) < _CHILDREN_LIMIT:
+                self._translation_children[rule] = child
+        child.inc()
 
     def count_exception(self, check: str, exception: str) -> None:
         self.exceptions.labels(

@@ -5,7 +5,7 @@ shared results checks answer with."""
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from app.bounded import BoundedCache, CacheName
 from app.cluster.provisioning import Outcome, Status
@@ -22,9 +22,9 @@ MAX_WARNING_CHARS = 256
 """kubectl prints warnings one per line; the API server truncates long ones."""
 
 
-@dataclass(frozen=True, slots=True)
-class Decision:
-    """The merged answer to one review."""
+class Decision(NamedTuple):
+    """The merged answer to one review (a named tuple, as the request: one or two are built
+    for every review that is not answered from the merge memo)."""
 
     allowed: bool
     code: int = 200
@@ -40,7 +40,7 @@ class Decision:
     """(check, exception) for every policy exception a check applied: metric labels."""
     translated: tuple[str, ...] = ()
     """Translated requests, by mapping rule (`Result.translated`)."""
-    policies: tuple[str, ...] = field(default=())
+    policies: tuple[str, ...] = ()
     """Names of the policies that ran."""
     failed_checks: tuple[str, ...] = ()
     """Checks that raised an internal error (answered per failure.internalError, each alone)."""

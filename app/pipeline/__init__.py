@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable, Iterator
-from dataclasses import replace
 from functools import partial
 
 from app.cluster.view import ClusterView, Kind
@@ -211,7 +210,7 @@ class Pipeline:
             and _pod_create(request)
             and translate_judged.carried(request.object)
         ):
-            return replace(decision, patch=translate_judged.strip(request.object, decision.patch))
+            return decision._replace(patch=translate_judged.strip(request.object, decision.patch))
         return decision
 
     def _answer(
@@ -317,7 +316,7 @@ class Pipeline:
         if not claims:
             return decision  # (no validating call to spare: none is made without claims)
         patch = translate_judged.vouch(request.object, claims, decision.patch)
-        return replace(decision, patch=patch, vouched=True)
+        return decision._replace(patch=patch, vouched=True)
 
     def _run(
         self,

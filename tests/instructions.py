@@ -1,0 +1,167 @@
+"""Instructions per admission review, the webhook against a bare FastAPI echo, counted by
+valgrind (callgrind): `make bench-instructions` (`python -m tests.instructions`).
+
+CPU time per review on a shared 2-vCPU machine moves by 20% from run to run; the number of
+instructions a review executes does not (a fixed hash seed, the same inputs: the same count to
+a few tenths of a percent). Each review goes through uvicorn's httptools protocol and the app in
+process, as tests/benchmarks/test_bench_transport.py sends them (no socket, no TLS: those cost
+both servers the same), and only the loop over the reviews is counted (callgrind collects inside
+`_operator.call`, which runs it). The echo is the floor any FastAPI webhook pays: a route that
+parses the review, reads the pod's containers and allows it, on uvicorn's own protocol.
+
+    python -m tests.instructions [--reviews N] [--mutate NAMESPACE] [FIXTURE ...]
+
+Prints, per captured review (default: the denied legacy pod and the allowed DRA pod), the
+thousands of instructions per review of each server and their ratio. `--mutate NAMESPACE` sends
+the review to /mutate, moved to NAMESPACE (a translate namespace of the embedded cluster:
+ml-research), against the same echo. Needs valgrind (apt-get install valgrind); about two
+minutes per figure.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import shutil
+import subprocess
+import sys
+from typing import Any
+
+DEFAULT = ("pod-create-legacy-gpu", "pod-create-with-resourceclaims")
+WARM = 50
+"""Reviews sent before counting: caches filled, the interpreter's specializations made."""
+
+
+def _serve(target: str, fixture: str, count: int, mutate: str) -> None:
+    """In the child: build the server, warm it up, then send `count` reviews inside
+    `_operator.call` (the only function callgrind collects in)."""
+    import _operator
+    import asyncio
+
+    import orjson
+    import uvicorn
+    import uvloop
+    from uvicorn.lifespan.on import LifespanOn
+    from uvicorn.server import ServerState
+
+    from tests.helpers import load_fixture, review
+    from tests.inprocess import Transport, raw_request
+
+    body = orjson.dumps(review(fixture, namespace=mutate) if mutate else load_fixture(fixture))
+    raw = raw_request(body)
+    if mutate:
+        raw = raw.replace(b"POST /validate", b"POST /mutate", 1)
+    from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+
+    from app.config import Settings
+    from app.server.protocol import LimitedHttpToolsProtocol
+    from app.transport.app import create_app
+
+    loop = uvloop.new_event_loop()
+    protocol_class: type[HttpToolsProtocol] = HttpToolsProtocol
+    app: Any
+    if target == "webhook":
+        protocol_class, app = LimitedHttpToolsProtocol, create_app(Settings())
+    else:
+        app = _echo(mutate)
+    config = uvicorn.Config(app, proxy_headers=False, log_config=None)
+    config.load()
+    lifespan = LifespanOn(config)
+    loop.run_until_complete(lifespan.startup())
+    protocol = protocol_class(config, ServerState(), lifespan.state, loop)
+    transport = Transport()
+    protocol.connection_made(transport)  # type: ignore[arg-type]
+
+    async def reviews(n: int) -> None:
+        for _ in range(n):
+            transport.written = b""
+            transport.answered = loop.create_future()
+            protocol.data_received(raw)
+            await transport.answered
+            await asyncio.sleep(0)
+
+    loop.run_until_complete(reviews(WARM))
+    if not transport.written.startswith(b"HTTP/1.1 200 OK\r\n"):
+        sys.exit(f"{target} did not answer 200: {transport.written[:200]!r}")
+    _operator.call(lambda: loop.run_until_complete(reviews(count)))
+    os._exit(0)  # (no teardown to count or wait for)
+
+
+def _echo(mutate: str) -> object:
+    import orjson
+    from fastapi import FastAPI, Request
+    from fastapi.responses import Response
+
+    app = FastAPI()
+
+    @app.post("/mutate" if mutate else "/validate")
+    async def answer(request: Request) -> Response:
+        review = orjson.loads(await request.body())
+        req = review["request"]
+        _ = (req["kind"], req["namespace"], req["object"]["spec"]["containers"])
+        out = {
+            "apiVersion": "admission.k8s.io/v1",
+            "kind": "AdmissionReview",
+            "response": {"uid": req["uid"], "allowed": True},
+        }
+        return Response(orjson.dumps(out), media_type="application/json")
+
+    return app
+
+
+def _count(target: str, fixture: str, count: int, mutate: str) -> float:
+    """Thousands of instructions per review of `target` (webhook or echo)."""
+    command = [
+        "valgrind",
+        "--tool=callgrind",
+        "--collect-atstart=no",
+        "--toggle-collect=_operator_call",
+        "--callgrind-out-file=/dev/null",
+        sys.executable,
+        "-m",
+        "tests.instructions",
+        "--child",
+        target,
+        "--reviews",
+        str(count),
+        "--mutate",
+        mutate,
+        fixture,
+    ]
+    env = {**os.environ, "PYTHONHASHSEED": "0"}
+    done = subprocess.run(command, capture_output=True, text=True, env=env, check=False)
+    found = re.search(r"Collected : (\d+)", done.stderr)
+    if done.returncode or found is None:
+        tail = "\n".join((done.stdout + done.stderr).splitlines()[-5:])
+        sys.exit(f"{target} {fixture}: valgrind exited {done.returncode}:\n{tail}")
+    return int(found.group(1)) / count / 1000
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("fixtures", nargs="*", default=list(DEFAULT))
+    parser.add_argument("--reviews", type=int, default=500)
+    parser.add_argument("--mutate", default="", metavar="NAMESPACE")
+    parser.add_argument("--child", choices=("webhook", "echo"), help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.reviews < 1:
+        parser.error("--reviews must be at least 1")
+    if args.child:
+        _serve(args.child, args.fixtures[0], args.reviews, args.mutate)
+        return 0
+    if shutil.which("valgrind") is None:
+        print("needs valgrind: apt-get install valgrind", file=sys.stderr)
+        return 2
+    where = f"/mutate in {args.mutate}" if args.mutate else "/validate"
+    print(f"| review ({where}) | webhook, k instr. | echo, k instr. | ratio |")
+    print("| --- | ---: | ---: | ---: |")
+    for fixture in args.fixtures:
+        ours = _count("webhook", fixture, args.reviews, args.mutate)
+        echo = _count("echo", fixture, args.reviews, args.mutate)
+        print(f"| {fixture} | {ours:.1f} | {echo:.1f} | {ours / echo:.3f} |", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
