@@ -28,6 +28,10 @@ import subprocess
 import sys
 from typing import Any
 
+import orjson
+from fastapi import FastAPI, Request
+from fastapi.responses import Response
+
 DEFAULT = ("pod-create-legacy-gpu", "pod-create-with-resourceclaims")
 WARM = 50
 """Reviews sent before counting: caches filled, the interpreter's specializations made."""
@@ -39,7 +43,6 @@ def _serve(target: str, fixture: str, count: int, mutate: str) -> None:
     import _operator
     import asyncio
 
-    import orjson
     import uvicorn
     import uvloop
     from uvicorn.lifespan.on import LifespanOn
@@ -89,8 +92,6 @@ def _serve(target: str, fixture: str, count: int, mutate: str) -> None:
 
 
 def _echo(mutate: str) -> object:
-    import orjson
-    from fastapi import FastAPI, Request
     from fastapi.responses import Response
 
     app = FastAPI()
