@@ -382,11 +382,16 @@ _MAY_BE_ZERO = re.compile(r"[+-]?[0.]+([eE][-+]?[0-9]+|[A-Za-z]*)")
 """The text of every quantity of zero (and a few non-quantities, which then fail to parse)."""
 
 
+_NONZERO_DIGITS = frozenset("123456789")
+
+
 def is_zero(amount: Any) -> bool:
     """Whether an amount is absent or a quantity of zero (`0`, `"0"`, `"0Mi"`); an amount that
     does not parse is not zero (it is reported as written)."""
     if amount is None:
         return True
+    if type(amount) is str and amount[:1] in _NONZERO_DIGITS:
+        return False  # a count like "2": a nonzero leading digit is never zero, whatever follows
     if isinstance(amount, bool):
         return False
     if isinstance(amount, int | float):

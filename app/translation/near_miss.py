@@ -52,11 +52,16 @@ class NearMisses:
             if "/" in n:
                 self._vendors.setdefault(n.rpartition("/")[0] + "/", n)
         self._memo: BoundedCache[str, str] = BoundedCache(CacheName.NEAR_MISS_NAMES, NAMES_KEPT)
+        self._known = self._memo.reader()
+        """A hit without the LRU's bookkeeping (every prefixed name of every review is asked
+        about); a miss goes through `get`, which counts it."""
 
     def __call__(self, name: str) -> str | None:
         if "/" not in name:
             return None  # cpu, memory, hugepages-*, ephemeral-storage: Kubernetes' own
-        known = self._memo.get(name)
+        known = self._known(name)
+        if known is None:
+            known = self._memo.get(name)
         if known is None:
             known = self._memo.put(name, self._near(name) or "")
         return known or None
@@ -124,8 +129,8 @@ def near_misses(
         requests = resource_map(ref, "requests")
         for which, asked in (("limits", limits), ("requests", requests)):
             for name, amount in asked.items():
-                if which == "requests" and name in limits:
-                    continue
+                if "/" not in name or (which == "requests" and name in limits):
+                    continue  # (cpu, memory: never near anything, `NearMisses`)
                 meant = near(name)
                 if meant is not None and mapped(name) is None:
                     path = f"{ref.path}.resources.{which}[{name}]"
