@@ -23,7 +23,7 @@ docs/benchmarks.md's tables and writes the figures as JSON (DRA_E2E_BENCH_OUT). 
 DRA_E2E_BENCH_CREATES (creates per namespace and concurrency level, 2000),
 DRA_E2E_BENCH_SET (chart values to install the webhook configurations with instead, e.g.
 `webhook.mutating.reinvocationPolicy=IfNeeded`, comma-separated), DRA_E2E_BENCH_FLOORS=1
-(two more namespaces, `FLOORS` below). A create the API server refuses (a webhook call on a
+(three more namespaces, `FLOORS` below). A create the API server refuses (a webhook call on a
 connection the webhook closed as idle at that moment, on a busy machine) is counted and shown,
 not timed. Make passes CREATES and BENCH_SET through.
 """
@@ -68,10 +68,12 @@ FAILED: list[str] = []
 """Creates the API server refused during the run (e.g. a webhook call on a connection closed
 under it): reported with the figures."""
 FLOORS = os.environ.get("DRA_E2E_BENCH_FLOORS") == "1"
-"""Two more namespaces, what a webhook call costs whatever it does: `call-only`, a DRA pod in a
+"""Three more namespaces, what a webhook call costs whatever it does: `call-only`, a DRA pod in a
 translate namespace (the mutating call with nothing to translate, its patch one annotation);
 `null-webhook`, a DRA pod sent to a mutating webhook that answers allowed at once (asyncio over
-TLS, in a process of its own): the floor of any webhook call on this machine."""
+TLS, in a process of its own): the floor of any webhook call on this machine; `null-patch`, the
+same with a patch of one annotation in its answer (what the API server pays to apply a patch,
+which call-only's answer carries and null-webhook's does not)."""
 LEGACY = "['nvidia.com/gpu', 'amd.com/gpu', 'habana.ai/gaudi']"
 DRA_ONLY_RULE = (
     "(has(object.spec.initContainers) ? object.spec.initContainers : [])"
@@ -140,13 +142,14 @@ def _chart_with(kube: Kube, webhook: Webhook, helm: str, values: str) -> None:
         kube.apply(doc)
 
 
-def _null_webhook(kube: Kube, webhook: Webhook, workdir: Path) -> None:
-    """A mutating webhook for the pods of namespaces labelled bench-null=yes that answers
-    allowed at once, in a process of its own (the webhook's certificates), stopped with the
-    session (a daemon child of this process)."""
+def _null_webhook(kube: Kube, webhook: Webhook, name: str, *, patch: bool = False) -> None:
+    """A mutating webhook for the pods of namespaces labelled `name`=yes that answers allowed
+    at once (`patch`: with a JSONPatch adding one annotation, as the call-only case's answer
+    adds one), in a process of its own (the webhook's certificates), stopped with the session
+    (a daemon child of this process)."""
     port = free_port()
     process = multiprocessing.get_context("fork").Process(
-        target=_serve_null, args=(webhook.server.cert_dir, port), daemon=True
+        target=_serve_null, args=(webhook.server.cert_dir, port, patch), daemon=True
     )
     process.start()
     ca = base64.b64encode((webhook.server.cert_dir / "ca.crt").read_bytes()).decode()
@@ -154,15 +157,15 @@ def _null_webhook(kube: Kube, webhook: Webhook, workdir: Path) -> None:
         {
             "apiVersion": "admissionregistration.k8s.io/v1",
             "kind": "MutatingWebhookConfiguration",
-            "metadata": {"name": "bench-null"},
+            "metadata": {"name": name},
             "webhooks": [
                 {
-                    "name": "null.bench.example.com",
+                    "name": f"{name}.bench.example.com",
                     "admissionReviewVersions": ["v1"],
                     "sideEffects": "None",
                     "failurePolicy": "Fail",
                     "clientConfig": {"url": f"https://127.0.0.1:{port}/mutate", "caBundle": ca},
-                    "namespaceSelector": {"matchLabels": {"bench-null": "yes"}},
+                    "namespaceSelector": {"matchLabels": {name: "yes"}},
                     "rules": [
                         {
                             "apiGroups": [""],
@@ -178,7 +181,12 @@ def _null_webhook(kube: Kube, webhook: Webhook, workdir: Path) -> None:
     time.sleep(2)  # the API server picks new configurations up from its informers
 
 
-def _serve_null(cert_dir: Path, port: int) -> None:
+_ANNOTATION_PATCH = base64.b64encode(
+    b'[{"op":"add","path":"/metadata/annotations","value":{"bench/patched":"yes"}}]'
+).decode()
+
+
+def _serve_null(cert_dir: Path, port: int, patch: bool) -> None:
     context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
     context.load_cert_chain(cert_dir / "tls.crt", cert_dir / "tls.key")
 
@@ -189,10 +197,16 @@ def _serve_null(cert_dir: Path, port: int) -> None:
                 size = re.search(rb"(?i)content-length: *(\d+)", head)
                 body = await reader.readexactly(int(size.group(1)) if size else 0)
                 uid = re.search(rb'"uid":"([^"]+)"', body)
+                response: dict[str, object] = {
+                    "uid": uid.group(1).decode() if uid else "",
+                    "allowed": True,
+                }
+                if patch:
+                    response.update(patchType="JSONPatch", patch=_ANNOTATION_PATCH)
                 review = {
                     "apiVersion": "admission.k8s.io/v1",
                     "kind": "AdmissionReview",
-                    "response": {"uid": uid.group(1).decode() if uid else "", "allowed": True},
+                    "response": response,
                 }
                 out = json.dumps(review).encode()
                 writer.write(
@@ -231,8 +245,10 @@ def test_create_pod_latency_none_policy_dra_only_and_translate(
     if FLOORS:
         namespaces["call-only"] = kube.namespace("bench-call", **{"gpu-mode": "translate"})
         namespaces["null-webhook"] = kube.namespace("bench-null", **{"bench-null": "yes"})
-        dra_cases += ["call-only", "null-webhook"]
-        _null_webhook(kube, webhook, tmp_path)
+        namespaces["null-patch"] = kube.namespace("bench-patch", **{"bench-patch": "yes"})
+        dra_cases += ["call-only", "null-webhook", "null-patch"]
+        _null_webhook(kube, webhook, "bench-null")
+        _null_webhook(kube, webhook, "bench-patch", patch=True)
     for case in dra_cases:
         template = o.claim_template("one", namespaces[case], o.claim_spec(o.exactly()))
         kube.create(template)
@@ -252,6 +268,7 @@ def test_create_pod_latency_none_policy_dra_only_and_translate(
         "a first translated pod",
     )
     calls_before = _calls(webhook)
+    admission_before = _admission_seconds(kube)
 
     results: dict[str, dict[str, float]] = {}
     for concurrency in CONCURRENCY:
@@ -263,6 +280,7 @@ def test_create_pod_latency_none_policy_dra_only_and_translate(
                 "p99_ms": _percentile(values, 99) * 1000,
             }
     after = _calls(webhook)
+    admission = _admission_delta(admission_before, _admission_seconds(kube))
     calls = {k: after[k] - calls_before[k] for k in ("mutate", "validate")}
     answering = (after["seconds"] - calls_before["seconds"]) / max(1, calls["mutate"]) * 1000
     out = Path(os.environ.get("DRA_E2E_BENCH_OUT", tmp_path / "latency.json"))
@@ -273,6 +291,7 @@ def test_create_pod_latency_none_policy_dra_only_and_translate(
                 "webhook_calls": calls,
                 "webhook_ms_per_call": answering,
                 "refused": FAILED,
+                "api_server_admission_ms": admission,
             },
             indent=2,
         )
@@ -280,7 +299,7 @@ def test_create_pod_latency_none_policy_dra_only_and_translate(
     extra = [
         f"{case}@{c}: {results[f'{case}@{c}']['p50_ms']:.1f} / "
         f"{results[f'{case}@{c}']['p99_ms']:.1f} ms"
-        for case in ("call-only", "null-webhook")
+        for case in ("call-only", "null-webhook", "null-patch")
         for c in CONCURRENCY
         if FLOORS
     ]
@@ -292,8 +311,50 @@ def test_create_pod_latency_none_policy_dra_only_and_translate(
         + f"\nwebhook calls while measured: {calls}, "
         f"{answering:.2f} ms each in the webhook (read to answered)\n"
         f"{len(FAILED)} creates refused{': ' if FAILED else ''}{'; '.join(FAILED[:5])}\n"
-        f"(written to {out})"
+        + "in the API server, while measured (mean ms per call, calls):\n"
+        + "".join(
+            f"  {what}: {mean:.3f} ms x {count:.0f}\n" for what, (mean, count) in admission.items()
+        )
+        + f"(written to {out})"
     )
+
+
+_ADMISSION_METRICS = (
+    "apiserver_admission_webhook_admission_duration_seconds",
+    "apiserver_admission_match_condition_evaluation_seconds",
+    "apiserver_admission_controller_admission_duration_seconds",
+)
+"""What the API server spends on admission, per webhook (`name`) and per plugin: a webhook call
+as the API server sees it (its HTTP client, TLS, encoding), the CEL of matchConditions, and
+each admission plugin in total (all the namespaces' pods together)."""
+_SAMPLE = re.compile(r"^(\w+)_(sum|count)\{([^}]*)\} (\S+)$")
+
+
+def _admission_seconds(kube: Kube) -> dict[str, dict[str, float]]:
+    """{metric{labels}: {"sum": s, "count": n}} of `_ADMISSION_METRICS` from /metrics."""
+    found: dict[str, dict[str, float]] = {}
+    for line in kube.http.get("/metrics").text.splitlines():
+        match = _SAMPLE.match(line)
+        if match is None or match.group(1) not in _ADMISSION_METRICS:
+            continue
+        name, which, labels, value = match.groups()
+        short = name.removeprefix("apiserver_admission_").removesuffix("_seconds")
+        found.setdefault(f"{short}{{{labels}}}", {})[which] = float(value)
+    return found
+
+
+def _admission_delta(
+    before: dict[str, dict[str, float]], after: dict[str, dict[str, float]]
+) -> dict[str, tuple[float, float]]:
+    """Mean ms per call and calls of every series that counted calls in between."""
+    out = {}
+    for key, now in sorted(after.items()):
+        then = before.get(key, {})
+        count = now.get("count", 0) - then.get("count", 0)
+        if count > 0:
+            seconds = now.get("sum", 0) - then.get("sum", 0)
+            out[key] = (seconds / count * 1000, count)
+    return out
 
 
 def _calls(webhook: Webhook) -> dict[str, float]:
