@@ -61,7 +61,7 @@ class LegacyMatcher:
         self._seen: BoundedCache[str, bool] = BoundedCache(CacheName.LEGACY_NAMES, 4096)
         self._known = self._seen.reader()
         """A hit without the LRU's bookkeeping (every resource name of every container of every
-        review is asked about); a miss goes through `get`, which counts it."""
+        review is asked about): counted, not refreshed; a miss goes through `get`."""
 
     def keeping_zeros(self) -> LegacyMatcher:
         """The same names, for a reader that removes requests of zero rather than ignoring
@@ -72,8 +72,10 @@ class LegacyMatcher:
 
     def __call__(self, name: str) -> bool:
         known = self._known(name)
-        if known is None:
-            known = self._seen.get(name)
+        if known is not None:
+            self._seen.hits += 1  # (counted as `get` counts it, without refreshing the entry)
+            return known
+        known = self._seen.get(name)
         if known is None:
             known = name in self._exact or bool(self._pattern and self._pattern.fullmatch(name))
             self._seen.put(name, known)

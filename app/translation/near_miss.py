@@ -54,14 +54,16 @@ class NearMisses:
         self._memo: BoundedCache[str, str] = BoundedCache(CacheName.NEAR_MISS_NAMES, NAMES_KEPT)
         self._known = self._memo.reader()
         """A hit without the LRU's bookkeeping (every prefixed name of every review is asked
-        about); a miss goes through `get`, which counts it."""
+        about): counted, not refreshed; a miss goes through `get`."""
 
     def __call__(self, name: str) -> str | None:
         if "/" not in name:
             return None  # cpu, memory, hugepages-*, ephemeral-storage: Kubernetes' own
         known = self._known(name)
-        if known is None:
-            known = self._memo.get(name)
+        if known is not None:
+            self._memo.hits += 1  # (counted as `get` counts it, without refreshing the entry)
+            return known or None
+        known = self._memo.get(name)
         if known is None:
             known = self._memo.put(name, self._near(name) or "")
         return known or None

@@ -109,68 +109,64 @@ class _Webhook:
         """Namespace lookups in flight (cache misses), by name."""
 
     async def handle(self, scope: Scope, receive: Receive, endpoint: Endpoint) -> Answer:
+        """Answer one admission request (one coroutine: it runs for every review)."""
         held: list[int] = [0]  # body bytes taken from the budget, given back when answered
         try:
-            return await self._handle(scope, receive, endpoint, held)
+            started = time.perf_counter()
+            try:
+                body = await self._read_body(scope, receive, held)
+                self._check_queue_time(scope)
+                if len(body) > LARGE_BODY_BYTES:
+                    async with self._heavy:
+                        self._check_queue_time(scope)  # (and its wait for the lane)
+                        request, decision = await self._decide(body, endpoint, heavy=True)
+                else:
+                    request, decision = await self._decide(body, endpoint, heavy=False)
+            except OverloadedError as exc:
+                return self._refuse(exc)
+            except ReviewError as exc:
+                self.metrics.bad_requests.inc()
+                logger.info("bad request", extra={"endpoint": endpoint.value, "error": str(exc)})
+                return Answer(400, orjson.dumps({"message": str(exc)}))
+            except ClientDisconnect:
+                return Answer(400, json=False)
+
+            try:
+                if decision.templates and decision.allowed:
+                    decision = await self._provision(request, decision)
+                    # admitted untranslated (failure.templateCreate: open): judged no more
+                    decision = self.pipeline.settle(endpoint, request, decision)
+                answer = Answer(200, encode(review_response(request.uid, decision)))
+            except Exception:  # a bug: answer per failure policy, never a 500 to the API server
+                logger.exception("internal error while answering", extra={"uid": request.uid})
+                decision = self.pipeline.settle(endpoint, request, self.pipeline.internal_failure())
+                answer = Answer(200, encode(review_response(request.uid, decision)))
+
+            self.metrics.observe_review(
+                endpoint.value, request.kind, decision.label, time.perf_counter() - started
+            )
+            for reason in decision.denied_by:
+                self.metrics.count_denial(endpoint.value, reason)
+            for check in decision.failed_checks:
+                self.metrics.count_check_error(endpoint.value, check)
+            if decision.findings:
+                self.metrics.audit_findings.inc(decision.findings)
+            for check, exception in decision.excepted:
+                self.metrics.count_exception(check, exception)
+            if decision.allowed:  # after the templates were made: the pod goes in translated
+                for rule in decision.translated:
+                    self.metrics.count_translation(rule)
+            if not decision.allowed:
+                key = (request.namespace, decision.denied_by)
+                repeated = self.denials.admit(key, time.monotonic())
+                if repeated is not None:
+                    self._log(logging.INFO, endpoint, request, decision, repeated)
+            elif logger.isEnabledFor(logging.DEBUG):
+                self._log(logging.DEBUG, endpoint, request, decision, 0)
+            return answer
         finally:
             self.budget.give(held[0])
             self.stats.released += held[0]
-
-    async def _handle(
-        self, scope: Scope, receive: Receive, endpoint: Endpoint, held: list[int]
-    ) -> Answer:
-        started = time.perf_counter()
-        try:
-            body = await self._read_body(scope, receive, held)
-            self._check_queue_time(scope)
-            if len(body) > LARGE_BODY_BYTES:
-                async with self._heavy:
-                    self._check_queue_time(scope)  # (and its wait for the lane)
-                    request, decision = await self._decide(body, endpoint, heavy=True)
-            else:
-                request, decision = await self._decide(body, endpoint, heavy=False)
-        except OverloadedError as exc:
-            return self._refuse(exc)
-        except ReviewError as exc:
-            self.metrics.bad_requests.inc()
-            logger.info("bad request", extra={"endpoint": endpoint.value, "error": str(exc)})
-            return Answer(400, orjson.dumps({"message": str(exc)}))
-        except ClientDisconnect:
-            return Answer(400, json=False)
-
-        try:
-            if decision.templates and decision.allowed:
-                decision = await self._provision(request, decision)
-                # admitted untranslated (failure.templateCreate: open): judged no more
-                decision = self.pipeline.settle(endpoint, request, decision)
-            answer = Answer(200, encode(review_response(request.uid, decision)))
-        except Exception:  # a bug: answer per failure policy, never a 500 to the API server
-            logger.exception("internal error while answering", extra={"uid": request.uid})
-            decision = self.pipeline.settle(endpoint, request, self.pipeline.internal_failure())
-            answer = Answer(200, encode(review_response(request.uid, decision)))
-
-        self.metrics.observe_review(
-            endpoint.value, request.kind, decision.label, time.perf_counter() - started
-        )
-        for reason in decision.denied_by:
-            self.metrics.count_denial(endpoint.value, reason)
-        for check in decision.failed_checks:
-            self.metrics.count_check_error(endpoint.value, check)
-        if decision.findings:
-            self.metrics.audit_findings.inc(decision.findings)
-        for check, exception in decision.excepted:
-            self.metrics.count_exception(check, exception)
-        if decision.allowed:  # after the templates were made: the pod goes in translated
-            for rule in decision.translated:
-                self.metrics.count_translation(rule)
-        if not decision.allowed:
-            key = (request.namespace, decision.denied_by)
-            repeated = self.denials.admit(key, time.monotonic())
-            if repeated is not None:
-                self._log(logging.INFO, endpoint, request, decision, repeated)
-        elif logger.isEnabledFor(logging.DEBUG):
-            self._log(logging.DEBUG, endpoint, request, decision, 0)
-        return answer
 
     def _log(
         self, level: int, endpoint: Endpoint, request: Request, decision: Decision, held: int

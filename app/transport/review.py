@@ -211,13 +211,14 @@ def _check_names(req: Request) -> None:
     Both reach API paths (the on-miss namespace lookup, template creates), cache keys and log
     lines: a review from anyone but the API server must not smuggle `../` or a second path in.
     """
-    if req.namespace and not is_dns_label(req.namespace):
+    namespace, name = req.namespace, req.name
+    if namespace and not is_dns_label(namespace):
         raise ReviewError(
             f"request.namespace {shown(req.namespace)} is not a namespace name (a DNS-1123 label: "
             "at most 63 lower-case letters, digits and '-', starting and ending with a letter or "
             "digit)"
         )
-    if req.name and not is_dns_subdomain(req.name):
+    if name and not is_dns_subdomain(name):
         raise ReviewError(
             f"request.name {shown(req.name)} is not an object name (a DNS-1123 subdomain: at most "
             "253 lower-case letters, digits, '-' and '.', each part starting and ending with a "
