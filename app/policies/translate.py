@@ -240,10 +240,7 @@ def _claims_made(planned: TranslationPlan) -> list[ClaimInput]:
             continue
         spec = claim.template.template["spec"]["spec"]
         label = f"claim {claim.name} (template {claim.template.name})"
-        parsed = claim.template.claim  # (parsed once with the memoized template)
-        if parsed is None:
-            parsed = parse_claim_spec(spec)
-        made.append(ClaimInput(label, parsed, f"{label}: "))
+        made.append(ClaimInput(label, parse_claim_spec(spec), f"{label}: "))
     return made
 
 

@@ -25,8 +25,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from app.bounded import BoundedCache, CacheName
-from app.errors import ObjectShapeError
-from app.k8s.claims import ClaimSpec, parse_claim_spec
 from app.k8s.templates import MANAGED_BY, MANAGED_BY_LABEL, TEMPLATE_LABEL
 from app.translation.legacy import DeviceMapping
 from app.translation.sharing import SHAREABLE
@@ -59,17 +57,6 @@ class ClaimTemplate:
     count: int
     template: Obj
     """The whole object, ready to create. Shared between requests: never mutate it."""
-    claim: ClaimSpec | None = None
-    """Its claim spec as the allocation model reads it, parsed once with the memoized template
-    (every translated pod's satisfiability reads it); None when it does not parse (the reader
-    parses it and is told why)."""
-
-
-def _parsed(spec: Obj) -> ClaimSpec | None:
-    try:
-        return parse_claim_spec(spec)
-    except ObjectShapeError:
-        return None
 
 
 class TemplateBuilder:
@@ -141,7 +128,7 @@ class TemplateBuilder:
             # template is in use (app.cluster.templates)
             "spec": {"metadata": {"labels": {TEMPLATE_LABEL: name}}, "spec": spec},
         }
-        return ClaimTemplate(name, mapping.device_class_name, count, template, _parsed(spec))
+        return ClaimTemplate(name, mapping.device_class_name, count, template)
 
     def _readable_template(
         self, namespace: str, mapping: DeviceMapping, count: int, spec: Obj, hashed: str
@@ -160,7 +147,7 @@ class TemplateBuilder:
             "metadata": metadata,
             "spec": {"spec": spec},
         }
-        return ClaimTemplate(name, mapping.device_class_name, count, template, _parsed(spec))
+        return ClaimTemplate(name, mapping.device_class_name, count, template)
 
 
 def readable_name(prefix: str, mapping: DeviceMapping, count: int) -> str:
