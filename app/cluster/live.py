@@ -185,8 +185,10 @@ class LiveSource:
         while True:
             if learned:
                 backoff.reset()
-                self._release_due.clear()
                 await self._release_due.wait()
+                # cleared before the probe, not before the wait: a relist while a probe runs (an
+                # upgrade seen by one kind while another's relist is being probed) probes again
+                self._release_due.clear()
             else:
                 await asyncio.sleep(backoff.next_delay())
             learned = await self._learn_release()
