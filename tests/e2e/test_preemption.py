@@ -255,10 +255,31 @@ def test_on_device_plugin_gpus_the_scheduler_preempts_the_lower_priority_pod(
 
 
 @pytest.mark.usefixtures("classes", "plugin_node")
+def _fleet_free(kube: Kube, timeout: float = 120) -> None:
+    """Wait until no claim anywhere holds a device: the test needs all four of the fleet's
+    GPUs, and a namespace an earlier journey deleted without waiting (its claims go with the
+    namespace controller, in its own time) can still hold some. Fails naming the holders."""
+    held: list[str] = []
+
+    def free() -> bool:
+        held[:] = [
+            f"{c['metadata']['namespace']}/{c['metadata']['name']}"
+            for c in kube.list("ResourceClaim", None)
+            if o.allocated_devices(c)
+        ]
+        return not held
+
+    try:
+        kube.wait(free, "every claim of the cluster to let go of its devices", timeout)
+    except AssertionError as error:
+        raise AssertionError(f"{error}; still allocated: {', '.join(held[:10])}") from None
+
+
 def test_on_dra_claims_the_scheduler_does_not_preempt_and_the_webhook_said_so(
     kube: Kube, namespace: Any
 ) -> None:
     ns = namespace("translate")
+    _fleet_free(kube)
     for i in range(4):  # the fleet's four whole GPUs
         answer = kube.create(_gpu_pod(f"train-{i}", ns, LOW))
         assert answer.obj["spec"]["resourceClaims"], "translated to a claim"
