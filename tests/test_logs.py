@@ -43,9 +43,7 @@ def test_a_denied_review_is_logged_with_its_uid_whichever_worker_answered(
 ) -> None:
     review = json.loads(LEGACY_POD.read_text())
     uids = [f"00000000-0000-4000-8000-{n:012d}" for n in range(12)]
-    server = start_server(
-        tmp_path, "--workers", str(workers), env={"DRA_WEBHOOK_DENIAL_LOG_SECONDS": "0"}
-    )
+    server = start_server(tmp_path, "--workers", str(workers))  # by default: every denial
     try:
         for uid in uids:
             review["request"]["uid"] = uid

@@ -43,10 +43,12 @@ class Settings(BaseSettings):
     max_body_bytes: int = Field(default=8 * 1024 * 1024, ge=1024)
     """Largest AdmissionReview accepted: objects are <= ~1.5 MiB in etcd, an UPDATE carries two."""
     log_level: str = "INFO"
-    denial_log_seconds: float = Field(default=1.0, ge=0)
-    """Denials of one namespace by the same checks are logged once per this many seconds, the
-    next line saying how many were held back (`repeated`); every one is still counted in
-    dra_webhook_denials_total and answered in full. 0: a line per denial (app.transport.denials)."""
+    denial_log_seconds: float = Field(default=0.0, ge=0)
+    """0 (the default): a line per denial, with its uid, so that every review answered can be
+    traced in the logs. Above 0, for clusters whose denial storms cost more than that is worth:
+    denials of one namespace by the same checks are logged once per this many seconds, the next
+    line saying how many were held back (`repeated`, without their uids); every one is still
+    counted in dra_webhook_denials_total and answered in full (app.transport.denials)."""
 
     health_port: int = Field(default=8081, ge=0, le=65535)
     """Plain-HTTP port of the probes (/healthz, /readyz), served on a thread of its own so that

@@ -8,9 +8,11 @@ the log pipeline, and this process about as much CPU as deciding the review. So,
 kubelet's event aggregation: the first denial of a (namespace, checks) key in a window is logged
 at once; the next ones of that key within `window` seconds are held back and counted, and the
 next line of that key says how many (`"repeated": 37`, since its previous line). A key seen
-once a minute is logged every time. `window` 0 logs every denial
-(DRA_WEBHOOK_DENIAL_LOG_SECONDS). At most `keys` keys are tracked; past that the oldest window
-is forgotten (its held-back count is said by no later line: bounded memory first).
+once a minute is logged every time. `window` 0 logs every denial, with its uid: the default
+(DRA_WEBHOOK_DENIAL_LOG_SECONDS), so that every review answered can be traced in the logs; the
+window is for clusters that would rather count a storm than trace each of its reviews. At most
+`keys` keys are tracked; past that the oldest window is forgotten (its held-back count is said
+by no later line: bounded memory first).
 """
 
 from __future__ import annotations
