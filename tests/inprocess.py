@@ -7,6 +7,11 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+import uvicorn
+from uvicorn.lifespan.on import LifespanOn
+from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+from uvicorn.server import ServerState
+
 
 class Transport:
     """Collects what the protocol writes; resolves `answered` once a whole response is in."""
@@ -51,3 +56,34 @@ def raw_request(body: bytes) -> bytes:
         b"Accept: application/json, */*\r\nAccept-Encoding: gzip\r\n"
         b"Content-Length: %d\r\n\r\n" % len(body) + body
     )
+
+
+class Connection:
+    """One connection to `app` on `loop`, served by `protocol` (uvicorn's lifespan run first)."""
+
+    def __init__(
+        self, app: Any, protocol: type[HttpToolsProtocol], loop: asyncio.AbstractEventLoop
+    ) -> None:
+        config = uvicorn.Config(app, proxy_headers=False, log_config=None)
+        config.load()
+        self.loop = loop
+        self.lifespan = LifespanOn(config)
+        loop.run_until_complete(self.lifespan.startup())
+        self.protocol = protocol(config, ServerState(), self.lifespan.state, loop)
+        self.transport = Transport()
+        self.protocol.connection_made(self.transport)  # type: ignore[arg-type]
+
+    async def send(self, raw: bytes, times: int = 1) -> bytes:
+        """Send the request `times`, one after the other; the last response's bytes."""
+        answer = b""
+        for _ in range(times):
+            self.transport.written = b""
+            self.transport.answered = self.loop.create_future()
+            self.protocol.data_received(raw)
+            answer = await self.transport.answered
+            await asyncio.sleep(0)  # the cycle completes (keep-alive, idle phase)
+        return answer
+
+    def close(self) -> None:
+        self.protocol.connection_lost(None)
+        self.loop.run_until_complete(self.lifespan.shutdown())

@@ -41,15 +41,11 @@ def _serve(target: str, fixture: str, count: int, mutate: str) -> None:
     """In the child: build the server, warm it up, then send `count` reviews inside
     `_operator.call` (the only function callgrind collects in)."""
     import _operator
-    import asyncio
 
-    import uvicorn
     import uvloop
-    from uvicorn.lifespan.on import LifespanOn
-    from uvicorn.server import ServerState
 
     from tests.helpers import load_fixture, review
-    from tests.inprocess import Transport, raw_request
+    from tests.inprocess import Connection, raw_request
 
     body = orjson.dumps(review(fixture, namespace=mutate) if mutate else load_fixture(fixture))
     raw = raw_request(body)
@@ -68,26 +64,11 @@ def _serve(target: str, fixture: str, count: int, mutate: str) -> None:
         protocol_class, app = LimitedHttpToolsProtocol, create_app(Settings())
     else:
         app = _echo(mutate)
-    config = uvicorn.Config(app, proxy_headers=False, log_config=None)
-    config.load()
-    lifespan = LifespanOn(config)
-    loop.run_until_complete(lifespan.startup())
-    protocol = protocol_class(config, ServerState(), lifespan.state, loop)
-    transport = Transport()
-    protocol.connection_made(transport)  # type: ignore[arg-type]
-
-    async def reviews(n: int) -> None:
-        for _ in range(n):
-            transport.written = b""
-            transport.answered = loop.create_future()
-            protocol.data_received(raw)
-            await transport.answered
-            await asyncio.sleep(0)
-
-    loop.run_until_complete(reviews(WARM))
-    if not transport.written.startswith(b"HTTP/1.1 200 OK\r\n"):
-        sys.exit(f"{target} did not answer 200: {transport.written[:200]!r}")
-    _operator.call(lambda: loop.run_until_complete(reviews(count)))
+    connection = Connection(app, protocol_class, loop)
+    connection.loop.run_until_complete(connection.send(raw, WARM))
+    if not connection.transport.written.startswith(b"HTTP/1.1 200 OK\r\n"):
+        sys.exit(f"{target} did not answer 200: {connection.transport.written[:200]!r}")
+    _operator.call(lambda: loop.run_until_complete(connection.send(raw, count)))
     os._exit(0)  # (no teardown to count or wait for)
 
 

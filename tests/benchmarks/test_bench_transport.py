@@ -8,7 +8,6 @@ runs on a shared machine). Run: make bench.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import time
 from collections.abc import Callable, Iterator
@@ -16,16 +15,13 @@ from typing import Any
 
 import orjson
 import pytest
-import uvicorn
 import uvloop
-from uvicorn.lifespan.on import LifespanOn
-from uvicorn.server import ServerState
 
 from app.config import Settings
 from app.server.protocol import LimitedHttpToolsProtocol
 from app.transport.app import create_app
 from tests.helpers import ROOT, load_fixture, review
-from tests.inprocess import Transport as _Transport
+from tests.inprocess import Connection
 from tests.inprocess import raw_request as _request
 
 CASES = {
@@ -49,27 +45,9 @@ def serve() -> Iterator[Callable[[bytes], bytes]]:
     logging.getLogger("app").setLevel(logging.CRITICAL)  # the decision lines go nowhere
     loop = uvloop.new_event_loop()
     # the embedded demo cluster and default policy, as `dra-webhook serve` (and perf-ratio)
-    config = uvicorn.Config(create_app(Settings()), proxy_headers=False, log_config=None)
-    config.load()
-    lifespan = LifespanOn(config)
-    loop.run_until_complete(lifespan.startup())
-    protocol = LimitedHttpToolsProtocol(config, ServerState(), lifespan.state, loop)
-    transport = _Transport()
-    protocol.connection_made(transport)  # type: ignore[arg-type]
-
-    async def reviews(raw: bytes) -> bytes:
-        answer = b""
-        for _ in range(BATCH):
-            transport.written = b""
-            transport.answered = loop.create_future()
-            protocol.data_received(raw)
-            answer = await transport.answered
-            await asyncio.sleep(0)  # the cycle completes (keep-alive, idle phase)
-        return answer
-
-    yield lambda raw: loop.run_until_complete(reviews(raw))
-    protocol.connection_lost(None)
-    loop.run_until_complete(lifespan.shutdown())
+    connection = Connection(create_app(Settings()), LimitedHttpToolsProtocol, loop)
+    yield lambda raw: loop.run_until_complete(connection.send(raw, BATCH))
+    connection.close()
     loop.close()
     logging.getLogger("app").setLevel(logging.NOTSET)
 
