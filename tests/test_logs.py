@@ -288,3 +288,29 @@ def test_a_value_that_refers_to_itself_is_refused_as_the_stdlib_encoder_refuses_
     loop["self"] = loop
     with pytest.raises(ValueError, match="Circular reference"):
         JsonLines()._encode({"uid": "u", "loop": loop})
+
+
+@given(
+    st.dictionaries(
+        st.one_of(st.sampled_from(["time", "level", "logger", "message", "uid"]), st.text()),
+        _VALUES,
+        max_size=6,
+    ),
+    st.text(max_size=12),
+    st.text(max_size=12),
+    st.sampled_from([logging.DEBUG, logging.INFO, logging.WARNING, 25]),
+)
+def test_a_line_without_a_record_is_the_line_format_writes(
+    fields: dict[str, Any], name: str, message: str, level: int
+) -> None:
+    formatter = JsonLines()
+    line = formatter.format_fields(name, level, message, fields)
+    stamp = json.loads(line)["time"] if "time" not in fields else fields["time"]
+    merged = {
+        "time": stamp,
+        "level": logging.getLevelName(level),
+        "logger": name,
+        "message": message,
+        **fields,
+    }
+    assert line == json.JSONEncoder(default=str).encode(merged)
