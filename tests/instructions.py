@@ -7,7 +7,9 @@ a few tenths of a percent). Each review goes through uvicorn's httptools protoco
 process, as tests/benchmarks/test_bench_transport.py sends them (no socket, no TLS: those cost
 both servers the same), and only the loop over the reviews is counted (callgrind collects inside
 `_operator.call`, which runs it). The echo is the floor any FastAPI webhook pays: a route that
-parses the review, reads the pod's containers and allows it, on uvicorn's own protocol.
+parses the review, reads the pod's containers and allows it, on uvicorn's own protocol. Both log
+as they do when served, to /dev/null: the webhook its JSON lines (a denied review writes its
+decision line, about 50k instructions), the echo nothing (no access log, as perf-ratio runs it).
 
     python -m tests.instructions [--reviews N] [--mutate NAMESPACE] [FIXTURE ...]
 
@@ -51,23 +53,36 @@ def _serve(target: str, fixture: str, count: int, mutate: str) -> None:
     raw = raw_request(body)
     if mutate:
         raw = raw.replace(b"POST /validate", b"POST /mutate", 1)
+    import uvicorn
     from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
     from app.config import Settings
+    from app.logs import logging_config
     from app.server.protocol import LimitedHttpToolsProtocol
     from app.transport.app import create_app
 
     loop = uvloop.new_event_loop()
     protocol_class: type[HttpToolsProtocol] = HttpToolsProtocol
     app: Any
+    # Each server logs as it does when served (its lines to /dev/null): the webhook with its
+    # JSON lines and no access log (`serve`: a line per denied review), the echo with uvicorn's
+    # warnings only and no access log (as perf-ratio runs it).
+    sys.stderr = open(os.devnull, "w")  # noqa: SIM115 (the child's for its lifetime)
     if target == "webhook":
-        protocol_class, app = LimitedHttpToolsProtocol, create_app(Settings())
+        settings = Settings()
+        uvicorn.Config(app=None, log_config=logging_config(settings.log_level), access_log=False)
+        protocol_class, app = LimitedHttpToolsProtocol, create_app(settings)
     else:
+        uvicorn.Config(app=None, log_level="warning", access_log=False)
         app = _echo(mutate)
     connection = Connection(app, protocol_class, loop)
     connection.loop.run_until_complete(connection.send(raw, WARM))
     if not connection.transport.written.startswith(b"HTTP/1.1 200 OK\r\n"):
-        sys.exit(f"{target} did not answer 200: {connection.transport.written[:200]!r}")
+        print(
+            f"{target} did not answer 200: {connection.transport.written[:200]!r}",
+            file=sys.__stderr__,
+        )
+        os._exit(1)
     _operator.call(lambda: loop.run_until_complete(connection.send(raw, count)))
     os._exit(0)  # (no teardown to count or wait for)
 
