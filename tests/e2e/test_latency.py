@@ -68,12 +68,15 @@ FAILED: list[str] = []
 """Creates the API server refused during the run (e.g. a webhook call on a connection closed
 under it): reported with the figures."""
 FLOORS = os.environ.get("DRA_E2E_BENCH_FLOORS") == "1"
-"""Three more namespaces, what a webhook call costs whatever it does: `call-only`, a DRA pod in a
+"""Four more namespaces, what a webhook call costs whatever it does: `call-only`, a DRA pod in a
 translate namespace (the mutating call with nothing to translate, its patch one annotation);
 `null-webhook`, a DRA pod sent to a mutating webhook that answers allowed at once (asyncio over
 TLS, in a process of its own): the floor of any webhook call on this machine; `null-patch`, the
 same with a patch of one annotation in its answer (what the API server pays to apply a patch,
-which call-only's answer carries and null-webhook's does not)."""
+which call-only's answer carries and null-webhook's does not); `ours-noop`, a DRA pod sent by a
+configuration of its own to this webhook's /mutate in a namespace with no mode label: this
+server, its transport and its pipeline with nothing to judge (its calls are counted with the
+webhook's mutating calls)."""
 LEGACY = "['nvidia.com/gpu', 'amd.com/gpu', 'habana.ai/gaudi']"
 DRA_ONLY_RULE = (
     "(has(object.spec.initContainers) ? object.spec.initContainers : [])"
@@ -142,16 +145,20 @@ def _chart_with(kube: Kube, webhook: Webhook, helm: str, values: str) -> None:
         kube.apply(doc)
 
 
-def _null_webhook(kube: Kube, webhook: Webhook, name: str, *, patch: bool = False) -> None:
+def _null_webhook(
+    kube: Kube, webhook: Webhook, name: str, *, patch: bool = False, url: str = ""
+) -> None:
     """A mutating webhook for the pods of namespaces labelled `name`=yes that answers allowed
     at once (`patch`: with a JSONPatch adding one annotation, as the call-only case's answer
     adds one), in a process of its own (the webhook's certificates), stopped with the session
-    (a daemon child of this process)."""
-    port = free_port()
-    process = multiprocessing.get_context("fork").Process(
-        target=_serve_null, args=(webhook.server.cert_dir, port, patch), daemon=True
-    )
-    process.start()
+    (a daemon child of this process); with `url`, that server is called instead."""
+    if not url:
+        port = free_port()
+        process = multiprocessing.get_context("fork").Process(
+            target=_serve_null, args=(webhook.server.cert_dir, port, patch), daemon=True
+        )
+        process.start()
+        url = f"https://127.0.0.1:{port}/mutate"
     ca = base64.b64encode((webhook.server.cert_dir / "ca.crt").read_bytes()).decode()
     kube.apply(
         {
@@ -164,7 +171,7 @@ def _null_webhook(kube: Kube, webhook: Webhook, name: str, *, patch: bool = Fals
                     "admissionReviewVersions": ["v1"],
                     "sideEffects": "None",
                     "failurePolicy": "Fail",
-                    "clientConfig": {"url": f"https://127.0.0.1:{port}/mutate", "caBundle": ca},
+                    "clientConfig": {"url": url, "caBundle": ca},
                     "namespaceSelector": {"matchLabels": {name: "yes"}},
                     "rules": [
                         {
@@ -246,9 +253,11 @@ def test_create_pod_latency_none_policy_dra_only_and_translate(
         namespaces["call-only"] = kube.namespace("bench-call", **{"gpu-mode": "translate"})
         namespaces["null-webhook"] = kube.namespace("bench-null", **{"bench-null": "yes"})
         namespaces["null-patch"] = kube.namespace("bench-patch", **{"bench-patch": "yes"})
-        dra_cases += ["call-only", "null-webhook", "null-patch"]
+        namespaces["ours-noop"] = kube.namespace("bench-ours", **{"bench-ours": "yes"})
+        dra_cases += ["call-only", "null-webhook", "null-patch", "ours-noop"]
         _null_webhook(kube, webhook, "bench-null")
         _null_webhook(kube, webhook, "bench-patch", patch=True)
+        _null_webhook(kube, webhook, "bench-ours", url=f"{webhook.server.base_url}/mutate")
     for case in dra_cases:
         template = o.claim_template("one", namespaces[case], o.claim_spec(o.exactly()))
         kube.create(template)
@@ -299,7 +308,7 @@ def test_create_pod_latency_none_policy_dra_only_and_translate(
     extra = [
         f"{case}@{c}: {results[f'{case}@{c}']['p50_ms']:.1f} / "
         f"{results[f'{case}@{c}']['p99_ms']:.1f} ms"
-        for case in ("call-only", "null-webhook", "null-patch")
+        for case in ("call-only", "null-webhook", "null-patch", "ours-noop")
         for c in CONCURRENCY
         if FLOORS
     ]
