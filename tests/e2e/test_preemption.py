@@ -256,23 +256,53 @@ def test_on_device_plugin_gpus_the_scheduler_preempts_the_lower_priority_pod(
 
 @pytest.mark.usefixtures("classes", "plugin_node")
 def _fleet_free(kube: Kube, timeout: float = 120) -> None:
-    """Wait until no claim anywhere holds a device: the test needs all four of the fleet's
-    GPUs, and a namespace an earlier journey deleted without waiting (its claims go with the
-    namespace controller, in its own time) can still hold some. Fails naming the holders."""
+    """Wait until no claim anywhere holds a device and no pod of another test waits for the
+    scheduler with claims: the test needs all four of the fleet's GPUs. A namespace an earlier
+    journey deleted without waiting can still hold some (its claims go with the namespace
+    controller, in its own time), and a pod of one the scheduler is still placing takes a device
+    in memory for as long as it tries: when that pod is then gone, no API object changes, so a
+    pod of this test found unschedulable meanwhile is not tried again for minutes. Fails naming
+    the holders."""
     held: list[str] = []
 
     def free() -> bool:
         held[:] = [
-            f"{c['metadata']['namespace']}/{c['metadata']['name']}"
+            f"claim {c['metadata']['namespace']}/{c['metadata']['name']}"
             for c in kube.list("ResourceClaim", None)
             if o.allocated_devices(c)
         ]
+        held.extend(
+            f"pod {p['metadata']['namespace']}/{p['metadata']['name']} (unscheduled)"
+            for p in kube.list("Pod", None)
+            if p["spec"].get("resourceClaims")
+            and not p["spec"].get("nodeName")
+            and not p["spec"].get("schedulingGates")
+        )
         return not held
 
     try:
         kube.wait(free, "every claim of the cluster to let go of its devices", timeout)
     except AssertionError as error:
-        raise AssertionError(f"{error}; still allocated: {', '.join(held[:10])}") from None
+        raise AssertionError(f"{error}; still holding or placing: {', '.join(held[:10])}") from None
+
+
+def _allocated(kube: Kube, namespace: str, name: str) -> None:
+    """`o.allocated_claims`, failing with what the scheduler said of the pod and what holds
+    devices in the whole cluster."""
+    try:
+        o.allocated_claims(kube, namespace, name, timeout=60)
+    except AssertionError as error:
+        pod = kube.get("Pod", name, namespace)
+        said = _condition(pod, "PodScheduled") or {}
+        holders = [
+            f"{c['metadata']['namespace']}/{c['metadata']['name']}"
+            for c in kube.list("ResourceClaim", None)
+            if o.allocated_devices(c)
+        ]
+        raise AssertionError(
+            f"{error}; PodScheduled: {said.get('reason')}: {said.get('message')}; "
+            f"claims holding devices: {', '.join(holders)}"
+        ) from None
 
 
 def test_on_dra_claims_the_scheduler_does_not_preempt_and_the_webhook_said_so(
@@ -284,7 +314,7 @@ def test_on_dra_claims_the_scheduler_does_not_preempt_and_the_webhook_said_so(
         answer = kube.create(_gpu_pod(f"train-{i}", ns, LOW))
         assert answer.obj["spec"]["resourceClaims"], "translated to a claim"
     for i in range(4):
-        o.allocated_claims(kube, ns, f"train-{i}")
+        _allocated(kube, ns, f"train-{i}")
 
     inference = _gpu_pod("inference", ns, HIGH)
 
