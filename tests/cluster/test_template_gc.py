@@ -64,9 +64,17 @@ async def test_an_unused_managed_template_is_deleted_after_the_grace_period_with
     caplog.set_level(logging.INFO, logger="app.cluster.template_gc")
     assert stored(apiserver, "one-gpu")  # seeded, managed, no claim made from it
     await eventually(lambda: not stored(apiserver, "one-gpu"), "the unused template deleted")
-    assert collecting.view.get(Kind.RESOURCE_CLAIM_TEMPLATE, "one-gpu", NS) is None
+    # the collector goes on once the API server has answered the DELETE, which the fake one
+    # stores before it answers: the view, the count and the log line follow that answer
+    await eventually(
+        lambda: "removed unused ResourceClaimTemplate ml-research/one-gpu" in caplog.text,
+        "the removal logged",
+    )
+    await eventually(
+        lambda: collecting.view.get(Kind.RESOURCE_CLAIM_TEMPLATE, "one-gpu", NS) is None,
+        "the view rid of the template",
+    )
     assert collecting.stats.templates_deleted == 1
-    assert "removed unused ResourceClaimTemplate ml-research/one-gpu" in caplog.text
     metrics = Metrics()
     metrics.watch_source(collecting.stats)
     assert b'dra_webhook_template_deletes_total{result="deleted"} 1.0' in metrics.render()
