@@ -254,7 +254,6 @@ def test_on_device_plugin_gpus_the_scheduler_preempts_the_lower_priority_pod(
 # -- DRA: not preempted ------------------------------------------------------------------------
 
 
-@pytest.mark.usefixtures("classes", "plugin_node")
 def _fleet_free(kube: Kube, timeout: float = 120) -> None:
     """Wait until no claim anywhere holds a device and no pod of another test waits for the
     scheduler with claims: the test needs all four of the fleet's GPUs. A namespace an earlier
@@ -305,6 +304,7 @@ def _allocated(kube: Kube, namespace: str, name: str) -> None:
         ) from None
 
 
+@pytest.mark.usefixtures("classes", "plugin_node")
 def test_on_dra_claims_the_scheduler_does_not_preempt_and_the_webhook_said_so(
     kube: Kube, namespace: Any
 ) -> None:
