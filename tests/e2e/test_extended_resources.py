@@ -374,6 +374,15 @@ def test_a_deployment_over_a_class_quota_counted_with_mapped_pods_is_denied_with
     assert kube.find("Deployment", "trainer", ns) is None
     kube.create(o.deployment("trainer", ns, _gpus(1), replicas=1))  # 1 + 1 fits
 
+    # and is placed: left mid-bind, its pod deleted under the scheduler would keep the device in
+    # the scheduler's memory (the claim it writes while binding outlives the pod) for a minute
+    # or more, where no later journey can see it
+    def placed() -> Obj | None:
+        pods = kube.list("Pod", ns, labelSelector="app=trainer")
+        return next((p for p in pods if _scheduled(kube, p["metadata"]["name"], ns)), None)
+
+    kube.wait(placed, "the trainer's pod scheduled", 60)
+
 
 def test_report_says_the_pod_is_served_by_dra_through_the_class_and_no_node_needs_a_plugin(
     control_plane: ControlPlane,

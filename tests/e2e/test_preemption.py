@@ -63,6 +63,7 @@ GPU = "nvidia.com/gpu"
 LOSES = "may evict lower-priority pods for nvidia.com/gpu today"
 NOT_NOW = "not now: DRA will not preempt the lower-priority pods holding the devices:"
 RELIES = "relies on preemption, which DRA does not do"
+EXTENDED_CLAIM = "resource.kubernetes.io/extended-resource-claim"
 
 
 def _priority_class(name: str, value: int, policy: str = "PreemptLowerPriority") -> Obj:
@@ -254,26 +255,43 @@ def test_on_device_plugin_gpus_the_scheduler_preempts_the_lower_priority_pod(
 # -- DRA: not preempted ------------------------------------------------------------------------
 
 
+def _asks_for_devices(spec: Obj) -> bool:
+    """Claims, or an extended resource a DeviceClass may serve (`extendedResourceName`: the
+    scheduler allocates a device for it and writes the claim only when it binds)."""
+    if spec.get("resourceClaims"):
+        return True
+    containers = [*spec.get("containers", []), *spec.get("initContainers", [])]
+    return any(
+        "/" in name and not name.startswith("kubernetes.io/")
+        for c in containers
+        for field in ("requests", "limits")
+        for name in c.get("resources", {}).get(field, {})
+    )
+
+
 def _fleet_free(kube: Kube, timeout: float = 120) -> None:
-    """Wait until no claim anywhere holds a device and no pod of another test waits for the
-    scheduler with claims: the test needs all four of the fleet's GPUs. A namespace an earlier
-    journey deleted without waiting can still hold some (its claims go with the namespace
-    controller, in its own time), and a pod of one the scheduler is still placing takes a device
-    in memory for as long as it tries: when that pod is then gone, no API object changes, so a
-    pod of this test found unschedulable meanwhile is not tried again for minutes. Fails naming
-    the holders."""
+    """Wait until no claim anywhere holds a device, no claim the scheduler writes while it binds
+    a pod (`resource.kubernetes.io/extended-resource-claim`, not yet allocated) is left, and no
+    pod of another test waits for the scheduler with claims or an extended resource: the test
+    needs all four of the fleet's GPUs. A namespace an earlier journey left can still hold some
+    (its claims go in their own time), and a pod the scheduler is still placing takes a device in
+    memory for as long as it tries: when that pod is then gone, no API object changes, so a pod
+    of this test found unschedulable meanwhile is not tried again for minutes. (A pod deleted
+    while the scheduler binds it can keep its device there with nothing left to see: journeys
+    wait for what they create to be placed.) Fails naming the holders."""
     held: list[str] = []
 
     def free() -> bool:
         held[:] = [
             f"claim {c['metadata']['namespace']}/{c['metadata']['name']}"
             for c in kube.list("ResourceClaim", None)
-            if o.allocated_devices(c)
+            if o.allocated_devices(c) or EXTENDED_CLAIM in c["metadata"].get("annotations", {})
         ]
         held.extend(
             f"pod {p['metadata']['namespace']}/{p['metadata']['name']} (unscheduled)"
             for p in kube.list("Pod", None)
-            if p["spec"].get("resourceClaims")
+            if _asks_for_devices(p["spec"])
+            and p["spec"].get("schedulerName", "default-scheduler") == "default-scheduler"
             and not p["spec"].get("nodeName")
             and not p["spec"].get("schedulingGates")
         )
