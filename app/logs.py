@@ -28,6 +28,41 @@ _encode_ascii: Callable[[str], str] = json.encoder.encode_basestring_ascii
 _RECORD_FIELDS = frozenset(vars(logging.LogRecord("", 0, "", 0, "", (), None))) | {"message"}
 
 
+class LineShape:
+    """The keys of a line logged on a hot path, in order, and those of them whose values repeat
+    from line to line (a review's endpoint, kind, namespace): a run of such keys is encoded once
+    per distinct tuple of values and kept (at most `KEPT` tuples per shape), the other values
+    are encoded on every line. `JsonLines.format_line` writes the text `format_fields` writes for
+    the same fields (tests/test_logs.py); the decision line of every denied review is one. A
+    repeating key's values keep one type (False and 0 are one key to the cache); a value that
+    cannot be a dict key (a list) is encoded on every line.
+    """
+
+    KEPT = 1024
+    """Distinct values kept per shape: a namespace is one, so this bounds what requests can make
+    the process keep (a review from a namespace beyond it is encoded whole, as before)."""
+
+    __slots__ = ("_cache", "_runs", "keys")
+
+    def __init__(self, *keys: str, repeating: frozenset[str] = frozenset()) -> None:
+        if len(set(keys)) != len(keys):
+            raise ValueError(f"a key twice in {keys}")
+        self.keys = keys
+        runs: list[tuple[int, int, str]] = []
+        for index, key in enumerate(keys):
+            if key not in repeating:
+                runs.append((index, index + 1, f", {_encode_ascii(key)}: "))
+            elif runs and not runs[-1][2] and runs[-1][1] == index:  # the run goes on
+                runs[-1] = (runs[-1][0], index + 1, "")
+            else:
+                runs.append((index, index + 1, ""))
+        self._runs = tuple(runs)
+        """(start, end, prefix): one value written after `prefix`, or with an empty prefix the
+        repeating keys start:end, encoded with their keys and kept."""
+        self._cache: dict[tuple[Any, ...], str] = {}
+        """(start of the run, its values) -> the run's text."""
+
+
 class JsonLines(logging.Formatter):
     """A record as one JSON object: time, level, logger, message, then the `extra=` fields.
 
@@ -129,6 +164,42 @@ class JsonLines(logging.Formatter):
         line.update(fields)
         return self._encode(line)
 
+    def format_line(
+        self, name: str, level: int, message: str, shape: LineShape, values: tuple[Any, ...]
+    ) -> str:
+        """The line `format_fields` writes for `dict(zip(shape.keys, values))`, the repeating
+        runs of values taken from the shape's cache (`LineShape`)."""
+        keys = shape.keys
+        if len(values) != len(keys):
+            raise ValueError(f"{len(values)} values for the {len(keys)} keys {keys}")
+        if not _HEAD_KEYS.isdisjoint(keys):
+            return self.format_fields(name, level, message, dict(zip(keys, values, strict=True)))
+        head = self._heads.get((name, level))
+        if head is None:
+            head = self._head(name, level)
+        parts = ['{"time": "', self._time(time.time()), head, _encode_ascii(message)]
+        append = parts.append
+        for start, end, prefix in shape._runs:
+            if prefix:
+                value = values[start]
+                append(prefix)
+                append(_encode_ascii(value) if type(value) is str else self._encode(value))
+                continue
+            run = (start, *values[start:end])
+            try:
+                text = shape._cache.get(run)
+            except TypeError:  # (a value that cannot be a key: encoded on every line)
+                text = None
+                run = ()
+            if text is None:
+                fields = dict(zip(keys[start:end], values[start:end], strict=True))
+                text = ", " + self._encode(fields)[1:-1]
+                if run and len(shape._cache) < shape.KEPT:
+                    shape._cache[run] = text
+            append(text)
+        parts.append("}")
+        return "".join(parts)
+
     def _head(self, name: str, level: int) -> str:
         """What follows the time in a line of this logger and level, up to the message."""
         head = (
@@ -210,12 +281,43 @@ def log_fields(logger: logging.Logger, level: int, message: str, fields: dict[st
     """
     if not logger.isEnabledFor(level):
         return
+    fast = _fast_handlers(logger)
+    if fast is None:
+        logger.log(level, message, extra=fields)
+        return
+    line = ""
+    for handler in fast:
+        if level >= handler.level:
+            line = line or handler.formatter.format_fields(logger.name, level, message, fields)  # type: ignore[union-attr]
+            handler.emit_line(line)
+
+
+def log_line(
+    logger: logging.Logger, level: int, message: str, shape: LineShape, values: tuple[Any, ...]
+) -> None:
+    """`log_fields(logger, level, message, dict(zip(shape.keys, values)))`, the repeating runs
+    of the line encoded once (`LineShape`)."""
+    if not logger.isEnabledFor(level):
+        return
+    fast = _fast_handlers(logger)
+    if fast is None:
+        logger.log(level, message, extra=dict(zip(shape.keys, values, strict=True)))
+        return
+    line = ""
+    for handler in fast:
+        if level >= handler.level:
+            line = line or handler.formatter.format_line(logger.name, level, message, shape, values)  # type: ignore[union-attr]
+            handler.emit_line(line)
+
+
+def _fast_handlers(logger: logging.Logger) -> list[JsonLinesHandler] | None:
+    """The handlers a record of `logger` reaches, when every one is a JsonLinesHandler with a
+    JsonLines formatter and no filters, and no logger on the way has filters; else None."""
     handlers: list[logging.Handler] = []
     current: logging.Logger | None = logger
     while current is not None:
         if current.filters:
-            handlers = []
-            break
+            return None
         handlers.extend(current.handlers)
         current = current.parent if current.propagate else None
     fast = [
@@ -224,15 +326,8 @@ def log_fields(logger: logging.Logger, level: int, message: str, fields: dict[st
         if type(h) is JsonLinesHandler and not h.filters and isinstance(h.formatter, JsonLines)
     ]
     if not fast or len(fast) != len(handlers):
-        logger.log(level, message, extra=fields)
-        return
-    line = ""
-    for handler in fast:
-        if level >= handler.level:
-            formatter = handler.formatter
-            assert isinstance(formatter, JsonLines)
-            line = line or formatter.format_fields(logger.name, level, message, fields)
-            handler.emit_line(line)
+        return None
+    return fast
 
 
 def logging_config(level: str = "INFO") -> dict[str, Any]:

@@ -20,7 +20,15 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from app.logs import JsonLines, JsonLinesHandler, configure_logging, log_fields, logging_config
+from app.logs import (
+    JsonLines,
+    JsonLinesHandler,
+    LineShape,
+    configure_logging,
+    log_fields,
+    log_line,
+    logging_config,
+)
 from tests.helpers import FIXTURES, start_server, stop_server
 
 LEGACY_POD = FIXTURES / "pod-create-legacy-gpu.json"
@@ -314,3 +322,62 @@ def test_a_line_without_a_record_is_the_line_format_writes(
         **fields,
     }
     assert line == json.JSONEncoder(default=str).encode(merged)
+
+
+_SHAPED_KEYS = st.one_of(
+    st.sampled_from(["time", "level", "logger", "message", "uid", "namespace"]), st.text()
+)
+
+
+@given(
+    st.lists(st.tuples(_SHAPED_KEYS, _VALUES, st.booleans()), max_size=8, unique_by=lambda k: k[0]),
+    st.text(max_size=12),
+    st.sampled_from([logging.DEBUG, logging.INFO, 25]),
+)
+def test_a_shaped_line_is_the_line_format_fields_writes_first_time_and_from_the_cache(
+    pairs: list[tuple[str, Any, bool]], message: str, level: int
+) -> None:
+    formatter = JsonLines()
+    formatter._time = lambda created: "2026-12-06 10:00:00,000"  # type: ignore[method-assign]
+    keys = tuple(key for key, _, _ in pairs)
+    values = tuple(value for _, value, _ in pairs)
+    shape = LineShape(*keys, repeating=frozenset(key for key, _, kept in pairs if kept))
+    fields = dict(zip(keys, values, strict=True))
+    expected = formatter.format_fields("app.x", level, message, fields)
+    assert formatter.format_line("app.x", level, message, shape, values) == expected
+    assert formatter.format_line("app.x", level, message, shape, values) == expected  # cached
+
+
+def test_runs_of_equal_values_under_other_keys_are_kept_apart() -> None:
+    formatter = JsonLines()
+    shape = LineShape("kind", "uid", "namespace", repeating=frozenset({"kind", "namespace"}))
+    first = json.loads(formatter.format_line("app.x", logging.INFO, "m", shape, ("a", "u", "b")))
+    again = json.loads(formatter.format_line("app.x", logging.INFO, "m", shape, ("b", "u", "a")))
+    assert (first["kind"], first["namespace"]) == ("a", "b")
+    assert (again["kind"], again["namespace"]) == ("b", "a")
+
+
+def test_a_shape_keeps_at_most_its_bound_of_distinct_values() -> None:
+    formatter = JsonLines()
+    shape = LineShape("uid", "namespace", repeating=frozenset({"namespace"}))
+    for n in range(LineShape.KEPT + 50):
+        line = json.loads(
+            formatter.format_line("app.x", logging.INFO, "m", shape, ("u", f"ns-{n}"))
+        )
+        assert line["namespace"] == f"ns-{n}"
+    assert len(shape._cache) == LineShape.KEPT
+    with pytest.raises(ValueError, match="2 keys"):
+        formatter.format_line("app.x", logging.INFO, "m", shape, ("u",))
+
+
+def test_log_line_goes_through_logger_log_where_a_handler_needs_a_record(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    shape = LineShape("uid", "denied_by", repeating=frozenset({"denied_by"}))
+    with caplog.at_level(logging.INFO, logger="app.shaped"):
+        log_line(
+            logging.getLogger("app.shaped"), logging.INFO, "review denied", shape, ("u", ("x",))
+        )
+    (record,) = caplog.records
+    assert record.getMessage() == "review denied"
+    assert (record.__dict__["uid"], record.__dict__["denied_by"]) == ("u", ("x",))

@@ -43,7 +43,7 @@ from app.cluster.view import ClusterView, Kind
 from app.config import Policy, Settings
 from app.config.policy import Origin, load_policy_with_origin
 from app.errors import ReviewError
-from app.logs import log_fields
+from app.logs import LineShape, log_line
 from app.metrics import Metrics
 from app.pipeline import Decision, Endpoint, Pipeline
 from app.policies.base import Request
@@ -75,6 +75,25 @@ from app.transport.review import decode_review
 from app.verdict import provisioned
 
 logger = logging.getLogger(__name__)
+
+_DECISION_KEYS = (
+    "uid",
+    "object_name",
+    "user",
+    "endpoint",
+    "kind",
+    "namespace",
+    "operation",
+    "denied_by",
+    "dry_run",
+)
+"""The values of every review first, then those that repeat: one run of them (app.logs)."""
+_REPEATING = frozenset({"endpoint", "kind", "namespace", "operation", "denied_by", "dry_run"})
+_LINE = LineShape(*_DECISION_KEYS, repeating=_REPEATING)
+"""The decision line (one per denied review): its repeating values encoded once (app.logs)."""
+_HELD_LINE = LineShape(*_DECISION_KEYS, "repeated", repeating=_REPEATING)
+"""The line with how many denials like it were held back since its previous one."""
+_MESSAGES = {label: f"review {label}" for label in ("allowed", "patched", "denied")}
 
 LARGE_BODY_BYTES = 64 * 1024
 """A review larger than this (a pod's is about 5 KB) takes milliseconds to decode and to free and
@@ -171,20 +190,21 @@ class _Webhook:
     def _log(
         self, level: int, endpoint: Endpoint, request: Request, decision: Decision, held: int
     ) -> None:
-        fields: dict[str, Any] = {
-            "uid": request.uid,
-            "endpoint": endpoint.value,
-            "kind": request.kind,
-            "namespace": request.namespace,
-            "object_name": request.name,
-            "operation": request.operation,
-            "user": request.username,
-            "denied_by": list(decision.denied_by),
-            "dry_run": request.dry_run,
-        }
-        if held:
-            fields["repeated"] = held  # denials like it held back since its previous line
-        log_fields(logger, level, f"review {decision.label}", fields)
+        values = (
+            request.uid,
+            request.name,
+            request.username,
+            endpoint.value,
+            request.kind,
+            request.namespace,
+            request.operation,
+            decision.denied_by,
+            request.dry_run,
+        )
+        if held:  # denials like it held back since its previous line
+            log_line(logger, level, _MESSAGES[decision.label], _HELD_LINE, (*values, held))
+        else:
+            log_line(logger, level, _MESSAGES[decision.label], _LINE, values)
 
     async def _decide(
         self, body: bytes, endpoint: Endpoint, *, heavy: bool
