@@ -106,6 +106,9 @@ class CacheName(StrEnum):
     """The requestPolicy a DeviceClass's shareable devices agree on, per capacity."""
     NAMESPACE_LOOKUPS = "namespace-lookups"
     """Namespaces read from the API server lately (the live view's rate limit)."""
+    LOG_LINES = "log-lines"
+    """The text of a log line's repeating values (a review's kind, namespace, ...) per tuple of
+    them (`app.logs.LineShape`)."""
 
 
 _LARGE_SHARES: Final = {

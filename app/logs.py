@@ -17,6 +17,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from app.bounded import BoundedCache, CacheName
+
 _MILLIS = tuple(f"{n:03d}" for n in range(1000))
 """A line's milliseconds, formatted once."""
 _HEAD_KEYS = frozenset(("time", "level", "logger", "message"))
@@ -39,10 +41,11 @@ class LineShape:
     """
 
     KEPT = 1024
-    """Distinct values kept per shape: a namespace is one, so this bounds what requests can make
-    the process keep (a review from a namespace beyond it is encoded whole, as before)."""
+    """Distinct tuples of values kept per shape (the least recently used go first), within the
+    share of the cache budget of CacheName.LOG_LINES: a namespace makes one, so this bounds what
+    requests can make the process keep."""
 
-    __slots__ = ("_cache", "_runs", "keys")
+    __slots__ = ("_cache", "_kept", "_runs", "keys")
 
     def __init__(self, *keys: str, repeating: frozenset[str] = frozenset()) -> None:
         if len(set(keys)) != len(keys):
@@ -59,8 +62,11 @@ class LineShape:
         self._runs = tuple(runs)
         """(start, end, prefix): one value written after `prefix`, or with an empty prefix the
         repeating keys start:end, encoded with their keys and kept."""
-        self._cache: dict[tuple[Any, ...], str] = {}
+        self._cache: BoundedCache[tuple[Any, ...], str] = BoundedCache(
+            CacheName.LOG_LINES, self.KEPT
+        )
         """(start of the run, its values) -> the run's text."""
+        self._kept = self._cache.reader()
 
 
 class JsonLines(logging.Formatter):
@@ -187,15 +193,17 @@ class JsonLines(logging.Formatter):
                 continue
             run = (start, *values[start:end])
             try:
-                text = shape._cache.get(run)
+                text = shape._kept(run)  # (a hit neither counted nor refreshed: `reader`)
             except TypeError:  # (a value that cannot be a key: encoded on every line)
                 text = None
                 run = ()
             if text is None:
+                text = shape._cache.get(run) if run else None
+            if text is None:
                 fields = dict(zip(keys[start:end], values[start:end], strict=True))
                 text = ", " + self._encode(fields)[1:-1]
-                if run and len(shape._cache) < shape.KEPT:
-                    shape._cache[run] = text
+                if run:
+                    shape._cache.put(run, text)
             append(text)
         parts.append("}")
         return "".join(parts)

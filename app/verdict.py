@@ -5,6 +5,7 @@ shared results checks answer with."""
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
+from operator import itemgetter
 from typing import NamedTuple
 
 from app.bounded import BoundedCache, CacheName
@@ -69,6 +70,9 @@ def merge(results: list[tuple[str, Result]], failed: Iterable[str] = ()) -> Deci
     return _merge(results, tuple(failed), _build_denial_text)
 
 
+_first, _second = itemgetter(0), itemgetter(1)
+
+
 class Merger:
     """:func:`merge` with memos, one per pipeline: checks answer with shared Results (ALLOW,
     dra-only's memoized denials), so the same combination comes back for every pod of a shape.
@@ -90,9 +94,8 @@ class Merger:
         failed_checks = tuple(failed)
         if failed_checks:
             return _merge(results, failed_checks, self._denial_text)
-        names = tuple(name for name, _ in results)
-        given = tuple(result for _, result in results)
-        key = (names, tuple(map(id, given)))
+        given = tuple(map(_second, results))
+        key = (tuple(map(_first, results)), tuple(map(id, given)))
         known = self._decisions.get(key)
         # the same Results (a tuple compares identity first; equal values merge alike anyway)
         if known is not None and known[0] == given:

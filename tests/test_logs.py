@@ -20,6 +20,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from app.bounded import CacheName
 from app.logs import (
     JsonLines,
     JsonLinesHandler,
@@ -361,11 +362,10 @@ def test_a_shape_keeps_at_most_its_bound_of_distinct_values() -> None:
     formatter = JsonLines()
     shape = LineShape("uid", "namespace", repeating=frozenset({"namespace"}))
     for n in range(LineShape.KEPT + 50):
-        line = json.loads(
-            formatter.format_line("app.x", logging.INFO, "m", shape, ("u", f"ns-{n}"))
-        )
-        assert line["namespace"] == f"ns-{n}"
+        line = formatter.format_line("app.x", logging.INFO, "m", shape, ("u", f"ns-{n}"))
+        assert json.loads(line)["namespace"] == f"ns-{n}"
     assert len(shape._cache) == LineShape.KEPT
+    assert shape._cache.evictions == 50 and shape._cache.name == CacheName.LOG_LINES
     with pytest.raises(ValueError, match="2 keys"):
         formatter.format_line("app.x", logging.INFO, "m", shape, ("u",))
 
