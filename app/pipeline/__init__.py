@@ -277,13 +277,8 @@ class Pipeline:
         if labels is None:
             return None
         mode_value = labels.get(self._label)
-        return Context(
-            view=self.view,
-            policy=self.policy,
-            parts=self.parts,
-            mode=self._modes.get(mode_value) if mode_value is not None else None,
-            namespace_labels=labels,
-        )
+        mode = self._modes.get(mode_value) if mode_value is not None else None
+        return Context(self.view, self.policy, self.parts, mode, labels)  # (Context's order)
 
     def _judge(
         self,
