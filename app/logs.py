@@ -42,8 +42,8 @@ class LineShape:
 
     KEPT = 1024
     """Distinct tuples of values kept per shape (the least recently used go first), within the
-    share of the cache budget of CacheName.LOG_LINES: a namespace makes one, so this bounds what
-    requests can make the process keep."""
+    share of the cache budget of CacheName.LOG_LINES: a namespace makes one per kind, operation
+    and verdict it sees, so this bounds what requests can make the process keep."""
 
     __slots__ = ("_cache", "_kept", "_runs", "keys")
 
@@ -294,9 +294,9 @@ def log_fields(logger: logging.Logger, level: int, message: str, fields: dict[st
         logger.log(level, message, extra=fields)
         return
     line = ""
-    for handler in fast:
+    for handler, formatter in fast:
         if level >= handler.level:
-            line = line or handler.formatter.format_fields(logger.name, level, message, fields)  # type: ignore[union-attr]
+            line = line or formatter.format_fields(logger.name, level, message, fields)
             handler.emit_line(line)
 
 
@@ -312,15 +312,16 @@ def log_line(
         logger.log(level, message, extra=dict(zip(shape.keys, values, strict=True)))
         return
     line = ""
-    for handler in fast:
+    for handler, formatter in fast:
         if level >= handler.level:
-            line = line or handler.formatter.format_line(logger.name, level, message, shape, values)  # type: ignore[union-attr]
+            line = line or formatter.format_line(logger.name, level, message, shape, values)
             handler.emit_line(line)
 
 
-def _fast_handlers(logger: logging.Logger) -> list[JsonLinesHandler] | None:
-    """The handlers a record of `logger` reaches, when every one is a JsonLinesHandler with a
-    JsonLines formatter and no filters, and no logger on the way has filters; else None."""
+def _fast_handlers(logger: logging.Logger) -> list[tuple[JsonLinesHandler, JsonLines]] | None:
+    """The handlers a record of `logger` reaches, with their formatters, when every one is a
+    JsonLinesHandler with a JsonLines formatter and no filters, and no logger on the way has
+    filters; else None."""
     handlers: list[logging.Handler] = []
     current: logging.Logger | None = logger
     while current is not None:
@@ -329,7 +330,7 @@ def _fast_handlers(logger: logging.Logger) -> list[JsonLinesHandler] | None:
         handlers.extend(current.handlers)
         current = current.parent if current.propagate else None
     fast = [
-        h
+        (h, h.formatter)
         for h in handlers
         if type(h) is JsonLinesHandler and not h.filters and isinstance(h.formatter, JsonLines)
     ]
