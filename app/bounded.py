@@ -86,6 +86,9 @@ class CacheName(StrEnum):
     """The quota entries that apply to a namespace."""
     QUOTA_LIMITS = "quota-limits"
     """A namespace's limits by scope and DeviceClass."""
+    TRANSLATED_SPECS = "translated-specs"
+    """What translating a Pod's spec makes (claims, patch, templates), by the spec's JSON and
+    the view's generations the plan read."""
     TEMPLATE_SHAPES = "template-shapes"
     """Translation's ResourceClaimTemplates by shape (with the DeviceClass defaults applied)."""
     CLAIM_NAMES = "claim-names"

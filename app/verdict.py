@@ -75,7 +75,8 @@ _first, _second = itemgetter(0), itemgetter(1)
 
 class Merger:
     """:func:`merge` with memos, one per pipeline: checks answer with shared Results (ALLOW,
-    dra-only's memoized denials), so the same combination comes back for every pod of a shape.
+    dra-only's memoized denials, translation's memoized answers), so the same combination comes
+    back for every pod of a shape.
 
     Both memos are keyed by the identity of those Results and keep the Results with the
     answer, so an id cannot be reused while its entry lives; they go with the pipeline."""
@@ -101,8 +102,7 @@ class Merger:
         if known is not None and known[0] == given:
             return known[1]
         decision = _merge(results, failed_checks, self._denial_text)
-        if not decision.patch and not decision.templates:  # those come fresh with every review
-            self._decisions.put(key, (given, decision))
+        self._decisions.put(key, (given, decision))
         return decision
 
     def _denial_text(self, result: Result) -> str:

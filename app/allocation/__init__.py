@@ -20,7 +20,7 @@ nothing of admission: ``policies/satisfiability.py`` turns its verdict into warn
 """
 
 from app.allocation.explain import Problem
-from app.allocation.model import NEVER, NOT_NOW, OK, UNCHECKED, ClaimInput, Model, Verdict
+from app.allocation.model import NEVER, NOT_NOW, OK, UNCHECKED, ClaimInput, Model, Verdict, shaped
 from app.allocation.plans import ALLOCATION_RESULTS_MAX_SIZE
 from app.allocation.state import Allocations
 
@@ -35,4 +35,5 @@ __all__ = [
     "Model",
     "Problem",
     "Verdict",
+    "shaped",
 ]

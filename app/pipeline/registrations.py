@@ -132,6 +132,8 @@ _TRANSLATE_BUILDS = (
     cel_runtime,
     workload_catalogue,
     preemption.known_classes,
+    sharing_rules,
+    translate.translations,
 )
 _TRANSLATE_INDEXES = (ManagedTemplates, Allocations, DeviceHolders, PublishedCapacities)
 """Templates already made for the namespace count against translation's cap; the claims it

@@ -25,10 +25,15 @@ otherwise the pod is translated and the warning says why the exception did not a
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import dataclasses
+from collections.abc import Hashable, Iterable, Mapping
 from contextlib import suppress
+from typing import NamedTuple
 
-from app.allocation import ClaimInput
+import orjson
+
+from app.allocation import ClaimInput, shaped
+from app.bounded import BoundedCache, CacheName
 from app.cluster.view import Kind
 from app.errors import ObjectShapeError
 from app.k8s import patch as jsonpatch
@@ -37,9 +42,10 @@ from app.k8s.objects import PodSpecRef
 from app.k8s.patch import PatchOp
 from app.policies import satisfiability
 from app.policies.base import ALLOW, Context, Mode, Request, Result, Violation, subject
-from app.policies.builders import legacy_matcher, plan_for
+from app.policies.builders import legacy_matcher, plan_for, sharing_rules
 from app.policies.exceptions import cover, policy_exceptions
-from app.policies.mapped import left_to_scheduler
+from app.policies.mapped import MappedRequest, left_to_scheduler
+from app.policies.parts import Parts
 from app.policies.workloads import combine, finding_result, findings, per_template
 from app.translation import Problem, TranslationPlan, to_patch
 from app.translation.legacy import legacy_requests
@@ -136,10 +142,106 @@ def _translate(request: Request, ctx: Context) -> Result:
     return per_template(request, ctx, lambda spec, _: _translate_spec(request, ctx, spec))
 
 
+SHAPES_KEPT = 1024
+"""Distinct pod specs whose translation is remembered (`translations`)."""
+
+
+class _Translated(NamedTuple):
+    """What translating one pod spec makes, before the claims are judged against the cluster's
+    devices now: the same for every pod of one spec (the pods of a Deployment, a Job, a retry)
+    while the view's DeviceClasses and templates (and slices, for shares; claims, for a pod that
+    names some) stay as they were. Read-only: shared by every review that finds it."""
+
+    made: tuple[ClaimInput, ...]
+    stale: Mapping[int, str]
+    mapped: tuple[MappedRequest, ...]
+    warnings: tuple[str, ...]
+    allowed: Result
+    """The answer when the claims meet nothing in the cluster worth a word: one object, so
+    that the pipeline's merge of it is remembered too (`app.verdict`)."""
+
+
+def translations(parts: Parts) -> BoundedCache[Hashable, _Translated]:
+    """Builder: translated pod specs by the spec's JSON and what the plan read from the view,
+    one memo per pipeline (the policy it was built from is part of every entry)."""
+    return BoundedCache(CacheName.TRANSLATED_SPECS, SHAPES_KEPT)
+
+
+def _memo_key(request: Request, ctx: Context, spec: PodSpecRef) -> Hashable | None:
+    """The key of a pod's translation in `translations`: a Pod's CREATE only (an UPDATE redoes
+    an earlier translation, a workload's templates are rarer and annotated elsewhere). The
+    spec as JSON (orjson, in the order the API server wrote it), whether the pod has
+    metadata and annotations maps (the annotation's op), and the generations of what the
+    plan reads: DeviceClasses (mappings, the scheduler's names), ResourceClaimTemplates (the
+    caps, the templates made before), ResourceSlices where shares are translated (published
+    capacities) and ResourceClaims where the pod names some (their DeviceClasses)."""
+    if request.kind != "Pod" or request.operation != "CREATE" or request.object is None:
+        return None
+    meta = request.object.get("metadata")
+    annotated = isinstance(meta, dict) and isinstance(meta.get("annotations"), dict)
+    view = ctx.view
+    raw = spec.spec
+    try:
+        text = orjson.dumps(raw)
+    except (TypeError, orjson.JSONEncodeError):
+        return None
+    return (
+        request.namespace,
+        text,
+        isinstance(meta, dict),
+        annotated,
+        view.release,
+        view.generation(Kind.DEVICE_CLASS),
+        view.generation(Kind.RESOURCE_CLAIM_TEMPLATE),
+        view.generation(Kind.RESOURCE_SLICE) if ctx.parts[sharing_rules] else 0,
+        view.generation(Kind.RESOURCE_CLAIM) if raw.get("resourceClaims") else 0,
+    )
+
+
 def _translate_spec(request: Request, ctx: Context, spec: PodSpecRef) -> Result:
     excepted, notes = _exception(request, ctx, spec)
     if excepted is not None:
         return excepted
+    key = _memo_key(request, ctx, spec) if not notes else None
+    if key is None:
+        made = _made(request, ctx, spec, notes)
+        return _judged(request, ctx, spec, made) if isinstance(made, _Translated) else made
+    memo = ctx.parts[translations]
+    known = memo.get(key)
+    if known is None:
+        made = _made(request, ctx, spec, notes)
+        if not isinstance(made, _Translated):
+            return made
+        known = memo.put(key, made)
+    return _judged(request, ctx, spec, known)
+
+
+def _judged(request: Request, ctx: Context, spec: PodSpecRef, made: _Translated) -> Result:
+    """A translation judged against the cluster's devices now: the claims it makes with those
+    the pod already names, all on one node as the scheduler allocates them."""
+    if not made.made:
+        return made.allowed
+    kept = _claims_kept(spec, made.stale, request.namespace, ctx)
+    verdict = satisfiability.pod_verdict(
+        ctx,
+        [*kept, *made.made],
+        subject(request),
+        mapped=made.mapped,
+        spec_path=spec.path,
+        priority=satisfiability.pod_priority(spec, ctx),
+    )
+    if verdict.denied:
+        return verdict
+    if not verdict.warnings:
+        return made.allowed
+    return dataclasses.replace(made.allowed, warnings=(*made.warnings, *verdict.warnings))
+
+
+def _made(
+    request: Request, ctx: Context, spec: PodSpecRef, notes: list[str]
+) -> Result | _Translated:
+    """What translating `spec` makes, or the answer when there is nothing to make (a denial,
+    no legacy request)."""
     planned = plan_for(spec, request.namespace, ctx, replace_own=request.operation == "UPDATE")
     planned.notes[:0] = notes
     if planned.problems:
@@ -153,33 +255,28 @@ def _translate_spec(request: Request, ctx: Context, spec: PodSpecRef) -> Result:
     # They are judged with the claims the pod already has and the one the scheduler makes for
     # what is left to it, all on one node as the scheduler allocates them: the pod's validation
     # need not judge them again (app.pipeline).
-    made = _claims_made(planned)
-    kept = _claims_kept(spec, planned, request.namespace, ctx) if made else []
+    made = _claims_made(planned, ctx.view.release.frees_refused_counters)
     mapped = left_to_scheduler(request.kind, spec, ctx) if made and planned.left else ()
-    verdict = satisfiability.pod_verdict(
-        ctx,
-        [*kept, *made],
-        subject(request),
-        mapped=mapped,
-        spec_path=spec.path,
-        priority=satisfiability.pod_priority(spec, ctx),
-    )
-    if verdict.denied:
-        return verdict
     patch = to_patch(planned) if planned.wants or planned.stale else []
-    return Result(
+    allowed = Result(
         patch=(*patch, *(_annotate(request, spec, planned) if planned.wants else ())),
         warnings=(
             *planned.notes,
             *(left.warning() for left in planned.left),
             *planned.warnings,
-            *verdict.warnings,
         ),
         templates=tuple(planned.templates.values()),
         translated=(
             *(_rule(w.mapping.source) for w in planned.wants),
             *(left.rule for left in planned.left),
         ),
+    )
+    return _Translated(
+        made=tuple(shaped(claim) for claim in made),
+        stale=planned.stale,
+        mapped=mapped,
+        warnings=allowed.warnings,
+        allowed=allowed,
     )
 
 
@@ -231,21 +328,22 @@ def _rule(source: str) -> str:
     return "mapping" if source == "config" else source
 
 
-def _claims_made(planned: TranslationPlan) -> list[ClaimInput]:
+def _claims_made(planned: TranslationPlan, counters_back: bool) -> list[ClaimInput]:
     """The claims translation adds, as the allocation model reads them (taken together: the
-    scheduler puts all of a pod's claims on one node)."""
+    scheduler puts all of a pod's claims on one node) on a release whose allocator gives a
+    refused device's counters back or not (`counters_back`)."""
     made = []
     for claim in planned.claims:
         if claim.template is None:
             continue
         spec = claim.template.template["spec"]["spec"]
         label = f"claim {claim.name} (template {claim.template.name})"
-        made.append(ClaimInput(label, parse_claim_spec(spec), f"{label}: "))
+        made.append(ClaimInput(label, parse_claim_spec(spec), f"{label}: ", counters_back))
     return made
 
 
 def _claims_kept(
-    spec: PodSpecRef, planned: TranslationPlan, namespace: str, ctx: Context
+    spec: PodSpecRef, stale: Mapping[int, str], namespace: str, ctx: Context
 ) -> list[ClaimInput]:
     """The claims the pod already names (not an earlier translation's, which the plan
     replaces), as the pod's own satisfiability check reads them (`satisfiability.check_pod`):
@@ -256,7 +354,7 @@ def _claims_kept(
         return []
     kept = []
     for index, entry in enumerate(entries):
-        if index in planned.stale or not isinstance(entry, dict):
+        if index in stale or not isinstance(entry, dict):
             continue
         name, template = entry.get("resourceClaimName"), entry.get("resourceClaimTemplateName")
         parsed, label = None, ""
