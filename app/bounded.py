@@ -97,6 +97,8 @@ class CacheName(StrEnum):
     """Legacy request amounts read as whole device counts."""
     TEMPLATE_TOUCHES = "template-touches"
     """Templates marked used lately (not marked again on every pod)."""
+    TEMPLATE_MATCHES = "template-matches"
+    """Whether a stored template is the one translation wants, per pair of objects."""
     MERGED_DECISIONS = "merged-decisions"
     """The pipeline's merged decision by the identity of the shared results merged."""
     DENIAL_TEXTS = "denial-texts"

@@ -112,6 +112,13 @@ class Provisioner:
         )
         """Templates this replica touched (or created), and when (monotonic)."""
         self._touch_every = gc_grace_seconds / 4
+        self._compared: BoundedCache[tuple[int, int], tuple[Obj, Obj, str | None]] = BoundedCache(
+            CacheName.TEMPLATE_MATCHES, TOUCH_MEMO_LIMIT
+        )
+        """`template_mismatch` of a stored template and a wanted one, by their identities (the
+        view's object is replaced on every change, translation's come from its own memo): a
+        pod of a known shape does not compare the two specs again. The entry keeps both, so
+        neither id can be reused while it lives."""
 
     async def ensure(self, templates: Sequence[Obj], *, dry_run: bool = False) -> Outcome:
         """Make sure every template in `templates` exists as translation built it.
@@ -128,7 +135,7 @@ class Provisioner:
             found = view.get(Kind.RESOURCE_CLAIM_TEMPLATE, name, namespace)
             if found is None:
                 missing.append(template)
-            elif (problem := template_mismatch(found, template)) is not None:
+            elif (problem := self._mismatch(found, template)) is not None:
                 reason = f"ResourceClaimTemplate {namespace}/{name} exists, but {problem}"
                 return Outcome(Status.CONFLICT, name, reason)
             elif self._collected is not None and self._idle((namespace, name)):
@@ -149,6 +156,15 @@ class Provisioner:
                 return outcome
             created = created or outcome.status is Status.CREATED
         return CREATED if created else EXISTED
+
+    def _mismatch(self, stored: Obj, wanted: Obj) -> str | None:
+        key = (id(stored), id(wanted))
+        known = self._compared.get(key)
+        if known is not None and known[0] is stored and known[1] is wanted:
+            return known[2]
+        problem = template_mismatch(stored, wanted)
+        self._compared.put(key, (stored, wanted, problem))
+        return problem
 
     async def _call(
         self, template: Obj, make: Callable[[Key, Obj], Coroutine[Any, Any, Outcome]]

@@ -93,6 +93,26 @@ async def test_concurrent_admissions_of_a_new_shape_share_one_create() -> None:
     assert sorted(source.creates) == ["gpu-1", "gpu-2"]
 
 
+async def test_a_stored_template_that_changes_is_compared_again() -> None:
+    wanted = _template()
+    source = _Source([_template()])
+    provisioner = _provisioner(source)
+    for _ in range(2):  # the second answered from the comparison kept
+        assert await provisioner.ensure([wanted]) == Outcome(Status.EXISTED)
+    changed = _template()
+    changed["metadata"]["resourceVersion"] = "2"
+    changed["spec"]["spec"]["devices"]["requests"][0]["exactly"]["count"] = 7
+    source.view.apply(Kind.RESOURCE_CLAIM_TEMPLATE, changed)
+    outcome = await provisioner.ensure([wanted])
+    assert outcome.status is Status.CONFLICT
+    assert outcome.reason.endswith("its spec is not the one dra-webhook builds under that name")
+    source.view.apply(
+        Kind.RESOURCE_CLAIM_TEMPLATE,
+        {**_template(), "metadata": {**_template()["metadata"], "resourceVersion": "3"}},
+    )
+    assert await provisioner.ensure([wanted]) == Outcome(Status.EXISTED)
+
+
 async def test_a_template_of_its_name_with_other_content_is_a_conflict_before_any_call() -> None:
     forged = _template()
     del forged["metadata"]["labels"]
