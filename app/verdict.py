@@ -102,7 +102,10 @@ class Merger:
         if known is not None and known[0] == given:
             return known[1]
         decision = _merge(results, failed_checks, self._denial_text)
-        self._decisions.put(key, (given, decision))
+        if not (decision.patch or decision.templates) or all(
+            r.kept for r in given if r.patch or r.templates
+        ):  # a patch made for one review would hold its share of the cache budget in vain
+            self._decisions.put(key, (given, decision))
         return decision
 
     def _denial_text(self, result: Result) -> str:

@@ -8,7 +8,7 @@ policies that apply into one decision.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, NamedTuple
 
@@ -227,6 +227,10 @@ class Result:
     translated: tuple[str, ...] = ()
     """What each request translated became, by the rule that mapped it (`mapping`,
     `deviceclass`, `implicit`, `sharing:<rule>`): counted in metrics once it is admitted."""
+    kept: bool = field(default=False, compare=False)
+    """A check's memo holds this Result and answers with it again (translation's, by pod
+    spec): the pipeline's merge of it is worth remembering even with a patch or templates,
+    which a Result made for one review carries in vain (`app.verdict.Merger`)."""
 
     @property
     def denied(self) -> bool:

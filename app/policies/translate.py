@@ -212,7 +212,7 @@ def _translate_spec(request: Request, ctx: Context, spec: PodSpecRef) -> Result:
         made = _made(request, ctx, spec, notes)
         if not isinstance(made, _Translated):
             return made
-        known = memo.put(key, made)
+        known = memo.put(key, made._replace(allowed=dataclasses.replace(made.allowed, kept=True)))
     return _judged(request, ctx, spec, known)
 
 
@@ -234,7 +234,9 @@ def _judged(request: Request, ctx: Context, spec: PodSpecRef, made: _Translated)
         return verdict
     if not verdict.warnings:
         return made.allowed
-    return dataclasses.replace(made.allowed, warnings=(*made.warnings, *verdict.warnings))
+    # (made for this review: not the kept Result)
+    warnings = (*made.warnings, *verdict.warnings)
+    return dataclasses.replace(made.allowed, warnings=warnings, kept=False)
 
 
 def _made(
