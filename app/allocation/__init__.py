@@ -19,8 +19,9 @@ It reads the device index (:mod:`app.devices.index`) and the cluster view's plai
 nothing of admission: ``policies/satisfiability.py`` turns its verdict into warnings or denials.
 """
 
+from app.allocation.claim_input import ClaimInput, shaped
 from app.allocation.explain import Problem
-from app.allocation.model import NEVER, NOT_NOW, OK, UNCHECKED, ClaimInput, Model, Verdict, shaped
+from app.allocation.model import NEVER, NOT_NOW, OK, UNCHECKED, Model, Verdict
 from app.allocation.plans import ALLOCATION_RESULTS_MAX_SIZE
 from app.allocation.state import Allocations
 

@@ -38,11 +38,12 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Mapping, Sequence
 from contextlib import suppress
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass
 from typing import Any, Final
 
 from app.allocation import explain
 from app.allocation.attempt import scan
+from app.allocation.claim_input import ClaimInput, shape_of
 from app.allocation.explain import Offers, Problem, Resolved
 from app.allocation.inventory import DeviceKey, Inventory
 from app.allocation.never import never
@@ -56,7 +57,7 @@ from app.cel.errors import CelCompileError
 from app.cel.gaps import engine_gap
 from app.cluster.view import Kind
 from app.devices.index import DeviceIndex, Match, class_selectors
-from app.k8s.claims import Alternative, ClaimSpec
+from app.k8s.claims import Alternative
 
 __all__ = ["NEVER", "NOT_NOW", "OK", "UNCHECKED", "ClaimInput", "Model", "Problem", "Verdict"]
 
@@ -66,49 +67,6 @@ OK: Final = "ok"
 UNCHECKED: Final = "unchecked"
 MEMO_SIZE: Final = 4096
 TOUCHES_KEPT: Final = 4096
-
-
-@dataclass(frozen=True, slots=True)
-class ClaimInput:
-    label: str
-    """How messages name the claim: "claim ns/name", "claim gpu (template t)"."""
-    spec: ClaimSpec
-    prefix: str = ""
-    """Put before the claim's field paths (a pod's ``spec.resourceClaims[0]`` -> ...)."""
-    counters_back: bool = False
-    """The release's allocator gives a refused device's counters back (ClaimPlan)."""
-    shape: ShapeKey | None = field(default=None, compare=False, repr=False)
-    """What the verdict memo keys the claim by, when worked out ahead (`shaped`): a claim
-    judged again and again (translation's, from its memo) is not read again each time."""
-
-
-@dataclass(frozen=True, slots=True, eq=False)
-class ShapeKey:
-    """A claim's shape (`_claim_shape`) with its hash worked out once: the verdict memo's key
-    of a kept claim is then hashed, and matched against itself, without walking the tuple. A
-    dataclass, so that the caches' sizes count what it holds (`app.bounded.approx_bytes`)."""
-
-    value: tuple[Any, ...]
-    hashed: int
-
-    @classmethod
-    def of(cls, value: tuple[Any, ...]) -> ShapeKey:
-        return cls(value, hash(value))
-
-    def __hash__(self) -> int:
-        return self.hashed
-
-    def __eq__(self, other: object) -> bool:
-        return other is self or (
-            isinstance(other, ShapeKey)
-            and other.hashed == self.hashed
-            and other.value == self.value
-        )
-
-
-def shaped(claim: ClaimInput) -> ClaimInput:
-    """`claim` with its shape worked out, for a claim that will be judged many times."""
-    return replace(claim, shape=ShapeKey.of(_claim_shape(claim)))
 
 
 @dataclass(frozen=True, slots=True)
@@ -287,7 +245,7 @@ class Model:
         claim unchecked, unless its counts alone pass the device limit (the scheduler counts
         them before any selector runs: never); one that does not compile at all is a
         problem."""
-        key = (_shape(claims), allocations.generation, classes_generation)
+        key = (shape_of(claims), allocations.generation, classes_generation)
         found = self._memo.peek(key)
         at = (self.index.generation, self._node_generation)
         if found is not None and (found.at == at or self._still(found, budget)):
@@ -490,45 +448,3 @@ def _kept_bytes(kept: _Kept) -> int:
     selectors = sum(len(e) for key in kept.keys for e in (*key[1], *key[2]))
     held = 200 * len(verdict.held)  # a set slot and a tuple of three shared strings each
     return 600 + 2 * texts + 2 * selectors + 80 * len(kept.nodes or ()) + held
-
-
-def _shape(claims: Sequence[ClaimInput]) -> Any:
-    return tuple(
-        claim.shape if claim.shape is not None else ShapeKey.of(_claim_shape(claim))
-        for claim in claims
-    )
-
-
-def _claim_shape(claim: ClaimInput) -> tuple[Any, ...]:
-    return (
-        claim.label,
-        claim.prefix,
-        claim.spec.path,
-        claim.counters_back,
-        tuple(
-            (
-                request.name,
-                request.path,
-                request.first_available is not None and request.exactly is None,
-                tuple(
-                    (
-                        alt.name,
-                        alt.path,
-                        alt.device_class,
-                        alt.selectors,
-                        alt.allocation_mode,
-                        alt.count,
-                        alt.admin_access,
-                        tuple(sorted((k, str(v)) for k, v in alt.capacity_requests.items())),
-                        alt.device_tolerations,
-                    )
-                    for alt in request.alternatives
-                ),
-            )
-            for request in claim.spec.requests
-        ),
-        tuple(
-            (c.requests, c.match_attribute, c.distinct_attribute, c.compares_values)
-            for c in claim.spec.constraints
-        ),
-    )
