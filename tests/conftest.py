@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, settings
 
+from app import bounded
 from app.cli import main
 from tests.helpers import (
     TOUR_PORTS,
@@ -47,6 +48,18 @@ def _tour_ports_held() -> Iterator[None]:
     yield
     for sock in held:
         sock.close()
+
+
+@pytest.fixture
+def roomy_cache_budget() -> Iterator[None]:
+    """A cache budget no other cache of the session has filled, for a test about what one memo
+    keeps: the budget is one per process, shared by every live cache of a name (app.bounded),
+    and caches of pipelines other tests keep alive can hold a name's whole share. What the
+    budget itself refuses is tested in tests/test_bounded.py."""
+    before = sum(bounded.budget().values())
+    bounded.set_budget(1 << 40)
+    yield
+    bounded.set_budget(before)  # (the same shares, to a byte)
 
 
 @pytest.fixture

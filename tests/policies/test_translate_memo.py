@@ -10,6 +10,7 @@ import re
 from typing import Any
 
 import orjson
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -29,6 +30,7 @@ from tests.policies.mapped_objects import (
 
 Obj = dict[str, Any]
 NS = "ml-research"
+pytestmark = pytest.mark.usefixtures("roomy_cache_budget")
 
 
 def _mutate(where: Pipeline, obj: Obj, name: str = "p") -> Decision:

@@ -82,6 +82,7 @@ def test_the_request_name_is_the_first_label_of_the_class() -> None:
     assert request_name("...") == "devices"
 
 
+@pytest.mark.usefixtures("roomy_cache_budget")
 def test_each_shape_is_built_once_and_the_same_object_is_returned() -> None:
     calls: list[str] = []
 
