@@ -169,32 +169,46 @@ def translations(parts: Parts) -> BoundedCache[Hashable, _Translated]:
 
 def _memo_key(request: Request, ctx: Context, spec: PodSpecRef) -> Hashable | None:
     """The key of a pod's translation in `translations`: a Pod's CREATE only (an UPDATE redoes
-    an earlier translation, a workload's templates are rarer and annotated elsewhere). The
-    spec as JSON (orjson, in the order the API server wrote it), whether the pod has
-    metadata and annotations maps (the annotation's op), and the generations of what the
-    plan reads: DeviceClasses (mappings, the scheduler's names), ResourceClaimTemplates (the
-    caps, the templates made before), ResourceSlices where shares are translated (published
+    an earlier translation, a workload's templates are rarer and annotated elsewhere). What the
+    plan and its patch read of the spec, as JSON (orjson): each container's field, name,
+    restartPolicy and resources, and the pod's resourceClaims; not the rest, which differs from
+    pod to pod of one workload (the service account's token volume the API server adds has a
+    name of its own per pod). Then whether the pod has metadata and annotations maps (the
+    annotation's op), the served release, and the generations of what the plan reads from the
+    view: DeviceClasses (mappings, the scheduler's names), ResourceClaimTemplates (the caps,
+    the templates made before), ResourceSlices where shares are translated (published
     capacities) and ResourceClaims where the pod names some (their DeviceClasses)."""
-    if request.kind != "Pod" or request.operation != "CREATE" or request.object is None:
+    if (
+        request.kind != "Pod"
+        or request.operation != "CREATE"
+        or request.object is None
+        or spec.error is not None
+    ):
         return None
-    meta = request.object.get("metadata")
-    annotated = isinstance(meta, dict) and isinstance(meta.get("annotations"), dict)
-    view = ctx.view
     raw = spec.spec
+    claims = raw.get("resourceClaims")
+    read = [
+        (ref.field, ref.name, ref.container.get("restartPolicy"), ref.container.get("resources"))
+        for ref in spec.read
+    ]
     try:
-        text = orjson.dumps(raw)
+        text = orjson.dumps((read, claims))
     except (TypeError, orjson.JSONEncodeError):
         return None
+    meta = request.object.get("metadata")
+    view = ctx.view
+    release = view.release
     return (
         request.namespace,
         text,
         isinstance(meta, dict),
-        annotated,
-        view.release,
+        isinstance(meta, dict) and isinstance(meta.get("annotations"), dict),
+        release.version,
+        release.features,
         view.generation(Kind.DEVICE_CLASS),
         view.generation(Kind.RESOURCE_CLAIM_TEMPLATE),
         view.generation(Kind.RESOURCE_SLICE) if ctx.parts[sharing_rules] else 0,
-        view.generation(Kind.RESOURCE_CLAIM) if raw.get("resourceClaims") else 0,
+        view.generation(Kind.RESOURCE_CLAIM) if claims else 0,
     )
 
 

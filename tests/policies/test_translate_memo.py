@@ -73,6 +73,38 @@ def test_the_pods_of_one_spec_are_planned_once_and_answered_alike() -> None:
     _same(second, _fresh(pod(NS, container("cuda", 2)), cluster(mapped=False)))
 
 
+def _with_token(obj: Obj, suffix: str) -> Obj:
+    """`obj` as the API server hands it to admission: the service account's token volume, a
+    name of its own per pod, mounted in every container."""
+    obj = copy.deepcopy(obj)
+    volume = f"kube-api-access-{suffix}"
+    obj["spec"]["volumes"] = [{"name": volume, "projected": {"sources": []}}]
+    for c in obj["spec"]["containers"]:
+        c["volumeMounts"] = [{"name": volume, "mountPath": "/var/run/secrets"}]
+    return obj
+
+
+def test_the_pods_of_a_workload_share_a_plan_though_each_has_a_token_volume_of_its_own() -> None:
+    where = make_pipeline(cluster(mapped=False))
+    spec = pod(NS, container("cuda", 2))
+    first = _mutate(where, _with_token(spec, "x7k2p"), "trainer-0")
+    hits = _memo(where).hits
+    second = _mutate(where, _with_token(spec, "q9w4z"), "trainer-1")
+    assert _memo(where).hits == hits + 1
+    _same(first, second)
+    _same(second, _fresh(_with_token(spec, "q9w4z"), cluster(mapped=False)))
+
+
+def test_an_init_container_and_a_sidecar_of_the_same_resources_are_told_apart() -> None:
+    where = make_pipeline(cluster(mapped=False))
+    plain = pod(NS, container("cuda", 1), init=(container("warm", 1),))
+    sidecar = copy.deepcopy(plain)
+    sidecar["spec"]["initContainers"][0]["restartPolicy"] = "Always"
+    for obj in (plain, sidecar):
+        _same(_mutate(where, obj), _fresh(obj, cluster(mapped=False)))
+    assert _mutate(where, plain).patch != _mutate(where, sidecar).patch
+
+
 def test_the_claims_are_judged_against_the_devices_free_now_not_when_planned() -> None:
     where = make_pipeline(cluster(mapped=False))
     spec = pod(NS, container("cuda", 8))
@@ -176,3 +208,8 @@ def test_an_answer_from_the_memo_is_the_answer_of_a_pipeline_that_never_saw_the_
     again = _mutate(SHARED, obj, "two")
     _same(first, again)
     _same(again, _fresh(obj, cluster(mapped=False)))
+    # what the key leaves out (volumes, mounts, images, env) changes nothing in the answer
+    other = _with_token(obj, "a1b2c")
+    for c in other["spec"]["containers"]:
+        c["image"], c["env"] = "other", [{"name": "A", "value": "1"}]
+    _same(_mutate(SHARED, other, "three"), _fresh(other, cluster(mapped=False)))
