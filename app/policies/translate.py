@@ -155,7 +155,6 @@ class _Translated(NamedTuple):
     made: tuple[ClaimInput, ...]
     stale: Mapping[int, str]
     mapped: tuple[MappedRequest, ...]
-    warnings: tuple[str, ...]
     allowed: Result
     """The answer when the claims meet nothing in the cluster worth a word: one object, so
     that the pipeline's merge of it is remembered too (`app.verdict`)."""
@@ -249,7 +248,7 @@ def _judged(request: Request, ctx: Context, spec: PodSpecRef, made: _Translated)
     if not verdict.warnings:
         return made.allowed
     # (made for this review: not the kept Result)
-    warnings = (*made.warnings, *verdict.warnings)
+    warnings = (*made.allowed.warnings, *verdict.warnings)
     return dataclasses.replace(made.allowed, warnings=warnings, kept=False)
 
 
@@ -291,7 +290,6 @@ def _made(
         made=tuple(shaped(claim) for claim in made),
         stale=planned.stale,
         mapped=mapped,
-        warnings=allowed.warnings,
         allowed=allowed,
     )
 
