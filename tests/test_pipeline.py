@@ -103,6 +103,7 @@ def all_reviews() -> list[tuple[Endpoint, dict[str, Any]]]:
             (
                 "dra-only",
                 "near-misses",
+                "translated-again",
                 "pod-satisfiability",
                 "preemption",
                 "claim-quota",

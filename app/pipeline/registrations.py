@@ -203,6 +203,16 @@ REGISTRATIONS: tuple[Registration, ...] = (
         workloads=True,
     ),
     Registration(
+        "translated-again",
+        Endpoint.VALIDATE,
+        frozenset({("", "Pod")}),
+        frozenset({"CREATE"}),
+        translate.validate_pod,
+        reads=_TRANSLATE_READS,
+        builds=_TRANSLATE_BUILDS,
+        indexes=_TRANSLATE_INDEXES,
+    ),
+    Registration(
         "translate-validate",
         Endpoint.VALIDATE,
         WORKLOADS,
@@ -372,10 +382,12 @@ REGISTRATIONS: tuple[Registration, ...] = (
         indexes=(DeviceHolders,),
     ),
 )
-READ_THE_FINAL_POD = frozenset({"cel-rules"})
+READ_THE_FINAL_POD = frozenset({"cel-rules", "translated-again"})
 """Validating checks of pods that the mutating call of a translate namespace does not run: an
 admin's CEL rule may read any field of the pod as it finally is, after every mutation (the chart
-keeps the validating call where rules match Pods)."""
+keeps the validating call where rules match Pods); legacy names asked for again after the
+translation exist only in the pod as it finally is (the chart's validating entry sends a pod with
+any extended resource)."""
 JUDGED_BY_TRANSLATION = frozenset({"pod-satisfiability"})
 """Validating checks a translation that made claims has already done: it judged the claims it
 made together with the pod's own (`policies.translate`)."""

@@ -40,7 +40,7 @@ from app.k8s import patch as jsonpatch
 from app.k8s.claims import SELECTING, parse_claim_spec, template_claim_spec
 from app.k8s.objects import PodSpecRef
 from app.k8s.patch import PatchOp
-from app.policies import satisfiability
+from app.policies import satisfiability, translate_judged
 from app.policies.base import ALLOW, Context, Mode, Request, Result, Violation, subject
 from app.policies.builders import legacy_matcher, plan_for, sharing_rules
 from app.policies.exceptions import cover, policy_exceptions
@@ -101,6 +101,54 @@ def validate(request: Request, ctx: Context) -> Result:
         ),
     )
     return combine((result, reported))
+
+
+def validate_pod(request: Request, ctx: Context) -> Result:
+    """Validating, Pods on CREATE in translate namespaces: a pod that this webhook's mutating
+    call judged (it carries the judged-claims mark, which no value of its author's survives that
+    call: `app.policies.translate_judged`) and that asks for legacy names translation would
+    translate was changed after its translation, by a mutating webhook or admission policy
+    ordered after this one, and would get its GPUs twice: denied, each name with its path. The
+    chart's validating entry sends such a pod here (an extended resource fails its
+    not-judged-at-mutation condition). A name translation leaves to the scheduler (leaveMapped,
+    a mapping's leaveToScheduler) is no offence; an unmarked pod (admitted untranslated under a
+    fail-open mutating entry) is not held to it."""
+    if (
+        ctx.mode is not Mode.TRANSLATE
+        or request.object is None
+        or not translate_judged.carried(request.object)
+    ):
+        return ALLOW
+    return per_template(request, ctx, lambda spec, _: _asked_again(request, ctx, spec))
+
+
+def _asked_again(request: Request, ctx: Context, spec: PodSpecRef) -> Result:
+    excepted, _ = _exception(request, ctx, spec)
+    if excepted is not None:
+        return excepted
+    planned = plan_for(spec, request.namespace, ctx)
+    asked = [
+        Violation(r.path, f"{who(r.container)} asks for {r.resource}: {r.amount}")
+        for want in planned.wants
+        for r in want.requests
+    ]
+    named = {v.path for v in asked}
+    asked += [_violation(p) for p in planned.problems if p.path not in named]
+    if not asked:
+        return ALLOW
+    return Result(
+        violations=tuple(asked),
+        summary=(
+            f"namespace {request.namespace} translates device-plugin requests into DRA claims "
+            f"({_mode_label(ctx)}), but {subject(request)} asks for legacy extended resources "
+            "again after dra-webhook translated it:"
+        ),
+        details=(
+            "A mutating webhook or admission policy that runs after dra-webhook added them; it "
+            f"must leave translated pods alone (their {TRANSLATED_ANNOTATION} annotation says "
+            "what was translated)."
+        ),
+    )
 
 
 def _validate_spec(

@@ -18,9 +18,10 @@ Why a pod's author cannot use it to skip validation:
 - What the validating checks read of a pod with no extended resources is its claims (which
   claims and templates it names; their content is the cluster's, and a template's spec is
   immutable). A webhook or policy that changes them after the mutating call makes the text
-  differ, and the pod is validated as before. Legacy names added after it are refused by the
-  chart's ValidatingAdmissionPolicy in translate namespaces (a judged pod with legacy names was
-  changed after its translation), and any extended resource sends the pod to validation.
+  differ, and the pod is validated as before. Any extended resource added after it sends the pod
+  to validation, where a judged pod asking for legacy names again (changed after its
+  translation) is refused (`app.policies.translate.validate_pod`; the chart's
+  ValidatingAdmissionPolicy refuses it where the validating entry fails open).
 
 What it does not cover, and the chart keeps the validating call for: admin CEL rules on Pods (they
 read any field), and a mutating entry that may be skipped (failurePolicy Ignore, or disabled).

@@ -1,8 +1,8 @@
 """Journey translate, one call per pod: a legacy pod in a translate namespace makes one webhook
 call (the mutating one judges what the validating one would), and what another mutation does to
-the pod after its translation is still caught by the API server: legacy names added back are
-refused by the chart's ValidatingAdmissionPolicy, claims added send the pod to the validating
-webhook. The later mutation is a MutatingAdmissionPolicy (served by 1.36 by default) that the
+the pod after its translation is still caught: legacy names added back send the pod to the
+validating webhook, which refuses them (the chart's ValidatingAdmissionPolicy does where that
+webhook fails open), claims added send the pod to the validating webhook. The later mutation is a MutatingAdmissionPolicy (served by 1.36 by default) that the
 API server runs again once the webhook has changed the pod (reinvocationPolicy IfNeeded), on pods
 that carry dra-webhook's translated annotation: after the translation, as a webhook ordered after
 dra-webhook's would.
@@ -143,12 +143,13 @@ def test_a_second_mutation_that_adds_the_gpu_back_after_translation_is_refused(
     )
     pod = _legacy("readded", ns)
     message = kube.wait(lambda: _refusal(kube, pod), "the mutating admission policy to apply")
-    assert "ValidatingAdmissionPolicy" in message and "dra-only-translated" in message, message
+    assert 'admission webhook "pods.dra-webhook.svc" denied the request' in message, message
     assert (
         f"namespace {ns} translates device-plugin requests into DRA claims (gpu-mode=translate), "
-        "but the pod asks for legacy extended resources again after dra-webhook translated it: "
-        "container cuda asks for nvidia.com/gpu: 1"
-    ) in message
+        "but Pod readded asks for legacy extended resources again after dra-webhook translated "
+        "it:\n- spec.containers[0].resources.limits[nvidia.com/gpu]: container cuda asks for "
+        "nvidia.com/gpu: 1"
+    ) in message, message
     with pytest.raises(ApiError):
         kube.create(pod)
     assert kube.find("Pod", "readded", ns) is None

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import copy
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -128,6 +129,54 @@ def test_a_translated_pod_is_marked_with_its_claims_in_the_one_annotations_op(
     again = harness.answer("mutate", wrap(stored))  # reinvoked: nothing left to change
     assert again["allowed"] is True
     assert _patch(again) == []
+
+
+def test_legacy_names_added_back_after_the_translation_are_refused_at_validation(
+    make_app: Callable[..., AppHarness],
+) -> None:
+    """A later mutating webhook or policy writes nvidia.com/gpu back into a translated pod: its
+    validating call (any extended resource sends it) refuses it, naming the field; the pod as
+    translated is allowed there, and an unmarked legacy pod is not held to it."""
+    harness = make_app()
+    stored = _stored(_pod(), harness.answer("mutate", wrap(_pod())))
+    assert harness.answer("validate", wrap(stored))["allowed"] is True
+    readded = copy.deepcopy(stored)
+    readded["spec"]["containers"][0]["resources"]["limits"] = {"nvidia.com/gpu": "1"}
+    answer = harness.answer("validate", wrap(readded))
+    assert answer["allowed"] is False
+    assert answer["status"]["message"] == (
+        f"namespace {NS} translates device-plugin requests into DRA claims (gpu-mode=translate), "
+        "but Pod p asks for legacy extended resources again after dra-webhook translated it:\n"
+        "- spec.containers[0].resources.limits[nvidia.com/gpu]: container cuda asks for "
+        "nvidia.com/gpu: 1\n"
+        "A mutating webhook or admission policy that runs after dra-webhook added them; it must "
+        f"leave translated pods alone (their {TRANSLATED_ANNOTATION} annotation says what was "
+        "translated)."
+    )
+    unmarked = copy.deepcopy(readded)
+    del unmarked["metadata"]["annotations"][JUDGED_ANNOTATION]
+    assert harness.answer("validate", wrap(unmarked))["allowed"] is True
+    # the mutating call never runs it: the pod it judges is the one before any later mutation
+    assert harness.answer("mutate", wrap(_pod()))["allowed"] is True
+
+
+def test_a_name_translation_leaves_to_the_scheduler_is_no_offence_when_marked(
+    make_app: Callable[..., AppHarness],
+) -> None:
+    """With leaveMapped and a DeviceClass that maps nvidia.com/gpu, the pod keeps its name as
+    written; marked for its own (MIG) claim, its validating call allows it."""
+    mapped = device_class(GPU)
+    mapped["spec"]["extendedResourceName"] = "nvidia.com/gpu"
+    one_node = [_slice("node-a", GPU, 2), _slice("node-a", MIG, 2)]
+    harness = make_app(
+        [*DEMO_NAMESPACES, mapped, device_class(MIG), *one_node, _template("one", 1, MIG)],
+        "translation: {leaveMapped: true}",
+    )
+    pod = _pod(1, template="one")
+    stored = _stored(pod, harness.answer("mutate", wrap(pod)))
+    assert stored["metadata"]["annotations"][JUDGED_ANNOTATION] == "t:one"
+    assert stored["spec"]["containers"][0]["resources"]["limits"] == {"nvidia.com/gpu": "1"}
+    assert harness.answer("validate", wrap(stored))["allowed"] is True
 
 
 def test_a_pod_with_its_own_annotations_gets_one_more_key(
