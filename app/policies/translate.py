@@ -260,6 +260,8 @@ def _memo_key(request: Request, ctx: Context, spec: PodSpecRef) -> Hashable | No
 
 
 def _translate_spec(request: Request, ctx: Context, spec: PodSpecRef) -> Result:
+    if not legacy_requests(spec, ctx.parts[legacy_matcher], zeros=True):
+        return ALLOW  # (a DRA pod: nothing to plan, as `plan` finds; no key to build for it)
     excepted, notes = _exception(request, ctx, spec)
     if excepted is not None:
         return excepted

@@ -73,6 +73,18 @@ def test_the_pods_of_one_spec_are_planned_once_and_answered_alike() -> None:
     _same(second, _fresh(pod(NS, container("cuda", 2)), cluster(mapped=False)))
 
 
+def test_a_dra_pod_is_answered_without_a_key_or_a_plan() -> None:
+    """Nothing to translate (no legacy name in any container): allowed before the memo's key is
+    built, the memo neither asked nor filled, as `plan` would have found nothing."""
+    where = make_pipeline(cluster(mapped=False))
+    dra = pod(NS, {"name": "cuda", "image": "c", "resources": {"requests": {"cpu": "1"}}})
+    before = (_memo(where).hits, _memo(where).misses, len(_memo(where)))
+    decision = _mutate(where, dra)
+    assert decision.allowed and not decision.templates and not decision.translated
+    assert (_memo(where).hits, _memo(where).misses, len(_memo(where))) == before
+    _same(decision, _fresh(dra, cluster(mapped=False)))
+
+
 def _with_token(obj: Obj, suffix: str) -> Obj:
     """`obj` as the API server hands it to admission: the service account's token volume, a
     name of its own per pod, mounted in every container."""
