@@ -103,7 +103,6 @@ def all_reviews() -> list[tuple[Endpoint, dict[str, Any]]]:
             (
                 "dra-only",
                 "near-misses",
-                "translated-again",
                 "pod-satisfiability",
                 "preemption",
                 "claim-quota",

@@ -326,6 +326,8 @@ class Pipeline:
         stale = self.view.stale_kinds
         skipped = False
         for reg in registrations:
+            if reg.modes is not None and ctx.mode not in reg.modes:
+                continue
             result = self._stale_result(reg, stale) if stale else None
             skipped = skipped or result is not None
             if result is None:

@@ -37,7 +37,7 @@ from app.policies import (
     translate,
 )
 from app.policies.admin_access import NAMESPACE_KINDS, admin_access_rules, check_claims, check_label
-from app.policies.base import Context, Request, Result
+from app.policies.base import Context, Mode, Request, Result
 from app.policies.builders import (
     legacy_matcher,
     mapping_resolver,
@@ -120,6 +120,9 @@ class Registration:
     prepare: Prepare | None = None
     """Work the check would do itself, done ahead of it one step at a time
     (`Pipeline.prepare`): whatever it leaves undone, the check does."""
+    modes: frozenset[Mode] | None = None
+    """Only in namespaces of these modes (None: whatever the namespace's mode): elsewhere the
+    check is not run, and not named among the policies that ran."""
 
 
 _TRANSLATE_READS = frozenset(
@@ -211,6 +214,7 @@ REGISTRATIONS: tuple[Registration, ...] = (
         reads=_TRANSLATE_READS,
         builds=_TRANSLATE_BUILDS,
         indexes=_TRANSLATE_INDEXES,
+        modes=frozenset({Mode.TRANSLATE}),
     ),
     Registration(
         "translate-validate",

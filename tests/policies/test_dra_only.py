@@ -102,7 +102,6 @@ def test_plain_pods_and_pods_with_claims_are_allowed_untouched() -> None:
         policies=(
             "dra-only",
             "near-misses",
-            "translated-again",
             "pod-satisfiability",
             "preemption",
             "claim-quota",
