@@ -48,7 +48,7 @@ from app.policies.mapped import MappedRequest, left_to_scheduler
 from app.policies.parts import Parts
 from app.policies.workloads import combine, finding_result, findings, per_template
 from app.translation import Problem, TranslationPlan, to_patch
-from app.translation.legacy import LegacyMatcher, legacy_requests
+from app.translation.legacy import legacy_requests, may_ask_legacy
 from app.translation.naming import who
 from app.translation.plan import Key
 from app.translation.wants import request_key
@@ -260,7 +260,7 @@ def _memo_key(request: Request, ctx: Context, spec: PodSpecRef) -> Hashable | No
 
 
 def _translate_spec(request: Request, ctx: Context, spec: PodSpecRef) -> Result:
-    if not _may_ask_legacy(spec, ctx.parts[legacy_matcher]):
+    if not may_ask_legacy(spec, ctx.parts[legacy_matcher]):
         return ALLOW  # (a DRA pod: nothing to plan, as `plan` finds; no key to build for it)
     excepted, notes = _exception(request, ctx, spec)
     if excepted is not None:
@@ -277,24 +277,6 @@ def _translate_spec(request: Request, ctx: Context, spec: PodSpecRef) -> Result:
             return made
         known = memo.put(key, made._replace(allowed=dataclasses.replace(made.allowed, kept=True)))
     return _judged(request, ctx, spec, known)
-
-
-def _may_ask_legacy(spec: PodSpecRef, is_legacy: LegacyMatcher) -> bool:
-    """False when no container of `spec` names a legacy resource, zero or not (`plan` then finds
-    nothing to translate), read from the containers as decoded; True when one may, or when a
-    container could not be read (the plan raises with its path)."""
-    if spec.error is not None:
-        return True
-    for ref in spec.read:
-        if ref.error is not None:
-            return True
-        for name in ref.limits:
-            if is_legacy(name):
-                return True
-        for name in ref.requests:
-            if is_legacy(name):
-                return True
-    return False
 
 
 def _judged(request: Request, ctx: Context, spec: PodSpecRef, made: _Translated) -> Result:

@@ -262,6 +262,25 @@ def legacy_requests(
     return found
 
 
+def may_ask_legacy(spec: PodSpecRef, is_legacy: LegacyMatcher) -> bool:
+    """False when no container of `spec` names a legacy resource, zero or not: what
+    `legacy_requests(spec, is_legacy, zeros=True)` being empty says, read from the containers as
+    decoded without making a LegacyRequest per name; True when one may, or when a container could
+    not be read (`legacy_requests` raises with its path)."""
+    if spec.error is not None:
+        return True
+    for ref in spec.read:
+        if ref.error is not None:
+            return True
+        for name in ref.limits:
+            if is_legacy(name):
+                return True
+        for name in ref.requests:
+            if is_legacy(name):
+                return True
+    return False
+
+
 def offence_keys(requests: list[LegacyRequest]) -> frozenset[tuple[str, str, str]]:
     """(container field, container name, resource) of each request, to compare old and new."""
     return frozenset((r.container.field, r.container.name, r.resource) for r in requests)
