@@ -163,6 +163,15 @@ class Pipeline:
             and self.view.namespace_labels(request.namespace) is None
         )
 
+    def prepares(self, endpoint: Endpoint, request: Request) -> bool:
+        """Whether `prepare` would give steps for this review (not None)."""
+        return (
+            endpoint,
+            request.group,
+            request.kind,
+            request.operation,
+        ) in self._preparing and request.namespace not in self._exempt
+
     def prepare(self, endpoint: Endpoint, request: Request) -> Iterator[None] | None:
         """What the review's checks would do at length, done ahead of `review` one step at a
         time (for the selector check: a step per new selector compiled, within the review's CEL

@@ -22,8 +22,10 @@ the 5xx that mean a fault.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import lru_cache
+from typing import Any
 
 RECEIVED_AT = "dra_webhook_received_at"
 """Key in the ASGI scope's `state`: `time.monotonic()` when the request's headers were read."""
@@ -32,6 +34,15 @@ ANSWER = "dra_webhook.answer"
 `answer(status, headers, body) -> bool`, which writes a whole response (status line, headers,
 one body) at once, without the two ASGI send messages; False when it cannot (then send them as
 usual). Offered by this server's protocol only."""
+ANSWER_NOW = "answer_now"
+"""Attribute of the ASGI app this server's protocol looks for: `answer_now(scope, body)`, the
+whole response (status, headers, body) to a POST whose body has been read, or None. For a
+small POST (a declared length within what is buffered without pausing) the protocol starts no
+task until the body is in, then asks: an answer is written at once (`ANSWER`'s way), without a
+task or the ASGI receive and send; None starts the task, which reads the body as usual. An
+app without it is served as uvicorn serves any app."""
+AnswerNow = Callable[[Any, bytes], tuple[int, list[tuple[bytes, bytes]], bytes] | None]
+
 STATS = "dra_webhook_transport_stats"
 """Key in the lifespan state (uvicorn hands it to every connection): the `TransportStats`."""
 

@@ -36,8 +36,15 @@ keep-alive) and six overridden parser callbacks cost ~6 µs a review (docs/bench
 per review: the transport's share"). A deadline is therefore met late by up to the sweep
 interval (at most 0.5 s, a quarter of the shortest timeout when that is shorter).
 
-A response's status line and headers are written together with its body (`_Cycle`): over TLS
-each write is a record of its own and a send, and every answer here is one body.
+A response's status line and headers are written together with its body (app.server.cycle):
+over TLS each write is a record of its own and a send, and every answer here is one body.
+
+A small POST to an app that answers at once (`ANSWER_NOW`, app.server.limits: the admission
+reviews) starts no task: when its body is in, the app is asked for the whole response in the
+loop's next turn, and it is written then; only where the app must await something (or declines)
+does the task start, reading the body as usual. A task, its coroutine and the ASGI receive and
+send cost ~5% of a review's instructions (docs/benchmarks.md, "The review without a task").
+The server still knows nothing of admission: any app may offer the attribute.
 """
 
 from __future__ import annotations
@@ -45,20 +52,20 @@ from __future__ import annotations
 import asyncio
 import time
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import httptools
-from uvicorn._types import ASGI3Application, ASGISendEvent
+from uvicorn._types import ASGI3Application, HTTPScope
 from uvicorn.config import Config
 from uvicorn.protocols.http.flow_control import HIGH_WATER_LIMIT
 from uvicorn.protocols.http.httptools_impl import (
-    STATUS_LINE,
     HttpToolsProtocol,
     RequestResponseCycle,
 )
 from uvicorn.server import ServerState
 
-from app.server.limits import ANSWER, RECEIVED_AT, STATS, TransportStats
+from app.server.cycle import Cycle, SendMade
+from app.server.limits import ANSWER, ANSWER_NOW, RECEIVED_AT, STATS, AnswerNow, TransportStats
 
 
 @dataclass(frozen=True)
@@ -85,6 +92,16 @@ _BODY = 3
 _SWEEP = "_dra_webhook_sweep"
 """Attribute of uvicorn's per-worker ServerState holding that worker's `_Sweep`."""
 SWEEP_MAX_INTERVAL = 0.5
+
+
+def _small_post(scope: HTTPScope, headers: list[tuple[bytes, bytes]]) -> bool:
+    """A POST whose declared body fits what is buffered without pausing (HIGH_WATER_LIMIT)."""
+    if scope["method"] != "POST":
+        return False
+    for name, value in headers:
+        if name == b"content-length":
+            return value.isdigit() and int(value) <= HIGH_WATER_LIMIT
+    return False
 
 
 def _response(status: int, message: str) -> bytes:
@@ -124,6 +141,13 @@ class LimitedHttpToolsProtocol(HttpToolsProtocol):
         """`loop.time()` by which the phase must end; the sweep closes the connection after."""
         stats = app_state.get(STATS)
         self._stats = stats if isinstance(stats, TransportStats) else None
+        answer_now = getattr(self.app, ANSWER_NOW, None)
+        self._answer_now: AnswerNow | None = answer_now if callable(answer_now) else None
+        """The app's answer to a request whose body is in, when it can give it without awaiting
+        (ANSWER_NOW); None when the app has none (uvicorn's wrappers hide it too)."""
+        self._deferred = False
+        """The current request's task waits for its body: `on_message_complete` asks the app
+        for its answer first."""
 
     # -- connection ------------------------------------------------------------------------
 
@@ -146,6 +170,7 @@ class LimitedHttpToolsProtocol(HttpToolsProtocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._phase = _NONE
+        self._deferred = False
         if self._refused:
             return
         if self._stats is not None:
@@ -208,7 +233,7 @@ class LimitedHttpToolsProtocol(HttpToolsProtocol):
         self._start_cycle()
 
     def _start_cycle(self) -> None:
-        """uvicorn's `on_headers_complete` after its upgrade branch, with `_Cycle` (and without
+        """uvicorn's `on_headers_complete` after its upgrade branch, with `Cycle` (and without
         `limit_concurrency`, not used: see the module doc)."""
         parser = self.parser
         scope = self.scope
@@ -227,7 +252,7 @@ class LimitedHttpToolsProtocol(HttpToolsProtocol):
         scope["raw_path"] = self.root_path.encode("ascii") + raw_path
         scope["query_string"] = parsed_url.query or b""
         existing = self.cycle
-        self.cycle = _Cycle(
+        self.cycle = Cycle(
             scope=scope,
             transport=self.transport,
             flow=self.flow,
@@ -243,6 +268,14 @@ class LimitedHttpToolsProtocol(HttpToolsProtocol):
         scope["extensions"] = {ANSWER: {"answer": self.cycle.answer}}
         app: ASGI3Application = self.app
         if existing is None or existing.response_complete:
+            if (
+                self._answer_now is not None
+                and not self.expect_100_continue  # (its body waits for the task's first read)
+                and not self.access_log  # (`answer` declines to write while it is on)
+                and _small_post(scope, self.headers)
+            ):
+                self._deferred = True  # (its body is in within HIGH_WATER_LIMIT: never paused)
+                return
             self._start_asgi_task(self.cycle, app)
         else:  # pipelined: queued, as uvicorn does
             self.flow.pause_reading()
@@ -267,6 +300,28 @@ class LimitedHttpToolsProtocol(HttpToolsProtocol):
         self._reading_head = True
         self._head_bytes = 0
         self._head_counted = False  # until a read begins a head (data_received)
+        if self._deferred:
+            # answered in the loop's next turn, as a task would be, not inside this read: the
+            # reads of a turn first, then their answers (a response written from within the
+            # TLS read callback cost 10% more CPU per review under load, measured)
+            self._deferred = False
+            self.loop.call_soon(self._answer_or_start, self.cycle)
+
+    def _answer_or_start(self, cycle: RequestResponseCycle) -> None:
+        """A deferred request, its body in: the app's answer written at once, without a task,
+        where it gives one (ANSWER_NOW); else its task, which reads the body as usual."""
+        assert self._answer_now is not None
+        if cycle.disconnected:
+            return
+        try:
+            answer = self._answer_now(cycle.scope, bytes(cycle.body))  # (as `receive` gives it)
+        except Exception:  # a bug in the app: its task serves the request, as without
+            self.logger.exception("answer_now raised; the request goes to the app's task")
+            answer = None
+        if answer is None:
+            self._start_asgi_task(cycle, self.app)
+        elif not cast("Cycle", cycle).answer(*answer):  # (writing is paused: sent in turn)
+            self._start_asgi_task(cycle, SendMade(*answer))
 
     def on_response_complete(self) -> None:
         # uvicorn's, with the idle phase in place of its keep-alive timer
@@ -374,107 +429,3 @@ class _Sweep:
                 connection._expire()
         if self.connections:
             self.start()
-
-
-class _Held:
-    """Stands in for the transport while uvicorn writes a response's status line and headers."""
-
-    def __init__(self) -> None:
-        self.parts: list[bytes] = []
-
-    def write(self, data: bytes) -> None:
-        self.parts.append(data)
-
-
-class _Prefixed:
-    """Stands in for the transport while uvicorn writes the body: its first write (or a close)
-    sends the held head with it."""
-
-    def __init__(self, transport: asyncio.Transport, head: bytes) -> None:
-        self.transport = transport
-        self.head: bytes | None = head
-
-    def write(self, data: bytes) -> None:
-        head = self.head
-        if head is not None:
-            self.head = None
-            data = head + data
-        self.transport.write(data)
-
-    def flush(self) -> None:
-        if self.head is not None and not self.transport.is_closing():
-            self.write(b"")
-
-    def close(self) -> None:
-        self.flush()
-        self.transport.close()
-
-    def is_closing(self) -> bool:
-        return self.transport.is_closing()
-
-
-class _Cycle(RequestResponseCycle):
-    """uvicorn's request-response cycle, writing the status line and headers together with the
-    first part of the body: over TLS every write is a record and a send of its own, and every
-    answer of this server is one body sent right after its head. (A head is held only between
-    those two `send` calls of the app; a body-less HEAD answer writes it when it completes.)"""
-
-    _head: bytes | None = None
-
-    def answer(self, status: int, headers: list[tuple[bytes, bytes]], body: bytes) -> bool:
-        """The whole response in one write, as `send` writes a start and one final body with
-        `content-length` (the scope extension ANSWER): for an app whose header names are
-        lowercase tokens and values plain text, which it vouches for (uvicorn's `send` checks
-        them with a regular expression each). False, having written nothing, when the response
-        has begun, the peer is gone, writing is paused (`send` waits for the drain), the request
-        is a HEAD, or the access log is on: then the app sends as usual."""
-        if (
-            self.response_started
-            or self.disconnected
-            or self.flow.write_paused
-            or self.access_log
-            or self.scope["method"] == "HEAD"
-        ):
-            return False
-        self.response_started = True
-        self.waiting_for_100_continue = False
-        content = [STATUS_LINE[status]]
-        for name, value in self.default_headers:
-            content += (name, b": ", value, b"\r\n")
-        for name, value in headers:
-            content += (name, b": ", value, b"\r\n")
-        if not self.keep_alive:
-            content.append(b"connection: close\r\n")
-        content += (b"\r\n", body)
-        self.transport.write(b"".join(content))
-        self.response_complete = True
-        self.message_event.set()
-        if not self.keep_alive:
-            self.transport.close()
-        self.on_response()
-        return True
-
-    async def send(self, message: ASGISendEvent) -> None:
-        transport = self.transport
-        if message["type"] == "http.response.start" and not self.response_started:
-            held = _Held()
-            self.transport = held  # type: ignore[assignment]
-            try:
-                await super().send(message)
-            finally:
-                self.transport = transport
-            if held.parts:
-                self._head = b"".join(held.parts)
-            return
-        head = self._head
-        if head is None:
-            await super().send(message)
-            return
-        self._head = None
-        prefixed = _Prefixed(transport, head)
-        self.transport = prefixed  # type: ignore[assignment]
-        try:
-            await super().send(message)
-        finally:
-            self.transport = transport
-            prefixed.flush()

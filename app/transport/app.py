@@ -31,15 +31,13 @@ from starlette.requests import ClientDisconnect
 
 from app import bounded
 from app.certs import TLS_CERT
-from app.cluster.api import Api, connect
-from app.cluster.certificates import ManagedCertificates
 from app.cluster.factory import build_source
 from app.cluster.progress import MigrationProgress
 from app.cluster.provisioning import Provisioner, Status
 from app.cluster.singleflight import SingleFlight
 from app.cluster.source import ClusterSource
 from app.cluster.stats import SourceStats
-from app.cluster.view import ClusterView, Kind
+from app.cluster.view import ClusterView
 from app.config import Policy, Settings
 from app.config.policy import Origin, load_policy_with_origin
 from app.errors import ReviewError
@@ -72,6 +70,7 @@ from app.transport.asgi import (
 from app.transport.denials import DenialLog
 from app.transport.response import encode, review_response
 from app.transport.review import decode_review
+from app.transport.serving import Certificates, refresh_view_gauges
 from app.verdict import provisioned
 
 logger = logging.getLogger(__name__)
@@ -155,37 +154,83 @@ class _Webhook:
                     decision = await self._provision(request, decision)
                     # admitted untranslated (failure.templateCreate: open): judged no more
                     decision = self.pipeline.settle(endpoint, request, decision)
-                answer = Answer(200, encode(review_response(request.uid, decision)))
             except Exception:  # a bug: answer per failure policy, never a 500 to the API server
                 logger.exception("internal error while answering", extra={"uid": request.uid})
                 decision = self.pipeline.settle(endpoint, request, self.pipeline.internal_failure())
-                answer = Answer(200, encode(review_response(request.uid, decision)))
-
-            self.metrics.observe_review(
-                endpoint.value, request.kind, decision.label, time.perf_counter() - started
-            )
-            for reason in decision.denied_by:
-                self.metrics.count_denial(endpoint.value, reason)
-            for check in decision.failed_checks:
-                self.metrics.count_check_error(endpoint.value, check)
-            if decision.findings:
-                self.metrics.audit_findings.inc(decision.findings)
-            for check, exception in decision.excepted:
-                self.metrics.count_exception(check, exception)
-            if decision.allowed:  # after the templates were made: the pod goes in translated
-                for rule in decision.translated:
-                    self.metrics.count_translation(rule)
-            if not decision.allowed:
-                key = (request.namespace, decision.denied_by)
-                repeated = self.denials.admit(key, time.monotonic())
-                if repeated is not None:
-                    self._log(logging.INFO, endpoint, request, decision, repeated)
-            elif logger.isEnabledFor(logging.DEBUG):
-                self._log(logging.DEBUG, endpoint, request, decision, 0)
-            return answer
+            return self._answered(endpoint, request, decision, started)
         finally:
             self.budget.give(held[0])
             self.stats.released += held[0]
+
+    def answer_now(self, scope: Scope, body: bytes, endpoint: Endpoint) -> Answer | None:
+        """`handle` for a review whose body is in, when nothing in it waits: its namespace is
+        in the view, no check prepares steps, no template is to be made, the body is small and
+        well formed, the server is not shedding load. The protocol asks this first (no task,
+        no ASGI exchange for the common review: app.server.protocol); None leaves the review
+        to `handle`, which answers it the same, awaiting what it must (a review decoded here
+        is decoded again there: the rare ones)."""
+        content_type, _ = body_headers(scope)
+        if content_type.split(";", 1)[0].strip().lower() != JSON or len(body) > LARGE_BODY_BYTES:
+            return None
+        started = time.perf_counter()
+        pipeline = self.pipeline
+        size = len(body)
+        try:
+            self.budget.take(size)
+        except OverloadedError:
+            return None
+        try:
+            self._check_queue_time(scope)
+            request = decode_review(body)
+            if pipeline.needs_namespace(endpoint, request):
+                return None
+            request = pipeline.decode(endpoint, request)
+            if pipeline.prepares(endpoint, request):
+                return None
+            decision = pipeline.review(endpoint, request)
+            if decision.templates and decision.allowed:
+                return None
+        except (OverloadedError, ReviewError):
+            return None
+        except Exception:  # a bug: `handle` answers it per failure policy, and logs it
+            return None
+        finally:
+            self.budget.give(size)
+            self.stats.released += size
+        return self._answered(endpoint, request, decision, started)
+
+    def _answered(
+        self, endpoint: Endpoint, request: Request, decision: Decision, started: float
+    ) -> Answer:
+        """The answer to a decided review, counted and logged."""
+        try:
+            answer = Answer(200, encode(review_response(request.uid, decision)))
+        except Exception:  # a bug: answer per failure policy, never a 500 to the API server
+            logger.exception("internal error while answering", extra={"uid": request.uid})
+            decision = self.pipeline.settle(endpoint, request, self.pipeline.internal_failure())
+            answer = Answer(200, encode(review_response(request.uid, decision)))
+        self.metrics.observe_review(
+            endpoint.value, request.kind, decision.label, time.perf_counter() - started
+        )
+        for reason in decision.denied_by:
+            self.metrics.count_denial(endpoint.value, reason)
+        for check in decision.failed_checks:
+            self.metrics.count_check_error(endpoint.value, check)
+        if decision.findings:
+            self.metrics.audit_findings.inc(decision.findings)
+        for check, exception in decision.excepted:
+            self.metrics.count_exception(check, exception)
+        if decision.allowed:  # after the templates were made: the pod goes in translated
+            for rule in decision.translated:
+                self.metrics.count_translation(rule)
+        if not decision.allowed:
+            key = (request.namespace, decision.denied_by)
+            repeated = self.denials.admit(key, time.monotonic())
+            if repeated is not None:
+                self._log(logging.INFO, endpoint, request, decision, repeated)
+        elif logger.isEnabledFor(logging.DEBUG):
+            self._log(logging.DEBUG, endpoint, request, decision, 0)
+        return answer
 
     def _log(
         self, level: int, endpoint: Endpoint, request: Request, decision: Decision, held: int
@@ -314,35 +359,6 @@ def _announce_policy(metrics: Metrics, origin: Origin) -> None:
     metrics.policy_info.labels(origin.source, origin.digest).set(1)
 
 
-class _Certificates:
-    """The managed certificates (settings.managed_certs_secret) while the lifespan runs: their
-    own API client, one task (app.cluster.certificates), stopped with the Lease given up."""
-
-    def __init__(self, settings: Settings, view: ClusterView) -> None:
-        self.settings = settings
-        self.view = view
-        self.manager: ManagedCertificates | None = None
-        self._task: asyncio.Task[None] | None = None
-
-    def ready(self) -> tuple[bool, bytes]:
-        """The readiness verdict (`readiness`), with the managed certificate's."""
-        return readiness(self.view, self.manager)
-
-    async def start(self) -> None:
-        if not self.settings.managed_certs_secret:
-            return
-        self.manager = ManagedCertificates(self.settings, Api(await connect(self.settings)))
-        self._task = asyncio.create_task(self.manager.run(), name="managed certificates")
-
-    async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with suppress(asyncio.CancelledError):
-                await self._task
-        if self.manager is not None:
-            await self.manager.api.close()
-
-
 def create_app(
     settings: Settings | None = None,
     *,
@@ -370,7 +386,7 @@ def create_app(
     webhook = _Webhook(settings, pipeline, source, metrics)
     progress = MigrationProgress.from_settings(settings)
     _watch(metrics, settings, webhook, progress)
-    certificates = _Certificates(settings, source.view)
+    certificates = Certificates(settings, source.view)
     housekeeping = Housekeeping(settings, webhook.stats, certificates.ready, health_listener)
 
     @asynccontextmanager
@@ -388,7 +404,7 @@ def create_app(
         # With several workers a scrape reads every worker's gauge files, so each worker keeps
         # its own view's gauges current, not only when it happens to serve the scrape.
         refresher = (
-            asyncio.create_task(_refresh_view_gauges(metrics, source))
+            asyncio.create_task(refresh_view_gauges(metrics, source))
             if metrics.multiprocess_dir is not None
             else None
         )
@@ -430,6 +446,10 @@ def create_app(
         "/mutate": partial(webhook.handle, endpoint=Endpoint.MUTATE),
         "/validate": partial(webhook.handle, endpoint=Endpoint.VALIDATE),
     }
+    app.admission_now = {
+        "/mutate": partial(webhook.answer_now, endpoint=Endpoint.MUTATE),
+        "/validate": partial(webhook.answer_now, endpoint=Endpoint.VALIDATE),
+    }
     for path, handler in app.admission.items():  # also reachable through the router
         app.add_route(path, as_endpoint(handler), methods=["POST"])
 
@@ -450,32 +470,6 @@ def create_app(
         return Response(metrics.render(), media_type="text/plain; version=0.0.4; charset=utf-8")
 
     return app
-
-
-def readiness(
-    view: ClusterView, certificates: ManagedCertificates | None = None
-) -> tuple[bool, bytes]:
-    """Whether the view can be trusted (every kind listed, none stale) and the managed serving
-    certificate, if any, is not about to expire; and why not: the verdict of `/readyz` here and
-    on the health port (app.server.health)."""
-    stale = view.stale_kinds
-    serving, why = certificates.ready() if certificates is not None else (True, "")
-    if view.synced and not stale and serving:
-        return True, b'{"ready":true}'
-    missing = sorted(k.value for k in Kind if k not in view.synced_kinds())
-    answer: dict[str, object] = {"ready": False, "unsynced": missing, "stale": sorted(stale)}
-    if not serving:
-        answer["certificate"] = why
-    return False, orjson.dumps(answer)
-
-
-VIEW_GAUGE_INTERVAL_SECONDS = 5.0
-
-
-async def _refresh_view_gauges(metrics: Metrics, source: ClusterSource) -> None:
-    while True:
-        await asyncio.sleep(VIEW_GAUGE_INTERVAL_SECONDS)
-        metrics.observe_view(source.view)
 
 
 def create_app_from_env() -> FastAPI:

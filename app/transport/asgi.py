@@ -8,6 +8,10 @@ a tenth of the review. `AdmissionFront` answers POST /mutate and /validate strai
 ASGI scope and hands every other request to the FastAPI app, unchanged; the same handler serves
 both ways (`app.transport.app`).
 
+A review whose body is in is also answered without a task where nothing in it waits
+(`AdmissionFront.answer_now`, which this server's protocol asks first: app.server.limits
+ANSWER_NOW); the handler's own `answer_now` says which reviews.
+
 What the layers did that still matters is done here: the body is read whole with
 `ClientDisconnect` on a disconnect, the answer carries its length and content type, and an
 exception the handler does not answer itself reaches uvicorn, which logs it and answers 500.
@@ -97,6 +101,7 @@ async def send_answer(send: Send, answer: Answer) -> None:
 
 
 Handler = Callable[[Scope, Receive], Awaitable[Answer]]
+NowHandler = Callable[[Scope, bytes], "Answer | None"]
 
 
 def as_endpoint(handler: Handler) -> Callable[[Request], Awaitable[Response]]:
@@ -123,6 +128,23 @@ class AdmissionFront(FastAPI):
     """
 
     admission: dict[str, Handler]
+    admission_now: dict[str, NowHandler]
+    """The same paths' answers without awaiting, for a request whose body is in (`answer_now`):
+    None where the handler must await something (then the task runs `admission`'s)."""
+
+    def answer_now(
+        self, scope: Scope, body: bytes
+    ) -> tuple[int, list[tuple[bytes, bytes]], bytes] | None:
+        """The whole response to a POST whose body has been read, when one of the admission
+        paths can give it at once (app.server.protocol asks, before starting a task); None to
+        serve the request as usual."""
+        handler = self.admission_now.get(scope["path"])
+        if handler is None:
+            return None
+        answer = handler(scope, body)
+        if answer is None:
+            return None
+        return answer.status, answer.headers(), answer.body
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http" and scope["method"] == "POST":

@@ -11,7 +11,7 @@ import orjson
 import pytest
 from uvicorn.protocols.http.flow_control import FlowControl
 
-from app.server.protocol import _Cycle
+from app.server.cycle import Cycle
 from tests.helpers import TlsServer, load_fixture, start_server, stop_server
 from tests.server.helpers import LIMITS, closed_within, connect, head, read_response
 
@@ -103,10 +103,10 @@ class _Transport:
         pass
 
 
-def _cycle(method: str = "POST", keep_alive: bool = True) -> tuple[_Cycle, _Transport]:
+def _cycle(method: str = "POST", keep_alive: bool = True) -> tuple[Cycle, _Transport]:
     transport = _Transport()
     scope: Any = {"method": method, "http_version": "1.1"}
-    cycle = _Cycle(
+    cycle = Cycle(
         scope=scope,
         transport=transport,  # type: ignore[arg-type]
         flow=FlowControl(transport),  # type: ignore[arg-type]
@@ -122,7 +122,7 @@ def _cycle(method: str = "POST", keep_alive: bool = True) -> tuple[_Cycle, _Tran
     return cycle, transport
 
 
-async def _respond(cycle: _Cycle, body: bytes) -> None:
+async def _respond(cycle: Cycle, body: bytes) -> None:
     headers = [(b"content-length", b"%d" % len(body)), (b"content-type", b"application/json")]
     await cycle.send({"type": "http.response.start", "status": 200, "headers": headers})
     await cycle.send({"type": "http.response.body", "body": body})
