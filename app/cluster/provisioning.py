@@ -120,26 +120,27 @@ class Provisioner:
         pod of a known shape does not compare the two specs again. The entry keeps both, so
         neither id can be reused while it lives."""
 
+    def settled(self, templates: Sequence[Obj], *, dry_run: bool = False) -> Outcome | None:
+        """`ensure`'s outcome where it makes no API call (every template already there as
+        translation built it and fresh, a conflict the view shows, a dry run); None where a
+        create or a touch is to be awaited."""
+        found = self._to_make(templates)
+        if isinstance(found, Outcome):
+            return found
+        if not (found[0] or found[1]):
+            return EXISTED
+        return DRY_RUN if dry_run else None
+
     async def ensure(self, templates: Sequence[Obj], *, dry_run: bool = False) -> Outcome:
         """Make sure every template in `templates` exists as translation built it.
 
         Conflicts the view shows are answered before any API call; then the first template that
         could not be made, in order, is the outcome. Anything else raised (a bug) is raised.
         """
-        view = self.source.view
-        missing: list[Obj] = []
-        idle: list[Obj] = []
-        for template in templates:
-            meta = template["metadata"]
-            namespace, name = meta["namespace"], meta["name"]
-            found = view.get(Kind.RESOURCE_CLAIM_TEMPLATE, name, namespace)
-            if found is None:
-                missing.append(template)
-            elif (problem := self._mismatch(found, template)) is not None:
-                reason = f"ResourceClaimTemplate {namespace}/{name} exists, but {problem}"
-                return Outcome(Status.CONFLICT, name, reason)
-            elif self._collected is not None and self._idle((namespace, name)):
-                idle.append(template)
+        found = self._to_make(templates)
+        if isinstance(found, Outcome):
+            return found
+        missing, idle = found
         if not (missing or idle):
             return EXISTED  # the common case: every template already known, nothing to await
         if dry_run:
@@ -156,6 +157,25 @@ class Provisioner:
                 return outcome
             created = created or outcome.status is Status.CREATED
         return CREATED if created else EXISTED
+
+    def _to_make(self, templates: Sequence[Obj]) -> Outcome | tuple[list[Obj], list[Obj]]:
+        """The templates missing from the view and those idle (to touch), or the conflict of
+        the first the view holds with other content."""
+        view = self.source.view
+        missing: list[Obj] = []
+        idle: list[Obj] = []
+        for template in templates:
+            meta = template["metadata"]
+            namespace, name = meta["namespace"], meta["name"]
+            found = view.get(Kind.RESOURCE_CLAIM_TEMPLATE, name, namespace)
+            if found is None:
+                missing.append(template)
+            elif (problem := self._mismatch(found, template)) is not None:
+                reason = f"ResourceClaimTemplate {namespace}/{name} exists, but {problem}"
+                return Outcome(Status.CONFLICT, name, reason)
+            elif self._collected is not None and self._idle((namespace, name)):
+                idle.append(template)
+        return missing, idle
 
     def _mismatch(self, stored: Obj, wanted: Obj) -> str | None:
         key = (id(stored), id(wanted))

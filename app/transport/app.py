@@ -33,7 +33,7 @@ from app import bounded
 from app.certs import TLS_CERT
 from app.cluster.factory import build_source
 from app.cluster.progress import MigrationProgress
-from app.cluster.provisioning import Provisioner, Status
+from app.cluster.provisioning import Outcome, Provisioner, Status
 from app.cluster.singleflight import SingleFlight
 from app.cluster.source import ClusterSource
 from app.cluster.stats import SourceStats
@@ -168,7 +168,8 @@ class _Webhook:
         well formed, the server is not shedding load. The protocol asks this first (no task,
         no ASGI exchange for the common review: app.server.protocol); None leaves the review
         to `handle`, which answers it the same, awaiting what it must (a review decoded here
-        is decoded again there: the rare ones)."""
+        is decoded again there: the rare ones). A translated pod whose templates are all there
+        is answered here too (`Provisioner.settled`)."""
         content_type, _ = body_headers(scope)
         if content_type.split(";", 1)[0].strip().lower() != JSON or len(body) > LARGE_BODY_BYTES:
             return None
@@ -188,8 +189,12 @@ class _Webhook:
             if pipeline.prepares(endpoint, request):
                 return None
             decision = pipeline.review(endpoint, request)
-            if decision.templates and decision.allowed:
-                return None
+            if decision.templates and decision.allowed:  # (a translated pod)
+                outcome = self.provisioner.settled(decision.templates, dry_run=request.dry_run)
+                if outcome is None:
+                    return None  # a template to make: awaited in `handle`
+                decision = self._provisioned(request, decision, outcome)
+                decision = pipeline.settle(endpoint, request, decision)
         except (OverloadedError, ReviewError):
             return None
         except Exception:  # a bug: `handle` answers it per failure policy, and logs it
@@ -325,6 +330,9 @@ class _Webhook:
         runs): the cluster layer makes them (app.cluster.provisioning), the verdict says what
         a failure means for the review (app.verdict.provisioned)."""
         outcome = await self.provisioner.ensure(decision.templates, dry_run=request.dry_run)
+        return self._provisioned(request, decision, outcome)
+
+    def _provisioned(self, request: Request, decision: Decision, outcome: Outcome) -> Decision:
         if not outcome.ok:
             conflict = outcome.status is Status.CONFLICT
             logger.warning(

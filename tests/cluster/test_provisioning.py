@@ -210,3 +210,19 @@ async def test_a_template_claims_were_made_from_is_not_touched() -> None:
     source = _Source([_template(), made], collects_templates=True)
     assert (await _provisioner(source).ensure([_template()])).status is Status.EXISTED
     assert source.touches == [] and source.creates == []
+
+
+async def test_settled_is_what_ensure_answers_without_a_call_and_none_where_it_calls() -> None:
+    forged = _template("gpu-9")
+    del forged["metadata"]["labels"]
+    source = _Source([_template(), forged], collects_templates=True)
+    provisioner = _provisioner(source)
+    assert provisioner.settled([_template("gpu-2")]) is None  # missing: a create to await
+    assert provisioner.settled([_template("gpu-2")], dry_run=True) == Outcome(Status.DRY_RUN)
+    assert provisioner.settled([_template()]) is None  # idle: a touch to await first
+    conflict = provisioner.settled([_template("gpu-9")])
+    assert conflict is not None and conflict.status is Status.CONFLICT
+    assert source.creates == [] and source.touches == []  # (it calls nothing itself)
+    assert await provisioner.ensure([_template()]) == Outcome(Status.EXISTED)  # touched now
+    assert provisioner.settled([_template()]) == Outcome(Status.EXISTED)
+    assert source.touches == ["gpu-1"]

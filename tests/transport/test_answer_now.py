@@ -88,3 +88,14 @@ def test_a_review_that_waits_or_is_refused_is_left_to_the_asgi_path(
         path, content=raw, headers=dict((k.decode(), v.decode()) for k, v in headers)
     )
     assert served.status_code in (200, 400)
+
+
+def test_a_translated_pod_is_answered_at_once_once_its_template_is_there(app: AppHarness) -> None:
+    body = orjson.dumps(review("pod-create-legacy-gpu", namespace="ml-research"))
+    dry = orjson.dumps(review("pod-create-legacy-gpu", namespace="ml-research", dryRun=True))
+    assert _now(app, "/mutate", dry) is not None  # a dry run creates nothing: nothing to await
+    assert _now(app, "/mutate", body) is None  # its template to create first (awaited)
+    served = app.post("mutate", body)
+    assert orjson.loads(served.content)["response"]["patch"]
+    status, _, content = _now(app, "/mutate", body)  # the template is there now
+    assert (status, content) == (served.status_code, served.content)
