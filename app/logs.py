@@ -45,12 +45,14 @@ class LineShape:
     share of the cache budget of CacheName.LOG_LINES: a namespace makes one per kind, operation
     and verdict it sees, so this bounds what requests can make the process keep."""
 
-    __slots__ = ("_cache", "_kept", "_runs", "keys")
+    __slots__ = ("_cache", "_kept", "_runs", "keys", "plain")
 
     def __init__(self, *keys: str, repeating: frozenset[str] = frozenset()) -> None:
         if len(set(keys)) != len(keys):
             raise ValueError(f"a key twice in {keys}")
         self.keys = keys
+        self.plain = _HEAD_KEYS.isdisjoint(keys)
+        """No key is one of the four every line starts with (`JsonLines.format_line`)."""
         runs: list[tuple[int, int, str]] = []
         for index, key in enumerate(keys):
             if key not in repeating:
@@ -89,6 +91,7 @@ class JsonLines(logging.Formatter):
         self._second = -1
         self._stamp = ""
         self._heads: dict[tuple[str, int], str] = {}
+        self._messages: dict[tuple[str, int, str], str] = {}
         # The stdlib's C encoder with its default separators: lines read `"uid": "..."` as they
         # always have, for whatever greps them (orjson would be faster but writes `"uid":"..."`).
         self._encoder = json.JSONEncoder(default=str)
@@ -178,12 +181,12 @@ class JsonLines(logging.Formatter):
         keys = shape.keys
         if len(values) != len(keys):
             raise ValueError(f"{len(values)} values for the {len(keys)} keys {keys}")
-        if not _HEAD_KEYS.isdisjoint(keys):
+        if not shape.plain:
             return self.format_fields(name, level, message, dict(zip(keys, values, strict=True)))
-        head = self._heads.get((name, level))
+        head = self._messages.get((name, level, message))
         if head is None:
-            head = self._head(name, level)
-        parts = ['{"time": "', self._time(time.time()), head, _encode_ascii(message)]
+            head = self._message_head(name, level, message)
+        parts = ['{"time": "', self._time(time.time()), head]
         append = parts.append
         for start, end, prefix in shape._runs:
             if prefix:
@@ -207,6 +210,14 @@ class JsonLines(logging.Formatter):
             append(text)
         parts.append("}")
         return "".join(parts)
+
+    def _message_head(self, name: str, level: int, message: str) -> str:
+        """What follows the time in a line of this logger, level and message, the message
+        included (`format_line`'s lines: a few distinct messages, each kept)."""
+        head = self._head(name, level) + _encode_ascii(message)
+        if len(self._messages) < _HEADS_KEPT:
+            self._messages[(name, level, message)] = head
+        return head
 
     def _head(self, name: str, level: int) -> str:
         """What follows the time in a line of this logger and level, up to the message."""
@@ -322,21 +333,22 @@ def _fast_handlers(logger: logging.Logger) -> list[tuple[JsonLinesHandler, JsonL
     """The handlers a record of `logger` reaches, with their formatters, when every one is a
     JsonLinesHandler with a JsonLines formatter and no filters, and no logger on the way has
     filters; else None."""
-    handlers: list[logging.Handler] = []
+    fast: list[tuple[JsonLinesHandler, JsonLines]] = []
     current: logging.Logger | None = logger
     while current is not None:
         if current.filters:
             return None
-        handlers.extend(current.handlers)
+        for handler in current.handlers:
+            formatter = handler.formatter
+            if (
+                type(handler) is not JsonLinesHandler
+                or handler.filters
+                or not isinstance(formatter, JsonLines)
+            ):
+                return None
+            fast.append((handler, formatter))
         current = current.parent if current.propagate else None
-    fast = [
-        (h, h.formatter)
-        for h in handlers
-        if type(h) is JsonLinesHandler and not h.filters and isinstance(h.formatter, JsonLines)
-    ]
-    if not fast or len(fast) != len(handlers):
-        return None
-    return fast
+    return fast or None
 
 
 def logging_config(level: str = "INFO") -> dict[str, Any]:
