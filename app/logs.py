@@ -148,14 +148,23 @@ class JsonLines(logging.Formatter):
             line["stack_info"] = self.formatStack(record.stack_info)
         return self._encode(line)
 
-    def format_fields(self, name: str, level: int, message: str, fields: dict[str, Any]) -> str:
-        """The line `format` writes for a record of these fields, without the record.
+    def format_fields(
+        self,
+        name: str,
+        level: int,
+        message: str,
+        fields: dict[str, Any],
+        *,
+        created: float | None = None,
+    ) -> str:
+        """The line `format` writes for a record of these fields, without the record; `created`
+        its time (`time.time()`, now by default).
 
         The four keys every line starts with are written from a head kept per logger and level,
         and the fields' own encoding is spliced after them: the text `format` writes (one dict,
         one encoding; tests/test_logs.py), without the merged dict. Fields that would replace
         one of the four keys take the merged dict, as `format` does."""
-        stamp = self._time(time.time())
+        stamp = self._time(time.time() if created is None else created)
         if _HEAD_KEYS.isdisjoint(fields):
             head = self._heads.get((name, level))
             if head is None:
@@ -174,7 +183,14 @@ class JsonLines(logging.Formatter):
         return self._encode(line)
 
     def format_line(
-        self, name: str, level: int, message: str, shape: LineShape, values: tuple[Any, ...]
+        self,
+        name: str,
+        level: int,
+        message: str,
+        shape: LineShape,
+        values: tuple[Any, ...],
+        *,
+        created: float | None = None,
     ) -> str:
         """The line `format_fields` writes for `dict(zip(shape.keys, values))`, the repeating
         runs of values taken from the shape's cache (`LineShape`)."""
@@ -182,11 +198,12 @@ class JsonLines(logging.Formatter):
         if len(values) != len(keys):
             raise ValueError(f"{len(values)} values for the {len(keys)} keys {keys}")
         if not shape.plain:
-            return self.format_fields(name, level, message, dict(zip(keys, values, strict=True)))
+            fields = dict(zip(keys, values, strict=True))
+            return self.format_fields(name, level, message, fields, created=created)
         head = self._messages.get((name, level, message))
         if head is None:
             head = self._message_head(name, level, message)
-        parts = ['{"time": "', self._time(time.time()), head]
+        parts = ['{"time": "', self._time(time.time() if created is None else created), head]
         append = parts.append
         for start, end, prefix in shape._runs:
             if prefix:
@@ -277,6 +294,13 @@ class JsonLinesHandler(logging.StreamHandler):  # type: ignore[type-arg]
             elif len(self._pending) >= self.MAX_PENDING:
                 self.flush()
 
+    def write_lines(self, lines: list[str]) -> None:
+        """Write formatted lines now (with any queued before them, in order)."""
+        if lines:
+            with self.lock:  # type: ignore[union-attr]
+                self._pending.extend(lines)
+                self.flush()
+
     def flush(self) -> None:
         with self.lock:  # type: ignore[union-attr]
             if self._pending:
@@ -312,10 +336,17 @@ def log_fields(logger: logging.Logger, level: int, message: str, fields: dict[st
 
 
 def log_line(
-    logger: logging.Logger, level: int, message: str, shape: LineShape, values: tuple[Any, ...]
+    logger: logging.Logger,
+    level: int,
+    message: str,
+    shape: LineShape,
+    values: tuple[Any, ...],
+    *,
+    created: float | None = None,
 ) -> None:
     """`log_fields(logger, level, message, dict(zip(shape.keys, values)))`, the repeating runs
-    of the line encoded once (`LineShape`)."""
+    of the line encoded once (`LineShape`); `created` the line's time where its formatter
+    writes it (now by default)."""
     if not logger.isEnabledFor(level):
         return
     fast = _fast_handlers(logger)
@@ -325,8 +356,87 @@ def log_line(
     line = ""
     for handler, formatter in fast:
         if level >= handler.level:
-            line = line or formatter.format_line(logger.name, level, message, shape, values)
+            line = line or formatter.format_line(
+                logger.name, level, message, shape, values, created=created
+            )
             handler.emit_line(line)
+
+
+class LineBatch:
+    """The lines one logger logs on a hot path (the decision line of every denied review),
+    queued as their values and logged together (`log_line`) in the event loop's next turn.
+
+    Formatted between two reviews' checks, a line cost ~12 µs of the server's CPU, three times
+    what the same code costs in a run of lines: the review in between leaves the formatter's
+    objects out of the processor's caches. Queued, a line costs its review an append; the turn
+    after formats the turn's lines one after the other (~30 under load). Each keeps the time
+    it was logged at; it is late by a turn of the loop (as `JsonLinesHandler` writes it
+    anyway), and may follow a line another logger wrote in that turn. Outside a running loop
+    a line is logged at once; `write` logs what is queued (at shutdown).
+    """
+
+    MAX_QUEUED = 256
+    """Lines held before logging them anyway: bounds memory."""
+
+    def __init__(self, logger: logging.Logger) -> None:
+        self.logger = logger
+        self._queued: list[tuple[int, str, LineShape, tuple[Any, ...], float]] = []
+
+    def log(self, level: int, message: str, shape: LineShape, values: tuple[Any, ...]) -> None:
+        """`log_line(self.logger, level, message, shape, values)`, in the loop's next turn."""
+        if len(values) != len(shape.keys):  # (said here, to the caller, not at the write)
+            raise ValueError(f"{len(values)} values for the {len(shape.keys)} keys {shape.keys}")
+        queued = self._queued
+        queued.append((level, message, shape, values, time.time()))
+        if len(queued) == 1:
+            try:
+                loop = asyncio.get_running_loop()
+            except RuntimeError:
+                self.write()
+                return
+            loop.call_soon(self.write)
+        elif len(queued) >= self.MAX_QUEUED:
+            self.write()
+
+    def write(self) -> None:
+        """Log every queued line, in order, and write them (one write where every handler is a
+        JsonLinesHandler); a line that cannot be formatted is said, with its message, and takes
+        none of the others with it."""
+        queued, self._queued = self._queued, []
+        if not queued:
+            return
+        logger = self.logger
+        fast = _fast_handlers(logger)
+        if fast is None:  # (logging captured by tests, other configurations)
+            for level, message, shape, values, created in queued:
+                self._logged(level, message, shape, values, created)
+            return
+        name = logger.name
+        for handler, formatter in fast:
+            lines = []
+            for level, message, shape, values, created in queued:
+                if level < handler.level or not logger.isEnabledFor(level):
+                    continue
+                try:
+                    lines.append(
+                        formatter.format_line(name, level, message, shape, values, created=created)
+                    )
+                except Exception:
+                    logger.exception("a %r line could not be written", message)
+            handler.write_lines(lines)
+
+    def _logged(
+        self,
+        level: int,
+        message: str,
+        shape: LineShape,
+        values: tuple[Any, ...],
+        created: float,
+    ) -> None:
+        try:
+            log_line(self.logger, level, message, shape, values, created=created)
+        except Exception:
+            self.logger.exception("a %r line could not be written", message)
 
 
 def _fast_handlers(logger: logging.Logger) -> list[tuple[JsonLinesHandler, JsonLines]] | None:

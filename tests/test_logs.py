@@ -24,6 +24,7 @@ from app.bounded import CacheName
 from app.logs import (
     JsonLines,
     JsonLinesHandler,
+    LineBatch,
     LineShape,
     configure_logging,
     log_fields,
@@ -381,3 +382,102 @@ def test_log_line_goes_through_logger_log_where_a_handler_needs_a_record(
     (record,) = caplog.records
     assert record.getMessage() == "review denied"
     assert (record.__dict__["uid"], record.__dict__["denied_by"]) == ("u", ("x",))
+
+
+class _Writes:
+    def __init__(self) -> None:
+        self.writes: list[str] = []
+
+    def write(self, text: str) -> None:
+        self.writes.append(text)
+
+    def flush(self) -> None:
+        pass
+
+
+def _batched(name: str) -> tuple[logging.Logger, _Writes, JsonLinesHandler]:
+    stream = _Writes()
+    handler = JsonLinesHandler(stream)
+    handler.setFormatter(JsonLines())
+    logger = logging.getLogger(name)
+    logger.addHandler(handler)
+    logger.propagate = False
+    logger.setLevel(logging.INFO)
+    return logger, stream, handler
+
+
+_DECISION = LineShape("uid", "namespace", repeating=frozenset({"namespace"}))
+
+
+def test_a_batch_logs_a_turns_lines_in_the_next_turn_in_one_write_each_at_its_own_time() -> None:
+    logger, stream, handler = _batched("app.test.line_batch")
+    batch = LineBatch(logger)
+    try:
+
+        async def turn() -> tuple[int, float]:
+            for n in range(40):
+                batch.log(logging.INFO, "review denied", _DECISION, (f"u-{n}", "ns"))
+            written = len(stream.writes)  # nothing yet: queued as values
+            logged_at = time.time()
+            await asyncio.sleep(0)
+            return written, logged_at
+
+        written, logged_at = asyncio.run(turn())
+        assert written == 0
+        (text,) = stream.writes  # the turn's lines in one write
+        lines = [json.loads(line) for line in text.splitlines()]
+        assert [line["uid"] for line in lines] == [f"u-{n}" for n in range(40)]
+        assert {line["namespace"] for line in lines} == {"ns"}
+        stamp = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(int(logged_at)))
+        assert lines[0]["time"][:19] in {stamp, time.strftime("%Y-%m-%d %H:%M:%S")}
+
+        batch.log(logging.DEBUG, "review allowed", _DECISION, ("u-d", "ns"))  # below the level
+        batch.log(logging.INFO, "outside a loop", _DECISION, ("u-o", "ns"))  # logged at once
+        assert [json.loads(line)["uid"] for line in stream.writes[-1].splitlines()] == ["u-o"]
+        assert len(stream.writes) == 2
+    finally:
+        logger.removeHandler(handler)
+
+
+def test_a_batch_says_a_line_it_cannot_format_and_keeps_the_others() -> None:
+    logger, stream, handler = _batched("app.test.line_batch_bad")
+    batch = LineBatch(logger)
+    loop: list[Any] = []
+    loop.append(loop)  # (a value that refers to itself: no JSON for it)
+    try:
+        with pytest.raises(ValueError, match="1 values for the 2 keys"):
+            batch.log(logging.INFO, "review denied", _DECISION, ("u-1",))
+
+        async def turn() -> None:
+            batch.log(logging.INFO, "review denied", _DECISION, ("u-1", "ns"))
+            batch.log(logging.INFO, "review denied", _DECISION, (loop, "ns"))
+            batch.log(logging.INFO, "review denied", _DECISION, ("u-3", "ns"))
+            await asyncio.sleep(0)
+
+        asyncio.run(turn())
+        lines = [json.loads(line) for text in stream.writes for line in text.splitlines()]
+        said = [line for line in lines if line["message"].startswith("a 'review denied' line")]
+        assert len(said) == 1 and "Circular reference" in said[0]["exc_info"]
+        assert [line["uid"] for line in lines if "uid" in line] == ["u-1", "u-3"]
+    finally:
+        logger.removeHandler(handler)
+
+
+def test_a_batch_written_early_at_shutdown_reaches_records_handlers_once(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    logger = logging.getLogger("app.test.line_batch_records")
+    batch = LineBatch(logger)
+    with caplog.at_level(logging.INFO, logger=logger.name):
+
+        async def turn() -> int:
+            batch.log(logging.INFO, "review denied", _DECISION, ("u-1", "ns"))
+            queued = len(caplog.records)
+            batch.write()  # (the lifespan's end: what is queued is logged)
+            await asyncio.sleep(0)  # (the write the turn scheduled finds nothing left)
+            await asyncio.sleep(0)
+            return queued
+
+        assert asyncio.run(turn()) == 0
+    (record,) = caplog.records
+    assert (record.getMessage(), record.__dict__["uid"]) == ("review denied", "u-1")

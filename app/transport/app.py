@@ -41,7 +41,7 @@ from app.cluster.view import ClusterView
 from app.config import Policy, Settings
 from app.config.policy import Origin, load_policy_with_origin
 from app.errors import ReviewError
-from app.logs import LineShape, log_line
+from app.logs import LineBatch, LineShape
 from app.metrics import Metrics
 from app.pipeline import Decision, Endpoint, Pipeline
 from app.policies.base import Request
@@ -113,6 +113,8 @@ class _Webhook:
         self.budget = ByteBudget(settings.max_buffered_bytes)
         self.denials = DenialLog(settings.denial_log_seconds)
         """Which denials are logged now (app.transport.denials: a storm is not a flood)."""
+        self.lines = LineBatch(logger)
+        """The decision lines, logged in the loop's next turn (app.logs)."""
         self.provisioner = Provisioner(
             source,
             gc_grace_seconds=settings.template_gc_grace_seconds,
@@ -250,9 +252,9 @@ class _Webhook:
             request.dry_run,
         )
         if held:  # denials like it held back since its previous line
-            log_line(logger, level, _MESSAGES[decision.label], _HELD_LINE, (*values, held))
+            self.lines.log(level, _MESSAGES[decision.label], _HELD_LINE, (*values, held))
         else:
-            log_line(logger, level, _MESSAGES[decision.label], _LINE, values)
+            self.lines.log(level, _MESSAGES[decision.label], _LINE, values)
 
     async def _decide(
         self, body: bytes, endpoint: Endpoint, *, heavy: bool
@@ -433,6 +435,7 @@ def create_app(
             await source.stop()
             metrics.close()
             await housekeeping.stop()
+            webhook.lines.write()
 
     app = AdmissionFront(
         title="dra-webhook",
