@@ -166,23 +166,30 @@ def test_a_json_line_keeps_extras_exceptions_and_values_json_cannot_hold() -> No
     assert not {"args", "msg", "pathname", "lineno", "created", "exc_text"} & set(line)
 
 
-def test_lines_of_one_event_loop_iteration_are_written_together_and_none_is_lost() -> None:
-    class Stream:
-        def __init__(self) -> None:
-            self.writes: list[str] = []
+class _Writes:
+    def __init__(self) -> None:
+        self.writes: list[str] = []
 
-        def write(self, text: str) -> None:
-            self.writes.append(text)
+    def write(self, text: str) -> None:
+        self.writes.append(text)
 
-        def flush(self) -> None:
-            pass
+    def flush(self) -> None:
+        pass
 
-    stream = Stream()
+
+def _batched(name: str) -> tuple[logging.Logger, _Writes, JsonLinesHandler]:
+    stream = _Writes()
     handler = JsonLinesHandler(stream)
     handler.setFormatter(JsonLines())
-    logger = logging.getLogger("app.test.batched")
+    logger = logging.getLogger(name)
     logger.addHandler(handler)
     logger.propagate = False
+    logger.setLevel(logging.INFO)
+    return logger, stream, handler
+
+
+def test_lines_of_one_event_loop_iteration_are_written_together_and_none_is_lost() -> None:
+    logger, stream, handler = _batched("app.test.batched")
     try:
         log_fields(logger, logging.WARNING, "outside a loop", {})  # written at once
         assert len(stream.writes) == 1
@@ -382,28 +389,6 @@ def test_log_line_goes_through_logger_log_where_a_handler_needs_a_record(
     (record,) = caplog.records
     assert record.getMessage() == "review denied"
     assert (record.__dict__["uid"], record.__dict__["denied_by"]) == ("u", ("x",))
-
-
-class _Writes:
-    def __init__(self) -> None:
-        self.writes: list[str] = []
-
-    def write(self, text: str) -> None:
-        self.writes.append(text)
-
-    def flush(self) -> None:
-        pass
-
-
-def _batched(name: str) -> tuple[logging.Logger, _Writes, JsonLinesHandler]:
-    stream = _Writes()
-    handler = JsonLinesHandler(stream)
-    handler.setFormatter(JsonLines())
-    logger = logging.getLogger(name)
-    logger.addHandler(handler)
-    logger.propagate = False
-    logger.setLevel(logging.INFO)
-    return logger, stream, handler
 
 
 _DECISION = LineShape("uid", "namespace", repeating=frozenset({"namespace"}))
