@@ -336,17 +336,10 @@ def log_fields(logger: logging.Logger, level: int, message: str, fields: dict[st
 
 
 def log_line(
-    logger: logging.Logger,
-    level: int,
-    message: str,
-    shape: LineShape,
-    values: tuple[Any, ...],
-    *,
-    created: float | None = None,
+    logger: logging.Logger, level: int, message: str, shape: LineShape, values: tuple[Any, ...]
 ) -> None:
     """`log_fields(logger, level, message, dict(zip(shape.keys, values)))`, the repeating runs
-    of the line encoded once (`LineShape`); `created` the line's time where its formatter
-    writes it (now by default)."""
+    of the line encoded once (`LineShape`)."""
     if not logger.isEnabledFor(level):
         return
     fast = _fast_handlers(logger)
@@ -356,9 +349,7 @@ def log_line(
     line = ""
     for handler, formatter in fast:
         if level >= handler.level:
-            line = line or formatter.format_line(
-                logger.name, level, message, shape, values, created=created
-            )
+            line = line or formatter.format_line(logger.name, level, message, shape, values)
             handler.emit_line(line)
 
 
@@ -407,9 +398,12 @@ class LineBatch:
             return
         logger = self.logger
         fast = _fast_handlers(logger)
-        if fast is None:  # (logging captured by tests, other configurations)
-            for level, message, shape, values, created in queued:
-                self._logged(level, message, shape, values, created)
+        if fast is None:  # (logging captured by tests, other configurations: records)
+            for level, message, shape, values, _ in queued:
+                try:
+                    log_line(logger, level, message, shape, values)
+                except Exception:
+                    logger.exception("a %r line could not be written", message)
             return
         name = logger.name
         for handler, formatter in fast:
@@ -424,19 +418,6 @@ class LineBatch:
                 except Exception:
                     logger.exception("a %r line could not be written", message)
             handler.write_lines(lines)
-
-    def _logged(
-        self,
-        level: int,
-        message: str,
-        shape: LineShape,
-        values: tuple[Any, ...],
-        created: float,
-    ) -> None:
-        try:
-            log_line(self.logger, level, message, shape, values, created=created)
-        except Exception:
-            self.logger.exception("a %r line could not be written", message)
 
 
 def _fast_handlers(logger: logging.Logger) -> list[tuple[JsonLinesHandler, JsonLines]] | None:

@@ -466,3 +466,23 @@ def test_a_batch_written_early_at_shutdown_reaches_records_handlers_once(
         assert asyncio.run(turn()) == 0
     (record,) = caplog.records
     assert (record.getMessage(), record.__dict__["uid"]) == ("review denied", "u-1")
+
+
+def test_a_batch_says_a_line_a_records_handler_refuses_and_keeps_the_others(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    logger = logging.getLogger("app.test.line_batch_refused")
+    batch = LineBatch(logger)
+    clashing = LineShape("msg", "uid")  # (a LogRecord's own attribute: `extra` may not set it)
+    with caplog.at_level(logging.INFO, logger=logger.name):
+
+        async def turn() -> None:
+            batch.log(logging.INFO, "review denied", clashing, ("m", "u-1"))
+            batch.log(logging.INFO, "review denied", _DECISION, ("u-2", "ns"))
+            await asyncio.sleep(0)
+
+        asyncio.run(turn())
+    said, kept = caplog.records
+    assert said.getMessage() == "a 'review denied' line could not be written"
+    assert said.exc_info is not None and said.exc_info[0] is KeyError
+    assert (kept.getMessage(), kept.__dict__["uid"]) == ("review denied", "u-2")
