@@ -394,27 +394,31 @@ def test_log_line_goes_through_logger_log_where_a_handler_needs_a_record(
 _DECISION = LineShape("uid", "namespace", repeating=frozenset({"namespace"}))
 
 
-def test_a_batch_logs_a_turns_lines_in_the_next_turn_in_one_write_each_at_its_own_time() -> None:
+def test_a_batch_logs_a_turns_lines_in_the_next_turn_in_one_write_each_at_its_own_time(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     logger, stream, handler = _batched("app.test.line_batch")
     batch = LineBatch(logger)
+    start = time.mktime((2026, 12, 7, 10, 0, 0, 0, 0, -1))
+    clock = iter([start + n / 1000 + 0.0002 for n in range(40)])  # a ms apart as logged
+    monkeypatch.setattr("app.logs.time.time", lambda: next(clock, start + 5.0))
     try:
 
-        async def turn() -> tuple[int, float]:
+        async def turn() -> int:
             for n in range(40):
                 batch.log(logging.INFO, "review denied", _DECISION, (f"u-{n}", "ns"))
             written = len(stream.writes)  # nothing yet: queued as values
-            logged_at = time.time()
-            await asyncio.sleep(0)
-            return written, logged_at
+            await asyncio.sleep(0)  # (written now, at start + 5 s)
+            return written
 
-        written, logged_at = asyncio.run(turn())
-        assert written == 0
+        assert asyncio.run(turn()) == 0
         (text,) = stream.writes  # the turn's lines in one write
         lines = [json.loads(line) for line in text.splitlines()]
         assert [line["uid"] for line in lines] == [f"u-{n}" for n in range(40)]
         assert {line["namespace"] for line in lines} == {"ns"}
-        stamp = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(int(logged_at)))
-        assert lines[0]["time"][:19] in {stamp, time.strftime("%Y-%m-%d %H:%M:%S")}
+        assert [line["time"] for line in lines] == [
+            f"2026-12-07 10:00:00,{n:03d}" for n in range(40)
+        ]  # each at the time it was logged, not the write's
 
         batch.log(logging.DEBUG, "review allowed", _DECISION, ("u-d", "ns"))  # below the level
         batch.log(logging.INFO, "outside a loop", _DECISION, ("u-o", "ns"))  # logged at once
