@@ -69,11 +69,15 @@ OPTIONAL_KINDS: dict[Kind, str] = {
 404 (not served) on their list is not an outage (the view holds none of them and stays ready;
 docs/rbac.md)."""
 FIELD_SELECTORS: dict[Kind, str] = {
-    Kind.POD: "status.phase!=Succeeded,status.phase!=Failed",
+    Kind.POD: "spec.nodeName!=,status.phase!=Succeeded,status.phase!=Failed",
 }
-"""Asked of the API server on the list and the watch: a pod that has finished holds no device
-(its claims are released), so it is not sent at all; one that finishes leaves the watch as a
-DELETED event."""
+"""Asked of the API server on the list and the watch. Of Pods, only those bound to a node and
+not finished: the view reads a pod only as the holder of an allocated claim, and the scheduler
+reserves a claim for the pod it is binding, so a pending or gated pod (a queue's thousands
+waiting for admission) holds no device and is not sent at all, nor is one that has finished
+(its claims are released). A pod enters the watch as ADDED when it is bound and leaves it as
+DELETED when it finishes; between a claim's reservation and its pod's binding (the scheduler's
+binding cycle) the holder is named by its claim (`policies.preemption.held_by`)."""
 MERGE_PATCH = "application/merge-patch+json"
 
 

@@ -188,9 +188,9 @@ def held_by(
     of `priority` (None: a claim on its own, whose pods are not known): "DRA will not preempt
     the lower-priority pods holding the devices: ml/train-0 (0)". The holders are the pods the
     claims' `status.reservedFor` names, with their priority from the view's Pods; where the view
-    does not hold a holder (no permission to watch pods, or its event is not in yet) the claims are
-    named instead. None where there is nothing to say: a release that preempts for DRA, a pod
-    that may not preempt, holders all of its priority or above."""
+    does not hold a holder (no permission to watch pods, a pod not bound yet, or its event not in
+    yet) the claims are named instead. None where there is nothing to say: a release that
+    preempts for DRA, a pod that may not preempt, holders all of its priority or above."""
     if not ctx.policy.preemption.warn or ctx.view.release.preempts_for_dra:
         return None
     classes = ctx.parts[known_classes].classes(ctx.view)

@@ -16,11 +16,13 @@ from tests.cluster.objects import priority_class
 pytestmark = pytest.mark.anyio
 
 
-async def test_pods_are_asked_for_without_finished_ones_and_only_claim_holders_are_kept(
+async def test_pods_are_asked_for_bound_and_unfinished_and_only_claim_holders_are_kept(
     apiserver: FakeApiServer, live: LiveSource
 ) -> None:
     (listed,) = apiserver.queries(Kind.POD, watch=False)
-    assert listed["fieldSelector"] == "status.phase!=Succeeded,status.phase!=Failed"
+    assert listed["fieldSelector"] == (
+        "spec.nodeName!=,status.phase!=Succeeded,status.phase!=Failed"
+    )
     apiserver.put(pod("train-0", priority=100))
     apiserver.put(pod("web-0", claims=False, uid="u-2"))
     apiserver.put(priority_class("high", 1000))

@@ -324,7 +324,7 @@ def _allocated(kube: Kube, namespace: str, name: str) -> None:
 
 @pytest.mark.usefixtures("classes", "plugin_node")
 def test_on_dra_claims_the_scheduler_does_not_preempt_and_the_webhook_said_so(
-    kube: Kube, namespace: Any
+    kube: Kube, namespace: Any, webhook: Webhook
 ) -> None:
     ns = namespace("translate")
     _fleet_free(kube)
@@ -364,6 +364,23 @@ def test_on_dra_claims_the_scheduler_does_not_preempt_and_the_webhook_said_so(
         train = kube.get("Pod", f"train-{i}", ns)
         assert not train["metadata"].get("deletionTimestamp")
         assert _condition(train, "DisruptionTarget") is None
+
+    # the webhook's view holds the bound pods that hold claims, never a pending one: the
+    # inference pod (claims, no node) is not even sent to it
+    def bound_holders() -> int:
+        return sum(
+            1
+            for p in kube.list("Pod", None)
+            if p["spec"].get("nodeName")
+            and p["spec"].get("resourceClaims")
+            and p["status"].get("phase") not in ("Succeeded", "Failed")
+        )
+
+    kube.wait(
+        lambda: webhook.metric("dra_webhook_cluster_objects", kind="Pod") == bound_holders(),
+        "the webhook's view to hold the bound claim holders only",
+    )
+    assert bound_holders() >= 4
 
 
 # -- the admission policy: bare pods in dra-only and audit namespaces --------------------------
