@@ -26,6 +26,11 @@ DRA_E2E_BENCH_SET (chart values to install the webhook configurations with inste
 (three more namespaces, `FLOORS` below). A create the API server refuses (a webhook call on a
 connection the webhook closed as idle at that moment, on a busy machine) is counted and shown,
 not timed. Make passes CREATES and BENCH_SET through.
+
+Besides the latencies, the CPU each process used while a concurrency level was measured, from
+/proc (user + system): per webhook call for this webhook and the null webhooks (what a call
+costs on a machine the control plane shares, which the in-process figures do not show), and in
+total for the API server and etcd.
 """
 
 from __future__ import annotations
@@ -147,17 +152,20 @@ def _chart_with(kube: Kube, webhook: Webhook, helm: str, values: str) -> None:
 
 def _null_webhook(
     kube: Kube, webhook: Webhook, name: str, *, patch: bool = False, url: str = ""
-) -> None:
+) -> int | None:
     """A mutating webhook for the pods of namespaces labelled `name`=yes that answers allowed
     at once (`patch`: with a JSONPatch adding one annotation, as the call-only case's answer
     adds one), in a process of its own (the webhook's certificates), stopped with the session
-    (a daemon child of this process); with `url`, that server is called instead."""
+    (a daemon child of this process); with `url`, that server is called instead. Returns the
+    id of the process started (None with `url`)."""
+    pid = None
     if not url:
         port = free_port()
         process = multiprocessing.get_context("fork").Process(
             target=_serve_null, args=(webhook.server.cert_dir, port, patch), daemon=True
         )
         process.start()
+        pid = process.pid
         url = f"https://127.0.0.1:{port}/mutate"
     ca = base64.b64encode((webhook.server.cert_dir / "ca.crt").read_bytes()).decode()
     kube.apply(
@@ -186,6 +194,7 @@ def _null_webhook(
         }
     )
     time.sleep(2)  # the API server picks new configurations up from its informers
+    return pid
 
 
 _ANNOTATION_PATCH = base64.b64encode(
@@ -249,14 +258,19 @@ def test_create_pod_latency_none_policy_dra_only_and_translate(
         "translate": kube.namespace("bench-translate", **{"gpu-mode": "translate"}),
     }
     dra_cases = ["none", "policy", "dra-only"]
+    pids = {
+        "webhook": webhook.server.process.pid,
+        "kube-apiserver": control_plane.processes["kube-apiserver"].pid,
+        "etcd": control_plane.processes["etcd"].pid,
+    }
     if FLOORS:
         namespaces["call-only"] = kube.namespace("bench-call", **{"gpu-mode": "translate"})
         namespaces["null-webhook"] = kube.namespace("bench-null", **{"bench-null": "yes"})
         namespaces["null-patch"] = kube.namespace("bench-patch", **{"bench-patch": "yes"})
         namespaces["ours-noop"] = kube.namespace("bench-ours", **{"bench-ours": "yes"})
         dra_cases += ["call-only", "null-webhook", "null-patch", "ours-noop"]
-        _null_webhook(kube, webhook, "bench-null")
-        _null_webhook(kube, webhook, "bench-patch", patch=True)
+        pids["null-webhook"] = _null_webhook(kube, webhook, "bench-null") or 0
+        pids["null-patch"] = _null_webhook(kube, webhook, "bench-patch", patch=True) or 0
         _null_webhook(kube, webhook, "bench-ours", url=f"{webhook.server.base_url}/mutate")
     for case in dra_cases:
         template = o.claim_template("one", namespaces[case], o.claim_spec(o.exactly()))
@@ -280,8 +294,14 @@ def test_create_pod_latency_none_policy_dra_only_and_translate(
     admission_before = _admission_seconds(kube)
 
     results: dict[str, dict[str, float]] = {}
+    cpu: dict[str, dict[str, float]] = {}
     for concurrency in CONCURRENCY:
+        mutating = _calls(webhook)["mutate"]
+        used = {name: _cpu_seconds(pid) for name, pid in pids.items()}
         samples = _run(control_plane, namespaces, specs, concurrency)
+        calls_here = {"webhook": _calls(webhook)["mutate"] - mutating}
+        calls_here["null-webhook"] = calls_here["null-patch"] = len(samples.get("null-webhook", ()))
+        cpu[str(concurrency)] = _cpu_use(pids, used, calls_here)
         for case, values in samples.items():
             results[f"{case}@{concurrency}"] = {
                 "n": len(values),
@@ -301,6 +321,7 @@ def test_create_pod_latency_none_policy_dra_only_and_translate(
                 "webhook_ms_per_call": answering,
                 "refused": FAILED,
                 "api_server_admission_ms": admission,
+                "cpu": cpu,
             },
             indent=2,
         )
@@ -320,6 +341,12 @@ def test_create_pod_latency_none_policy_dra_only_and_translate(
         + f"\nwebhook calls while measured: {calls}, "
         f"{answering:.2f} ms each in the webhook (read to answered)\n"
         f"{len(FAILED)} creates refused{': ' if FAILED else ''}{'; '.join(FAILED[:5])}\n"
+        + "".join(
+            f"CPU at {c} concurrent: "
+            + ", ".join(f"{what} {value:.3f}" for what, value in row.items())
+            + "\n"
+            for c, row in cpu.items()
+        )
         + "in the API server, while measured (mean ms per call, calls):\n"
         + "".join(
             f"  {what}: {mean:.3f} ms x {count:.0f}\n" for what, (mean, count) in admission.items()
@@ -364,6 +391,35 @@ def _admission_delta(
             seconds = now.get("sum", 0) - then.get("sum", 0)
             out[key] = (seconds / count * 1000, count)
     return out
+
+
+def _cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds a process has used so far (/proc/PID/stat); 0 without one."""
+    if not pid:
+        return 0.0
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return 0.0
+    fields = stat.rsplit(")", 1)[1].split()  # from the third field on: state, ppid, ...
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _cpu_use(
+    pids: dict[str, int], before: dict[str, float], calls: dict[str, float]
+) -> dict[str, float]:
+    """What each process used since `before`: ms per call where its calls are counted
+    (`<name> ms/call`), CPU seconds in total otherwise (`<name> s`)."""
+    row = {}
+    for name, pid in pids.items():
+        if not pid:
+            continue
+        seconds = _cpu_seconds(pid) - before[name]
+        if calls.get(name):
+            row[f"{name} ms/call"] = seconds / calls[name] * 1000
+        else:
+            row[f"{name} s"] = seconds
+    return row
 
 
 def _calls(webhook: Webhook) -> dict[str, float]:
