@@ -49,6 +49,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+import httpx
 import pytest
 
 from tests.e2e import objects as o
@@ -81,7 +82,10 @@ same with a patch of one annotation in its answer (what the API server pays to a
 which call-only's answer carries and null-webhook's does not); `ours-noop`, a DRA pod sent by a
 configuration of its own to this webhook's /mutate in a namespace with no mode label: this
 server, its transport and its pipeline with nothing to judge (its calls are counted with the
-webhook's mutating calls)."""
+webhook's mutating calls); `ours-replay`, the translate case's legacy pod sent to a null
+webhook that answers with the very patch this webhook answers it with (asked of it once before
+the runs): the API server's side of a translation (the patch applied, the bigger pod stored)
+without this webhook's CPU, so translate / ours-replay is what the webhook's work adds."""
 LEGACY = "['nvidia.com/gpu', 'amd.com/gpu', 'habana.ai/gaudi']"
 DRA_ONLY_RULE = (
     "(has(object.spec.initContainers) ? object.spec.initContainers : [])"
@@ -151,11 +155,10 @@ def _chart_with(kube: Kube, webhook: Webhook, helm: str, values: str) -> None:
 
 
 def _null_webhook(
-    kube: Kube, webhook: Webhook, name: str, *, patch: bool = False, url: str = ""
+    kube: Kube, webhook: Webhook, name: str, *, patch: str = "", url: str = ""
 ) -> int | None:
     """A mutating webhook for the pods of namespaces labelled `name`=yes that answers allowed
-    at once (`patch`: with a JSONPatch adding one annotation, as the call-only case's answer
-    adds one), in a process of its own (the webhook's certificates), stopped with the session
+    at once (`patch`: with that JSONPatch, base64 as on the wire, e.g. `_ANNOTATION_PATCH`), in a process of its own (the webhook's certificates), stopped with the session
     (a daemon child of this process); with `url`, that server is called instead. Returns the
     id of the process started (None with `url`)."""
     pid = None
@@ -202,7 +205,52 @@ _ANNOTATION_PATCH = base64.b64encode(
 ).decode()
 
 
-def _serve_null(cert_dir: Path, port: int, patch: bool) -> None:
+def _floors(
+    kube: Kube, webhook: Webhook, namespaces: dict[str, str], pids: dict[str, int]
+) -> list[str]:
+    """The namespaces and null webhooks of the DRA pods' floors (`FLOORS`), their servers'
+    process ids into `pids`; returns their cases."""
+    namespaces["call-only"] = kube.namespace("bench-call", **{"gpu-mode": "translate"})
+    namespaces["null-webhook"] = kube.namespace("bench-null", **{"bench-null": "yes"})
+    namespaces["null-patch"] = kube.namespace("bench-patch", **{"bench-patch": "yes"})
+    namespaces["ours-noop"] = kube.namespace("bench-ours", **{"bench-ours": "yes"})
+    pids["null-webhook"] = _null_webhook(kube, webhook, "bench-null") or 0
+    pids["null-patch"] = _null_webhook(kube, webhook, "bench-patch", patch=_ANNOTATION_PATCH) or 0
+    _null_webhook(kube, webhook, "bench-ours", url=f"{webhook.server.base_url}/mutate")
+    return ["call-only", "null-webhook", "null-patch", "ours-noop"]
+
+
+def _translation_patch(
+    kube: Kube, webhook: Webhook, namespaces: dict[str, str], spec: dict[str, object]
+) -> str:
+    """The JSONPatch (base64) this webhook answers the translate case's pod with: the pod as
+    the API server defaults it (a dry run where no admission applies), sent to /mutate as a
+    CREATE in the translate namespace."""
+    pod = kube.create(o.pod("replay", namespaces["none"], spec), dry_run=True).obj
+    pod["metadata"]["namespace"] = namespaces["translate"]
+    review = {
+        "apiVersion": "admission.k8s.io/v1",
+        "kind": "AdmissionReview",
+        "request": {
+            "uid": "bench-replay",
+            "kind": {"group": "", "version": "v1", "kind": "Pod"},
+            "resource": {"group": "", "version": "v1", "resource": "pods"},
+            "namespace": namespaces["translate"],
+            "name": "replay",
+            "operation": "CREATE",
+            "userInfo": {"username": "bench"},
+            "object": pod,
+        },
+    }
+    ca = ssl.create_default_context(cafile=str(webhook.server.cert_dir / "ca.crt"))
+    with httpx.Client(verify=ca) as client:
+        answer = client.post(f"{webhook.server.base_url}/mutate", json=review).json()
+    response = answer["response"]
+    assert response["allowed"] and response.get("patch"), f"not translated: {response}"
+    return str(response["patch"])
+
+
+def _serve_null(cert_dir: Path, port: int, patch: str) -> None:
     context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
     context.load_cert_chain(cert_dir / "tls.crt", cert_dir / "tls.key")
 
@@ -218,7 +266,7 @@ def _serve_null(cert_dir: Path, port: int, patch: bool) -> None:
                     "allowed": True,
                 }
                 if patch:
-                    response.update(patchType="JSONPatch", patch=_ANNOTATION_PATCH)
+                    response.update(patchType="JSONPatch", patch=patch)
                 review = {
                     "apiVersion": "admission.k8s.io/v1",
                     "kind": "AdmissionReview",
@@ -264,14 +312,7 @@ def test_create_pod_latency_none_policy_dra_only_and_translate(
         "etcd": control_plane.processes["etcd"].pid,
     }
     if FLOORS:
-        namespaces["call-only"] = kube.namespace("bench-call", **{"gpu-mode": "translate"})
-        namespaces["null-webhook"] = kube.namespace("bench-null", **{"bench-null": "yes"})
-        namespaces["null-patch"] = kube.namespace("bench-patch", **{"bench-patch": "yes"})
-        namespaces["ours-noop"] = kube.namespace("bench-ours", **{"bench-ours": "yes"})
-        dra_cases += ["call-only", "null-webhook", "null-patch", "ours-noop"]
-        pids["null-webhook"] = _null_webhook(kube, webhook, "bench-null") or 0
-        pids["null-patch"] = _null_webhook(kube, webhook, "bench-patch", patch=True) or 0
-        _null_webhook(kube, webhook, "bench-ours", url=f"{webhook.server.base_url}/mutate")
+        dra_cases += _floors(kube, webhook, namespaces, pids)
     for case in dra_cases:
         template = o.claim_template("one", namespaces[case], o.claim_spec(o.exactly()))
         kube.create(template)
@@ -283,6 +324,8 @@ def test_create_pod_latency_none_policy_dra_only_and_translate(
     legacy = o.pod_spec(o.container("cuda", limits={"nvidia.com/gpu": "1"}))
     specs = {case: {**dra, "schedulingGates": gate} for case in dra_cases}
     specs["translate"] = {**legacy, "schedulingGates": gate}
+    if FLOORS:
+        specs["ours-replay"] = specs["translate"]
     # before anything is measured: the policy denies a legacy pod, the chart translates one
     # (which also makes the translate namespace's template: every timed pod reuses it)
     kube.wait(lambda: _denied(kube, o.pod("l", namespaces["policy"], legacy)), "the policy")
@@ -290,6 +333,10 @@ def test_create_pod_latency_none_policy_dra_only_and_translate(
         lambda: kube.create(o.pod("warm", namespaces["translate"], specs["translate"])).obj,
         "a first translated pod",
     )
+    if FLOORS:
+        namespaces["ours-replay"] = kube.namespace("bench-replay", **{"bench-replay": "yes"})
+        patch = _translation_patch(kube, webhook, namespaces, specs["translate"])
+        pids["ours-replay"] = _null_webhook(kube, webhook, "bench-replay", patch=patch) or 0
     calls_before = _calls(webhook)
     admission_before = _admission_seconds(kube)
 
@@ -301,6 +348,7 @@ def test_create_pod_latency_none_policy_dra_only_and_translate(
         samples = _run(control_plane, namespaces, specs, concurrency)
         calls_here = {"webhook": _calls(webhook)["mutate"] - mutating}
         calls_here["null-webhook"] = calls_here["null-patch"] = len(samples.get("null-webhook", ()))
+        calls_here["ours-replay"] = len(samples.get("ours-replay", ()))
         cpu[str(concurrency)] = _cpu_use(pids, used, calls_here)
         for case, values in samples.items():
             results[f"{case}@{concurrency}"] = {
@@ -329,7 +377,7 @@ def test_create_pod_latency_none_policy_dra_only_and_translate(
     extra = [
         f"{case}@{c}: {results[f'{case}@{c}']['p50_ms']:.1f} / "
         f"{results[f'{case}@{c}']['p99_ms']:.1f} ms"
-        for case in ("call-only", "null-webhook", "null-patch", "ours-noop")
+        for case in ("call-only", "null-webhook", "null-patch", "ours-noop", "ours-replay")
         for c in CONCURRENCY
         if FLOORS
     ]
