@@ -158,9 +158,10 @@ def _null_webhook(
     kube: Kube, webhook: Webhook, name: str, *, patch: str = "", url: str = ""
 ) -> int | None:
     """A mutating webhook for the pods of namespaces labelled `name`=yes that answers allowed
-    at once (`patch`: with that JSONPatch, base64 as on the wire, e.g. `_ANNOTATION_PATCH`), in a process of its own (the webhook's certificates), stopped with the session
-    (a daemon child of this process); with `url`, that server is called instead. Returns the
-    id of the process started (None with `url`)."""
+    at once (`patch`: with that JSONPatch, base64 as on the wire, e.g. `_ANNOTATION_PATCH`),
+    in a process of its own (the webhook's certificates), stopped with the session (a daemon
+    child of this process); with `url`, that server is called instead. Returns the id of the
+    process started (None with `url`)."""
     pid = None
     if not url:
         port = free_port()
@@ -335,6 +336,14 @@ def test_create_pod_latency_none_policy_dra_only_and_translate(
     )
     if FLOORS:
         namespaces["ours-replay"] = kube.namespace("bench-replay", **{"bench-replay": "yes"})
+        for made in kube.list("ResourceClaimTemplate", namespaces["translate"]):
+            # the templates the patch names, there too, as translation made them: the
+            # controllers find in both namespaces what they find in one
+            meta = {"name": made["metadata"]["name"], "namespace": namespaces["ours-replay"]}
+            made.update(
+                apiVersion="resource.k8s.io/v1", kind="ResourceClaimTemplate", metadata=meta
+            )
+            kube.create(made)
         patch = _translation_patch(kube, webhook, namespaces, specs["translate"])
         pids["ours-replay"] = _null_webhook(kube, webhook, "bench-replay", patch=patch) or 0
     calls_before = _calls(webhook)
