@@ -56,7 +56,7 @@ from tests.e2e import objects as o
 from tests.e2e.controlplane import ControlPlane
 from tests.e2e.kube import ApiError, Kube
 from tests.e2e.webhook import Webhook, render
-from tests.helpers import free_port
+from tests.helpers import free_port, wrap
 
 pytestmark = [
     pytest.mark.journey("latency"),
@@ -229,20 +229,7 @@ def _translation_patch(
     CREATE in the translate namespace."""
     pod = kube.create(o.pod("replay", namespaces["none"], spec), dry_run=True).obj
     pod["metadata"]["namespace"] = namespaces["translate"]
-    review = {
-        "apiVersion": "admission.k8s.io/v1",
-        "kind": "AdmissionReview",
-        "request": {
-            "uid": "bench-replay",
-            "kind": {"group": "", "version": "v1", "kind": "Pod"},
-            "resource": {"group": "", "version": "v1", "resource": "pods"},
-            "namespace": namespaces["translate"],
-            "name": "replay",
-            "operation": "CREATE",
-            "userInfo": {"username": "bench"},
-            "object": pod,
-        },
-    }
+    review = wrap(pod, uid="bench-replay")
     ca = ssl.create_default_context(cafile=str(webhook.server.cert_dir / "ca.crt"))
     with httpx.Client(verify=ca) as client:
         answer = client.post(f"{webhook.server.base_url}/mutate", json=review).json()
