@@ -30,7 +30,9 @@ not timed. Make passes CREATES and BENCH_SET through.
 Besides the latencies, the CPU each process used while a concurrency level was measured, from
 /proc (user + system): per webhook call for this webhook and the null webhooks (what a call
 costs on a machine the control plane shares, which the in-process figures do not show), and in
-total for the API server and etcd.
+total for the API server and etcd; and the API server's own admission metrics for each level
+(each webhook entry's calls as its client times them, the matchConditions' CEL), which say how
+much of a case's latency is inside its webhook call.
 """
 
 from __future__ import annotations
@@ -338,10 +340,13 @@ def test_create_pod_latency_none_policy_dra_only_and_translate(
 
     results: dict[str, dict[str, float]] = {}
     cpu: dict[str, dict[str, float]] = {}
+    levels: dict[str, dict[str, tuple[float, float]]] = {}
     for concurrency in CONCURRENCY:
         mutating = _calls(webhook)["mutate"]
         used = {name: _cpu_seconds(pid) for name, pid in pids.items()}
+        level_before = _admission_seconds(kube)
         samples = _run(control_plane, namespaces, specs, concurrency)
+        levels[str(concurrency)] = _admission_delta(level_before, _admission_seconds(kube))
         calls_here = {"webhook": _calls(webhook)["mutate"] - mutating}
         for null in ("null-webhook", "null-patch", "ours-replay"):  # one call per timed create
             calls_here[null] = len(samples.get(null, ()))
@@ -365,6 +370,7 @@ def test_create_pod_latency_none_policy_dra_only_and_translate(
                 "webhook_ms_per_call": answering,
                 "refused": FAILED,
                 "api_server_admission_ms": admission,
+                "api_server_admission_ms_per_level": levels,
                 "cpu": cpu,
             },
             indent=2,
@@ -394,6 +400,12 @@ def test_create_pod_latency_none_policy_dra_only_and_translate(
         + "in the API server, while measured (mean ms per call, calls):\n"
         + "".join(
             f"  {what}: {mean:.3f} ms x {count:.0f}\n" for what, (mean, count) in admission.items()
+        )
+        + "".join(
+            f"  at {c} concurrent, {what}: {mean:.3f} ms x {count:.0f}\n"
+            for c, rows in levels.items()
+            for what, (mean, count) in rows.items()
+            if what.startswith(("webhook_admission", "match_condition"))
         )
         + f"(written to {out})"
     )
