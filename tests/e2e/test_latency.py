@@ -336,7 +336,7 @@ def test_create_pod_latency_none_policy_dra_only_and_translate(
         patch = _translation_patch(kube, webhook, namespaces, specs["translate"])
         pids["ours-replay"] = _null_webhook(kube, webhook, "bench-replay", patch=patch) or 0
     calls_before = _calls(webhook)
-    admission_before = _admission_seconds(kube)
+    scraped = [_admission_seconds(kube)]  # before the levels, then after each
 
     results: dict[str, dict[str, float]] = {}
     cpu: dict[str, dict[str, float]] = {}
@@ -344,9 +344,9 @@ def test_create_pod_latency_none_policy_dra_only_and_translate(
     for concurrency in CONCURRENCY:
         mutating = _calls(webhook)["mutate"]
         used = {name: _cpu_seconds(pid) for name, pid in pids.items()}
-        level_before = _admission_seconds(kube)
         samples = _run(control_plane, namespaces, specs, concurrency)
-        levels[str(concurrency)] = _admission_delta(level_before, _admission_seconds(kube))
+        scraped.append(_admission_seconds(kube))
+        levels[str(concurrency)] = _admission_delta(scraped[-2], scraped[-1])
         calls_here = {"webhook": _calls(webhook)["mutate"] - mutating}
         for null in ("null-webhook", "null-patch", "ours-replay"):  # one call per timed create
             calls_here[null] = len(samples.get(null, ()))
@@ -358,7 +358,7 @@ def test_create_pod_latency_none_policy_dra_only_and_translate(
                 "p99_ms": _percentile(values, 99) * 1000,
             }
     after = _calls(webhook)
-    admission = _admission_delta(admission_before, _admission_seconds(kube))
+    admission = _admission_delta(scraped[0], scraped[-1])
     calls = {k: after[k] - calls_before[k] for k in ("mutate", "validate")}
     answering = (after["seconds"] - calls_before["seconds"]) / max(1, calls["mutate"]) * 1000
     out = Path(os.environ.get("DRA_E2E_BENCH_OUT", tmp_path / "latency.json"))
